@@ -1,0 +1,71 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"elasticdl/internal/ps"
+	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/worker"
+)
+
+func runWorker(ctx context.Context, env Env, args []string) error {
+	var cfg worker.Config
+	var psAddrs string
+	fs := newFlagSet(env, "worker")
+	fs.IntVar(&cfg.WorkerID, "worker_id", -1, "this worker's ID, given by the master")
+	fs.StringVar(&cfg.MasterAddr, "master_addr", "", "host:port of the job's master")
+	fs.StringVar(&psAddrs, "ps_addrs", "", "comma-separated host:port of the parameter servers, in shard order")
+	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train")
+	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", 64, "records per gradient step")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.WorkerID < 0 {
+		return usageError{fmt.Errorf("--worker_id: required")}
+	}
+	if psAddrs != "" {
+		cfg.PSAddrs = strings.Split(psAddrs, ",")
+	}
+	logger := newLogger(env.Stderr, slog.LevelInfo)
+	w, err := worker.New(cfg, env.Registry, logger)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+		return err
+	}
+	// Stopped by a signal: the master (or Kubernetes) asked, a clean exit.
+	return nil
+}
+
+func runPS(ctx context.Context, env Env, args []string) error {
+	var (
+		index, numPS      int
+		addr, optSpec, ma string
+	)
+	fs := newFlagSet(env, "ps")
+	fs.IntVar(&index, "ps_id", -1, "this parameter server's shard index")
+	fs.IntVar(&numPS, "num_ps_pods", 0, "number of parameter servers in the job")
+	fs.StringVar(&addr, "addr", "", "host:port to serve on")
+	fs.StringVar(&optSpec, "optimizer", "sgd:learning_rate=0.01", "optimizer spec")
+	fs.StringVar(&ma, "master_addr", "", "host:port of the job's master")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if numPS < 1 || index < 0 || index >= numPS {
+		return usageError{fmt.Errorf("--ps_id=%d --num_ps_pods=%d: need 0 <= ps_id < num_ps_pods", index, numPS)}
+	}
+	if addr == "" {
+		return usageError{fmt.Errorf("--addr: required")}
+	}
+	opt, err := optimizer.Parse(optSpec)
+	if err != nil {
+		return usageError{fmt.Errorf("--optimizer: %w", err)}
+	}
+	logger := newLogger(env.Stderr, slog.LevelInfo).With("ps", index)
+	return ps.Run(ctx, addr, ps.Config{Index: index, NumPS: numPS, Optimizer: opt, Logger: logger})
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"elasticdl/internal/cluster/local"
+	"elasticdl/internal/master"
+)
+
+// fashionMNISTDir is where Debian's dataset-fashion-mnist puts the data.
+const fashionMNISTDir = "/usr/share/datasets/fashion-mnist"
+
+func runTrain(ctx context.Context, env Env, args []string) error {
+	cfg := master.DefaultConfig()
+	fs := newFlagSet(env, "train")
+	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
+	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain) or a CSV file")
+	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
+	fs.StringVar(&cfg.Output, "output", "", "directory for the trained model, job_summary.json and logs")
+	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
+	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
+	fs.IntVar(&cfg.NumPS, "num_ps_pods", cfg.NumPS, "number of parameter servers")
+	fs.IntVar(&cfg.NumEpochs, "num_epochs", cfg.NumEpochs, "passes over the training data")
+	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", cfg.MinibatchSize, "records per gradient step")
+	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")
+	fs.StringVar(&cfg.Optimizer, "optimizer", "", "optimizer spec overriding the model's, e.g. 'sgd:learning_rate=0.1' or 'adam:learning_rate=0.001,amsgrad=true'")
+	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")
+	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
+	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a worker silent for this long is stopped and replaced")
+	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
+	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
+	backend := fs.String("backend", "local", "where the job runs: local (child processes)")
+	verbose := fs.Bool("verbose", false, "debug logging")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *backend != "local" {
+		return usageError{fmt.Errorf("--backend=%s: not supported by this build (supported: local)", *backend)}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	for _, p := range []struct{ flag, path string }{{"training_data", cfg.TrainingData}, {"validation_data", cfg.ValidationData}} {
+		if err := checkDataFile(p.flag, p.path); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	logDir := filepath.Join(cfg.Output, "logs")
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := newLogger(env.Stderr, level)
+	be, err := local.New(local.Config{LogDir: logDir, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("local backend: %w", err)
+	}
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger})
+	if err != nil {
+		be.Close(context.Background())
+		return err
+	}
+	summary, runErr := m.Run(ctx)
+	if summary != nil {
+		printSummary(env, summary, cfg.Output, logDir)
+	}
+	return runErr
+}
+
+// checkDataFile turns a missing file into an error that says how to get it.
+func checkDataFile(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	_, err := os.Stat(path)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrNotExist) && strings.HasPrefix(path, fashionMNISTDir+"/") {
+		return fmt.Errorf("--%s: %s does not exist; Fashion-MNIST comes from Debian's dataset-fashion-mnist package: run `sudo apt-get update && sudo apt-get install dataset-fashion-mnist`", flag, path)
+	}
+	return fmt.Errorf("--%s: %w", flag, err)
+}
+
+func printSummary(env Env, s *master.Summary, output, logDir string) {
+	w := env.Stdout
+	fmt.Fprintf(w, "\njob %s %s in %.1fs", s.Job, s.Status, s.DurationSeconds)
+	if s.Error != "" {
+		fmt.Fprintf(w, ": %s", s.Error)
+	}
+	fmt.Fprintln(w)
+	for _, e := range s.Epochs {
+		fmt.Fprintf(w, "  epoch %d: %d/%d records trained, %d twice, %d missed\n", e.Epoch, e.RecordsTrained, e.Records, e.RecordsTrainedTwice, e.RecordsMissed)
+	}
+	fmt.Fprintf(w, "  workers: %d launched, %d lost, %d relaunched; ps: %d launched, %d lost\n",
+		s.Workers.Launched, s.Workers.Lost, s.Workers.Relaunched, s.PS.Launched, s.PS.Lost)
+	if s.CorruptRecords > 0 {
+		fmt.Fprintf(w, "  corrupt records skipped: %d (first: %s)\n", s.CorruptRecords, s.FirstCorruptRecord)
+	}
+	if s.Eval != nil {
+		fmt.Fprintf(w, "  test accuracy %.4f, loss %.4f on %d records\n", s.Eval.Accuracy, s.Eval.Loss, s.Eval.Records)
+	}
+	if s.ModelPath != "" {
+		fmt.Fprintf(w, "  model: %s (version %d)\n", s.ModelPath, s.ModelVersion)
+	}
+	fmt.Fprintf(w, "  summary: %s\n  logs: %s\n", filepath.Join(output, "job_summary.json"), logDir)
+}

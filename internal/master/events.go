@@ -1,0 +1,199 @@
+package master
+
+import (
+	"context"
+	"fmt"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/policy"
+)
+
+// handleEvent turns one backend event into dispatcher and policy inputs and
+// carries out the decision (relaunch, fail the job, nothing).
+func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
+	name := cluster.InstanceName(ev.Role, ev.ID)
+	switch ev.Phase {
+	case cluster.Pending:
+		m.log.Info("instance pending", "instance", name)
+		return
+	case cluster.Running:
+		m.mu.Lock()
+		if in := m.lookup(ev.Role, ev.ID); in != nil {
+			in.running = true
+		}
+		m.mu.Unlock()
+		m.log.Debug("instance running", "instance", name)
+		return
+	case cluster.Exited:
+	default:
+		return
+	}
+
+	m.mu.Lock()
+	in := m.lookup(ev.Role, ev.ID)
+	if in == nil {
+		// An instance this master no longer tracks (already replaced).
+		m.mu.Unlock()
+		return
+	}
+	requested := ev.Requested && !in.hung
+	exit := policy.Exit{
+		Role:      toPolicyRole(ev.Role),
+		ID:        ev.ID,
+		Slot:      in.index,
+		ExitCode:  ev.ExitCode,
+		Reason:    toPolicyReason(ev.Reason),
+		Message:   ev.Message,
+		Requested: requested,
+	}
+	lost := !requested && ev.Reason != cluster.Completed
+	var index = in.index
+	switch ev.Role {
+	case cluster.Worker:
+		delete(m.workers, ev.ID)
+		requeued := m.disp.WorkerLost(ev.ID, m.now())
+		if lost {
+			m.summary.Workers.Lost++
+		}
+		exit.LiveWorkers = len(m.workers)
+		if len(requeued) > 0 {
+			m.summary.Tasks.Requeued += int64(len(requeued))
+			m.log.Info("tasks of a lost worker back to todo", "instance", name, "tasks", len(requeued))
+		}
+	case cluster.PS:
+		delete(m.ps, in.index)
+		if lost {
+			m.summary.PS.Lost++
+		}
+	}
+	decision := m.policy.Decide(exit, m.finished)
+	m.mu.Unlock()
+
+	level := m.log.Info
+	if lost {
+		level = m.log.Warn
+	}
+	level("instance exited", "instance", name, "reason", ev.Reason, "exit_code", ev.ExitCode,
+		"message", ev.Message, "relaunch", decision.Relaunch, "decision", decision.Reason)
+
+	switch {
+	case decision.FailJob:
+		m.fail(fmt.Errorf("%s %s: %s", name, ev.Reason, decision.Reason))
+	case decision.Relaunch:
+		var err error
+		if ev.Role == cluster.Worker {
+			err = m.launchWorker(ctx, index)
+			m.mu.Lock()
+			m.summary.Workers.Relaunched++
+			m.mu.Unlock()
+		} else {
+			err = m.launchPS(ctx, index)
+			m.mu.Lock()
+			m.summary.PS.Relaunched++
+			m.mu.Unlock()
+		}
+		if err != nil {
+			m.fail(fmt.Errorf("relaunch after %s %s: %w", name, ev.Reason, err))
+		}
+	default:
+		m.mu.Lock()
+		noWorkers := ev.Role == cluster.Worker && len(m.workers) == 0 && !m.finished
+		m.mu.Unlock()
+		if noWorkers {
+			m.fail(fmt.Errorf("no workers left: the last one, %s, %s: %s", name, ev.Reason, firstNonEmpty(ev.Message, decision.Reason)))
+		}
+	}
+}
+
+func (m *Master) lookup(r cluster.Role, id int) *instance {
+	switch r {
+	case cluster.Worker:
+		return m.workers[id]
+	case cluster.PS:
+		for _, in := range m.ps {
+			if in.id == id {
+				return in
+			}
+		}
+	}
+	return nil
+}
+
+// tick applies timeouts: tasks held too long, and workers that went silent
+// (alive to the backend, but hung) are stopped and their tasks requeued.
+func (m *Master) tick(ctx context.Context) {
+	m.mu.Lock()
+	now := m.now()
+	if requeued := m.disp.Tick(now); len(requeued) > 0 {
+		m.summary.Tasks.Requeued += int64(len(requeued))
+		m.log.Warn("tasks timed out, back to todo", "tasks", len(requeued), "timeout", m.cfg.TaskTimeout)
+	}
+	var silent []int
+	for id, w := range m.workers {
+		if !w.hung && now.Sub(w.lastSeen) > m.cfg.HeartbeatTimeout {
+			w.hung = true
+			silent = append(silent, id)
+			m.disp.WorkerLost(id, now)
+		}
+	}
+	err := m.disp.Err()
+	m.mu.Unlock()
+	for _, id := range silent {
+		m.log.Warn("worker silent, stopping it", "instance", cluster.InstanceName(cluster.Worker, id), "timeout", m.cfg.HeartbeatTimeout)
+		if err := m.backend.Stop(ctx, cluster.Worker, id); err != nil {
+			m.log.Warn("stop silent worker", "err", err)
+		}
+	}
+	if err != nil {
+		m.fail(err)
+	}
+}
+
+// fail ends the job with err (the first error wins).
+func (m *Master) fail(err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.endLocked(err)
+}
+
+func (m *Master) endLocked(err error) {
+	if m.finished {
+		return
+	}
+	m.finished = true
+	m.jobErr = err
+	close(m.done)
+}
+
+func toPolicyRole(r cluster.Role) policy.Role {
+	if r == cluster.PS {
+		return policy.PS
+	}
+	return policy.Worker
+}
+
+func toPolicyReason(r cluster.ExitReason) policy.ExitReason {
+	switch r {
+	case cluster.Completed:
+		return policy.Completed
+	case cluster.Killed:
+		return policy.Killed
+	case cluster.Preempted:
+		return policy.Preempted
+	case cluster.OOMKilled:
+		return policy.OOMKilled
+	case cluster.Deleted:
+		return policy.Deleted
+	default:
+		return policy.Error
+	}
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

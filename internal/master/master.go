@@ -1,0 +1,431 @@
+// Package master is the job master: it cuts the data into tasks (package
+// task), hands them to workers over gRPC, launches and watches workers and
+// parameter servers through a cluster.Backend, relaunches what was lost
+// (package policy) and writes the trained model and the job summary.
+//
+// Decisions live in the pure packages task and policy; this package only
+// translates gRPC calls, backend events and clock ticks into their inputs
+// and carries out what they decide.
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"elasticdl/data"
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/policy"
+	"elasticdl/internal/master/task"
+	"elasticdl/internal/ps/optimizer"
+	"elasticdl/model"
+	"elasticdl/proto/masterpb"
+)
+
+// Deps are the master's collaborators.
+type Deps struct {
+	Backend  cluster.Backend
+	Registry *model.Registry
+	Logger   *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Master runs one job. Build it with New, then call Run once.
+type Master struct {
+	masterpb.UnimplementedMasterServer
+
+	cfg       Config
+	backend   cluster.Backend
+	log       *slog.Logger
+	now       func() time.Time
+	spec      model.Spec
+	optimizer string
+
+	trainRecords int64
+	evalRecords  int64
+
+	mu            sync.Mutex
+	disp          *task.Dispatcher
+	policy        *policy.Policy
+	workers       map[int]*instance // live workers by ID
+	ps            map[int]*instance // live PS by shard index
+	nextWorkerID  int
+	nextPSID      int
+	evalScheduled bool
+	evalPending   map[int64]evalMetrics // by task ID, until the task succeeds
+	eval          evalMetrics
+	evalVersion   int64
+	summary       Summary
+	progress      progressMeter
+	finished      bool
+	jobErr        error
+	done          chan struct{}
+	masterAddr    string
+	psAddrs       []string
+}
+
+type instance struct {
+	id, index int
+	launched  time.Time
+	lastSeen  time.Time
+	running   bool
+	// hung is set when the master stopped the instance for silence: its exit
+	// is then a loss to recover from, not a requested stop.
+	hung bool
+}
+
+type evalMetrics struct {
+	records int64
+	sums    map[string]float64
+}
+
+func (e *evalMetrics) add(o evalMetrics) {
+	if e.sums == nil {
+		e.sums = map[string]float64{}
+	}
+	e.records += o.records
+	for k, v := range o.sums {
+		e.sums[k] += v
+	}
+}
+
+// New checks the configuration, the model and the data, so that a bad job
+// fails before anything is launched.
+func New(cfg Config, deps Deps) (*Master, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Backend == nil || deps.Registry == nil {
+		return nil, errors.New("master: backend and model registry are required")
+	}
+	spec, err := deps.Registry.Lookup(cfg.ModelDef)
+	if err != nil {
+		return nil, fmt.Errorf("--model_def: %w", err)
+	}
+	optSpec := cfg.Optimizer
+	if optSpec == "" {
+		optSpec = spec.Optimizer
+	}
+	if _, err := optimizer.Parse(optSpec); err != nil {
+		return nil, fmt.Errorf("optimizer %q: %w", optSpec, err)
+	}
+	trainN, err := countRecords(cfg.TrainingData, spec)
+	if err != nil {
+		return nil, fmt.Errorf("--training_data: %w", err)
+	}
+	var evalN int64
+	if cfg.ValidationData != "" {
+		if evalN, err = countRecords(cfg.ValidationData, spec); err != nil {
+			return nil, fmt.Errorf("--validation_data: %w", err)
+		}
+	}
+	disp, err := task.New(task.Config{
+		Training:       []task.Shard{{Name: cfg.TrainingData, Records: trainN}},
+		RecordsPerTask: cfg.RecordsPerTask(),
+		NumEpochs:      cfg.NumEpochs,
+		MaxAttempts:    cfg.MaxTaskAttempts,
+		TaskTimeout:    cfg.TaskTimeout,
+		// Tasks in a new order each epoch, as a data loader would shuffle.
+		Shuffle: true,
+		Seed:    cfg.Seed,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("task dispatcher: %w", err)
+	}
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Master{
+		cfg:          cfg,
+		backend:      deps.Backend,
+		log:          logger,
+		now:          now,
+		spec:         spec,
+		optimizer:    optSpec,
+		trainRecords: trainN,
+		evalRecords:  evalN,
+		disp:         disp,
+		policy: policy.New(policy.Config{
+			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
+			MaxPSRelaunches:            cfg.MaxPSRelaunches,
+			MaxTotalWorkerRelaunches:   100 * cfg.NumWorkers,
+		}),
+		workers:     map[int]*instance{},
+		ps:          map[int]*instance{},
+		evalPending: map[int64]evalMetrics{},
+		done:        make(chan struct{}),
+		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef},
+	}, nil
+}
+
+// countRecords opens a data source to learn its size and check that it
+// fits the model, then closes it: workers read the records themselves.
+func countRecords(uri string, spec model.Spec) (int64, error) {
+	src, err := data.Open(uri)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	if !sameShape(src.FeatureShape(), spec.InputShape) {
+		return 0, fmt.Errorf("%s: records have shape %v, model %s expects %v", uri, src.FeatureShape(), spec.Name, spec.InputShape)
+	}
+	if src.Len() == 0 {
+		return 0, fmt.Errorf("%s: no records", uri)
+	}
+	return src.Len(), nil
+}
+
+func sameShape(a, b []int) bool {
+	prod := func(s []int) int {
+		p := 1
+		for _, d := range s {
+			p *= d
+		}
+		return p
+	}
+	// A flat record fits a model whose input has the same number of values.
+	return prod(a) == prod(b)
+}
+
+// Run launches the job and blocks until it ends; the returned summary is
+// also written to the output directory. A cancelled ctx stops the job.
+func (m *Master) Run(ctx context.Context) (*Summary, error) {
+	start := m.now()
+	gs, lis, err := m.serve()
+	if err != nil {
+		return nil, err
+	}
+	defer gs.Stop()
+
+	runErr := m.run(ctx, lis.Addr().String())
+
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	modelPath, version, modelErr := "", int64(0), error(nil)
+	if runErr == nil {
+		modelPath, version, modelErr = m.saveModel(stopCtx)
+		if modelErr != nil {
+			runErr = fmt.Errorf("save model: %w", modelErr)
+		}
+	}
+	m.mu.Lock()
+	m.endLocked(runErr)
+	m.mu.Unlock()
+	if runErr == nil {
+		m.awaitWorkersExit(5 * time.Second)
+	}
+	if err := m.backend.Close(stopCtx); err != nil {
+		m.log.Warn("stopping instances", "err", err)
+	}
+	m.drainEvents()
+
+	m.mu.Lock()
+	s := m.buildSummary(runErr, m.now().Sub(start))
+	s.ModelPath, s.ModelVersion = modelPath, version
+	m.mu.Unlock()
+	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
+		return s, errors.Join(runErr, err)
+	}
+	return s, runErr
+}
+
+func (m *Master) serve() (*grpc.Server, net.Listener, error) {
+	lis, err := net.Listen("tcp", m.cfg.ListenAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
+	}
+	gs := grpc.NewServer(ServerOptions()...)
+	masterpb.RegisterMasterServer(gs, m)
+	go func() {
+		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			m.log.Error("master gRPC server", "err", err)
+		}
+	}()
+	return gs, lis, nil
+}
+
+// ServerOptions are the gRPC options of the job's servers: messages carry
+// whole models, far past gRPC's 4 MiB default.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+	}
+}
+
+// MaxMessageSize bounds one gRPC message of the job.
+const MaxMessageSize = 256 << 20
+
+func (m *Master) run(ctx context.Context, listenAddr string) error {
+	m.mu.Lock()
+	m.masterAddr = m.cfg.AdvertiseAddr
+	if m.masterAddr == "" {
+		m.masterAddr = listenAddr
+	}
+	for i := 0; i < m.cfg.NumPS; i++ {
+		addr, err := m.backend.PSAddress(i)
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("address of PS %d: %w", i, err)
+		}
+		m.psAddrs = append(m.psAddrs, addr)
+	}
+	m.mu.Unlock()
+
+	m.log.Info("job starting", "job", m.cfg.JobName, "model", m.spec.Name, "optimizer", m.optimizer,
+		"training_records", m.trainRecords, "validation_records", m.evalRecords,
+		"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr)
+	for i := 0; i < m.cfg.NumPS; i++ {
+		if err := m.launchPS(ctx, i); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < m.cfg.NumWorkers; i++ {
+		if err := m.launchWorker(ctx, i); err != nil {
+			return err
+		}
+	}
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var progressC <-chan time.Time
+	if m.cfg.ProgressInterval > 0 {
+		pt := time.NewTicker(m.cfg.ProgressInterval)
+		defer pt.Stop()
+		progressC = pt.C
+	}
+	for {
+		select {
+		case ev, ok := <-m.backend.Events():
+			if !ok {
+				return errors.New("cluster backend closed its event stream")
+			}
+			m.handleEvent(ctx, ev)
+		case <-tick.C:
+			m.tick(ctx)
+		case <-progressC:
+			m.logProgress()
+		case <-m.done:
+			m.mu.Lock()
+			err := m.jobErr
+			m.mu.Unlock()
+			if err == nil {
+				m.logProgress()
+			}
+			return err
+		case <-ctx.Done():
+			err := fmt.Errorf("job stopped: %w", context.Cause(ctx))
+			m.fail(err)
+			return err
+		}
+	}
+}
+
+// awaitWorkersExit gives workers, told DONE by their next request, a moment
+// to exit on their own before the backend stops whatever remains.
+func (m *Master) awaitWorkersExit(limit time.Duration) {
+	timeout := time.After(limit)
+	for {
+		m.mu.Lock()
+		n := len(m.workers)
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case ev, ok := <-m.backend.Events():
+			if !ok {
+				return
+			}
+			if ev.Role == cluster.Worker && ev.Phase == cluster.Exited {
+				m.mu.Lock()
+				delete(m.workers, ev.ID)
+				m.mu.Unlock()
+			}
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// drainEvents consumes what the backend reports while it stops everything,
+// so the counts in the summary are complete.
+func (m *Master) drainEvents() {
+	for ev := range m.backend.Events() {
+		if ev.Phase == cluster.Exited {
+			m.log.Debug("instance ended", "instance", cluster.InstanceName(ev.Role, ev.ID), "reason", ev.Reason)
+		}
+	}
+}
+
+func (m *Master) launchPS(ctx context.Context, index int) error {
+	m.mu.Lock()
+	id := m.nextPSID
+	m.nextPSID++
+	spec := cluster.InstanceSpec{
+		Role:  cluster.PS,
+		ID:    id,
+		Index: index,
+		Args: []string{
+			"--ps_id=" + strconv.Itoa(index),
+			"--num_ps_pods=" + strconv.Itoa(m.cfg.NumPS),
+			"--addr=" + m.psAddrs[index],
+			"--optimizer=" + m.optimizer,
+			"--master_addr=" + m.masterAddr,
+		},
+	}
+	now := m.now()
+	m.ps[index] = &instance{id: id, index: index, launched: now, lastSeen: now}
+	m.summary.PS.Launched++
+	m.mu.Unlock()
+	if err := m.backend.Launch(ctx, spec); err != nil {
+		return fmt.Errorf("launch %s: %w", spec.Name(), err)
+	}
+	return nil
+}
+
+func (m *Master) launchWorker(ctx context.Context, index int) error {
+	m.mu.Lock()
+	id := m.nextWorkerID
+	m.nextWorkerID++
+	spec := cluster.InstanceSpec{
+		Role:  cluster.Worker,
+		ID:    id,
+		Index: index,
+		Args: append([]string{
+			"--worker_id=" + strconv.Itoa(id),
+			"--master_addr=" + m.masterAddr,
+			"--ps_addrs=" + strings.Join(m.psAddrs, ","),
+			"--model_def=" + m.cfg.ModelDef,
+			"--minibatch_size=" + strconv.Itoa(m.cfg.MinibatchSize),
+			"--seed=" + strconv.FormatInt(m.cfg.Seed, 10),
+		}, m.cfg.WorkerArgs...),
+		// One BLAS thread per worker: the job's parallelism is its workers.
+		Env: []string{"OPENBLAS_NUM_THREADS=1"},
+	}
+	now := m.now()
+	m.workers[id] = &instance{id: id, index: index, launched: now, lastSeen: now}
+	m.summary.Workers.Launched++
+	m.mu.Unlock()
+	if err := m.backend.Launch(ctx, spec); err != nil {
+		m.mu.Lock()
+		delete(m.workers, id)
+		m.mu.Unlock()
+		return fmt.Errorf("launch %s: %w", spec.Name(), err)
+	}
+	return nil
+}

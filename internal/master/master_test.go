@@ -1,0 +1,321 @@
+package master
+
+import (
+	"context"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/model"
+	"elasticdl/model/zoo"
+	"elasticdl/proto/masterpb"
+)
+
+// fakeBackend records what the master asks of it; tests inject events.
+type fakeBackend struct {
+	mu       sync.Mutex
+	launched []cluster.InstanceSpec
+	stopped  []int
+	events   chan cluster.Event
+}
+
+func newFakeBackend() *fakeBackend { return &fakeBackend{events: make(chan cluster.Event, 100)} }
+
+func (f *fakeBackend) Launch(_ context.Context, s cluster.InstanceSpec) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.launched = append(f.launched, s)
+	return nil
+}
+
+func (f *fakeBackend) Stop(_ context.Context, _ cluster.Role, id int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopped = append(f.stopped, id)
+	return nil
+}
+
+func (f *fakeBackend) Events() <-chan cluster.Event    { return f.events }
+func (f *fakeBackend) PSAddress(i int) (string, error) { return "127.0.0.1:1", nil }
+func (f *fakeBackend) Close(context.Context) error     { close(f.events); return nil }
+func (f *fakeBackend) launches() []cluster.InstanceSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]cluster.InstanceSpec(nil), f.launched...)
+}
+
+// writeIDX writes a tiny MNIST-format data set of n 28×28 images.
+func writeIDX(t *testing.T, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	img := make([]byte, 16+n*784)
+	binary.BigEndian.PutUint32(img[0:], 0x803)
+	binary.BigEndian.PutUint32(img[4:], uint32(n))
+	binary.BigEndian.PutUint32(img[8:], 28)
+	binary.BigEndian.PutUint32(img[12:], 28)
+	lab := make([]byte, 8+n)
+	binary.BigEndian.PutUint32(lab[0:], 0x801)
+	binary.BigEndian.PutUint32(lab[4:], uint32(n))
+	for i := 0; i < n; i++ {
+		lab[8+i] = byte(i % 10)
+	}
+	path := filepath.Join(dir, "tiny-images-idx3-ubyte")
+	if err := os.WriteFile(path, img, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tiny-labels-idx1-ubyte"), lab, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+// newTestMaster builds a master on 1000 records (2 tasks of 512/488) with
+// its instances launched on a fake backend, without serving gRPC.
+func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *clock) {
+	t.Helper()
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ModelDef = "fashion_mnist.mlp"
+	cfg.TrainingData = writeIDX(t, 1000)
+	cfg.Output = t.TempDir()
+	cfg.NumWorkers = 2
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	fb := newFakeBackend()
+	clk := &clock{t: time.Unix(1000, 0)}
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.psAddrs = []string{"127.0.0.1:1"}
+	ctx := context.Background()
+	if err := m.launchPS(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < cfg.NumWorkers; i++ {
+		if err := m.launchWorker(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m, fb, clk
+}
+
+type snapshot struct {
+	progress any
+	coverage any
+	summary  Summary
+}
+
+func snap(m *Master) snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.disp.Progress()
+	return snapshot{progress: p, coverage: m.disp.Coverage(), summary: m.summary}
+}
+
+func getTask(t *testing.T, m *Master, worker int32) *masterpb.Task {
+	t.Helper()
+	resp, err := m.GetTask(context.Background(), &masterpb.GetTaskRequest{WorkerId: worker})
+	if err != nil || resp.Action != masterpb.GetTaskResponse_TASK {
+		t.Fatalf("GetTask(%d) = %v, %v", worker, resp, err)
+	}
+	return resp.Task
+}
+
+func TestBadRequestsLeaveStateUnchanged(t *testing.T) {
+	m, _, _ := newTestMaster(t, nil)
+	ctx := context.Background()
+	held := getTask(t, m, 0)
+	before := snap(m)
+	cases := []struct {
+		name string
+		call func() error
+		code codes.Code
+	}{
+		{"get task from unknown worker", func() error {
+			_, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 99})
+			return err
+		}, codes.NotFound},
+		{"report from unknown worker", func() error {
+			_, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 99, TaskId: held.Id, Records: 512})
+			return err
+		}, codes.NotFound},
+		{"report of unknown task", func() error {
+			_, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 0, TaskId: 12345, Records: 512})
+			return err
+		}, codes.FailedPrecondition},
+		{"report of a task another worker holds", func() error {
+			_, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 1, TaskId: held.Id, Records: 512})
+			return err
+		}, codes.FailedPrecondition},
+		{"metrics for a training task", func() error {
+			_, err := m.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{WorkerId: 0, TaskId: held.Id, Records: 1})
+			return err
+		}, codes.FailedPrecondition},
+		{"heartbeat from unknown worker", func() error {
+			_, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: -1})
+			return err
+		}, codes.NotFound},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			if status.Code(err) != c.code {
+				t.Fatalf("got %v, want code %v", err, c.code)
+			}
+			if after := snap(m); !reflect.DeepEqual(before, after) {
+				t.Fatalf("state changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+}
+
+func TestJobRunsToEvaluationAndFinish(t *testing.T) {
+	m, _, _ := newTestMaster(t, func(c *Config) { c.ValidationData = c.TrainingData })
+	ctx := context.Background()
+	t1, t2 := getTask(t, m, 0), getTask(t, m, 1)
+	// No more training tasks while both are held: WAIT, never DONE.
+	if resp, _ := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); resp.Action != masterpb.GetTaskResponse_WAIT {
+		t.Fatalf("want WAIT, got %v", resp.Action)
+	}
+	for _, r := range []struct {
+		w  int32
+		tk *masterpb.Task
+	}{{0, t1}, {1, t2}} {
+		n := r.tk.Shard.End - r.tk.Shard.Start
+		if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: r.w, TaskId: r.tk.Id, Records: n, LossSum: 2, Steps: 8}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Training done → evaluation tasks.
+	e1 := getTask(t, m, 0)
+	if e1.Type != masterpb.TaskType_EVALUATION {
+		t.Fatalf("want an evaluation task, got %v", e1)
+	}
+	e2 := getTask(t, m, 1)
+	for _, r := range []struct {
+		w  int32
+		tk *masterpb.Task
+	}{{0, e1}, {1, e2}} {
+		n := r.tk.Shard.End - r.tk.Shard.Start
+		if _, err := m.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{WorkerId: r.w, TaskId: r.tk.Id, Records: n,
+			Sums: map[string]float64{"correct": float64(n) / 2, "loss": float64(n)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: r.w, TaskId: r.tk.Id, Records: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-m.done:
+	default:
+		t.Fatal("job not finished after all tasks")
+	}
+	if resp, _ := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); resp.Action != masterpb.GetTaskResponse_DONE {
+		t.Fatalf("want DONE, got %v", resp.Action)
+	}
+	s := m.buildSummary(nil, time.Second)
+	if s.Eval == nil || s.Eval.Records != 1000 || s.Eval.Accuracy != 0.5 || s.Eval.Loss != 1 {
+		t.Fatalf("eval %+v", s.Eval)
+	}
+	if len(s.Epochs) != 1 || s.Epochs[0].RecordsTrained != 1000 || s.Epochs[0].RecordsMissed != 0 {
+		t.Fatalf("epochs %+v", s.Epochs)
+	}
+}
+
+func TestLostWorkerIsRelaunchedAndItsTaskRequeued(t *testing.T) {
+	m, fb, _ := newTestMaster(t, nil)
+	ctx := context.Background()
+	held := getTask(t, m, 0)
+	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Index: 0, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed})
+	l := fb.launches()
+	last := l[len(l)-1]
+	if last.Role != cluster.Worker || last.Index != 0 || last.ID != 2 {
+		t.Fatalf("relaunch = %+v, want worker ID 2 in slot 0", last)
+	}
+	// The new worker gets the lost task first.
+	if got := getTask(t, m, 2); got.Id != held.Id {
+		t.Fatalf("relaunched worker got task %d, want the lost task %d", got.Id, held.Id)
+	}
+	// The dead worker can no longer act.
+	if _, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); status.Code(err) != codes.NotFound {
+		t.Fatalf("dead worker's request: %v", err)
+	}
+	s := m.buildSummary(nil, 0)
+	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 || s.Workers.Launched != 3 || s.Tasks.Requeued != 1 {
+		t.Fatalf("counts %+v %+v", s.Workers, s.Tasks)
+	}
+}
+
+func TestLostPSIsRelaunchedAtItsIndex(t *testing.T) {
+	m, fb, _ := newTestMaster(t, nil)
+	m.handleEvent(context.Background(), cluster.Event{Role: cluster.PS, ID: 0, Index: 0, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed})
+	l := fb.launches()
+	last := l[len(l)-1]
+	if last.Role != cluster.PS || last.Index != 0 || last.ID != 1 {
+		t.Fatalf("relaunch = %+v, want ps ID 1 at index 0", last)
+	}
+	if s := m.buildSummary(nil, 0); s.PS.Lost != 1 || s.PS.Launched != 2 {
+		t.Fatalf("ps counts %+v", s.PS)
+	}
+}
+
+func TestFailingWorkersEndTheJob(t *testing.T) {
+	m, _, _ := newTestMaster(t, func(c *Config) { c.NumWorkers = 1; c.RelaunchOnWorkerFailure = 1 })
+	ctx := context.Background()
+	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Phase: cluster.Exited, ExitCode: 2, Reason: cluster.Failed, Message: "boom"})
+	select {
+	case <-m.done:
+		t.Fatal("job failed after the first worker error; one relaunch is allowed")
+	default:
+	}
+	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 1, Phase: cluster.Exited, ExitCode: 2, Reason: cluster.Failed, Message: "boom"})
+	select {
+	case <-m.done:
+	default:
+		t.Fatal("job still running with no workers left")
+	}
+	if m.jobErr == nil {
+		t.Fatal("no job error")
+	}
+}
+
+func TestSilentWorkerIsStoppedAndReplaced(t *testing.T) {
+	m, fb, clk := newTestMaster(t, func(c *Config) { c.HeartbeatTimeout = 10 * time.Second })
+	ctx := context.Background()
+	held := getTask(t, m, 0)
+	clk.t = clk.t.Add(5 * time.Second)
+	if _, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 1}); err != nil {
+		t.Fatal(err)
+	}
+	clk.t = clk.t.Add(6 * time.Second) // worker 0 silent 11 s, worker 1 6 s
+	m.tick(ctx)
+	if len(fb.stopped) != 1 || fb.stopped[0] != 0 {
+		t.Fatalf("stopped %v, want [0]", fb.stopped)
+	}
+	// Its task is back: worker 1 gets it.
+	if got := getTask(t, m, 1); got.Id != held.Id {
+		t.Fatalf("got task %d, want %d", got.Id, held.Id)
+	}
+	// Its exit (requested by us) still counts as a loss and is relaunched.
+	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed, Requested: true})
+	if s := m.buildSummary(nil, 0); s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
+		t.Fatalf("workers %+v", s.Workers)
+	}
+}

@@ -1,0 +1,143 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"elasticdl/internal/ps/client"
+	"elasticdl/internal/wire"
+	"elasticdl/proto/pserverpb"
+)
+
+// progressMeter keeps the recent training rate and loss for progress lines.
+type progressMeter struct {
+	records     int64 // all records processed (trained or corrupt)
+	lastRecords int64
+	lastAt      time.Time
+	loss        float64 // exponential moving average of task mean loss
+	haveLoss    bool
+}
+
+func (p *progressMeter) add(now time.Time, records int64, lossSum float64, steps int64) {
+	p.records += records
+	if steps > 0 {
+		l := lossSum / float64(steps)
+		if !p.haveLoss {
+			p.loss, p.haveLoss = l, true
+		} else {
+			p.loss = 0.8*p.loss + 0.2*l
+		}
+	}
+	if p.lastAt.IsZero() {
+		p.lastAt = now
+	}
+}
+
+// rate returns records/s since the previous call.
+func (p *progressMeter) rate(now time.Time) float64 {
+	dt := now.Sub(p.lastAt).Seconds()
+	if p.lastAt.IsZero() || dt <= 0 {
+		p.lastAt, p.lastRecords = now, p.records
+		return 0
+	}
+	r := float64(p.records-p.lastRecords) / dt
+	p.lastAt, p.lastRecords = now, p.records
+	return r
+}
+
+func (m *Master) logProgress() {
+	m.mu.Lock()
+	pr := m.disp.Progress()
+	rate := m.progress.rate(m.now())
+	loss := math.NaN()
+	if m.progress.haveLoss {
+		loss = m.progress.loss
+	}
+	workers, ps := 0, 0
+	for _, w := range m.workers {
+		if w.running && !w.hung {
+			workers++
+		}
+	}
+	for _, p := range m.ps {
+		if p.running {
+			ps++
+		}
+	}
+	m.mu.Unlock()
+	m.log.Info("progress",
+		"epoch", fmt.Sprintf("%d/%d", pr.Epoch, pr.NumEpochs),
+		"records", fmt.Sprintf("%d/%d", pr.EpochRecordsDone, pr.EpochRecordsTotal),
+		"records_per_s", math.Round(rate),
+		"loss", fmt.Sprintf("%.4f", loss),
+		"workers", fmt.Sprintf("%d/%d", workers, m.cfg.NumWorkers),
+		"ps", fmt.Sprintf("%d/%d", ps, m.cfg.NumPS))
+}
+
+// buildSummary assembles the job summary; m.mu must be held.
+func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
+	s := m.summary
+	s.DurationSeconds = math.Round(d.Seconds()*1000) / 1000
+	s.Status = "succeeded"
+	if runErr != nil {
+		s.Status, s.Error = "failed", runErr.Error()
+	}
+	s.Epochs = nil
+	for _, c := range m.disp.Coverage() {
+		s.Epochs = append(s.Epochs, EpochSummary{
+			Epoch:               c.Epoch,
+			Records:             c.Records,
+			RecordsTrained:      c.RecordsTrained,
+			RecordsTrainedTwice: c.RecordsTrainedTwice,
+			RecordsMissed:       c.RecordsMissed,
+		})
+	}
+	if m.eval.records > 0 {
+		n := float64(m.eval.records)
+		s.Eval = &EvalSummary{
+			Accuracy:     m.eval.sums["correct"] / n,
+			Loss:         m.eval.sums["loss"] / n,
+			Records:      m.eval.records,
+			ModelVersion: m.evalVersion,
+		}
+	}
+	return &s
+}
+
+// saveModel pulls the trained parameters from the parameter servers and
+// writes them to --output/model.pb (a pserver.Model message).
+func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
+	m.mu.Lock()
+	addrs := append([]string(nil), m.psAddrs...)
+	m.mu.Unlock()
+	c, err := client.Dial(ctx, addrs)
+	if err != nil {
+		return "", 0, err
+	}
+	defer c.Close()
+	// Only the names and shapes matter: the values come from the PS.
+	net := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed)))
+	params := net.Params()
+	if _, err := c.Pull(ctx, params); err != nil {
+		return "", 0, fmt.Errorf("pull final parameters: %w", err)
+	}
+	version := c.Version()
+	out := &pserverpb.Model{Version: version}
+	for _, p := range params {
+		out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	b, err := proto.Marshal(out)
+	if err != nil {
+		return "", 0, fmt.Errorf("encode model: %w", err)
+	}
+	path := m.cfg.Output + "/model.pb"
+	if err := writeFileAtomic(path, b); err != nil {
+		return "", 0, err
+	}
+	return path, version, nil
+}

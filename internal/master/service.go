@@ -1,0 +1,192 @@
+package master
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/internal/master/task"
+	"elasticdl/proto/masterpb"
+)
+
+// waitMillis is how long a worker told to WAIT sleeps before asking again.
+const waitMillis = 200
+
+// worker returns the live worker making a request and marks it seen. A
+// request from a worker this master did not launch, or already gave up
+// on, is refused so that it cannot touch the job's state.
+func (m *Master) worker(id int32) (*instance, error) {
+	w, ok := m.workers[int(id)]
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "unknown worker %d: not launched by this master or already lost", id)
+	}
+	if w.hung {
+		return nil, status.Errorf(codes.FailedPrecondition, "worker %d was declared lost (silent for over %s)", id, m.cfg.HeartbeatTimeout)
+	}
+	w.lastSeen = m.now()
+	w.running = true
+	return w, nil
+}
+
+// GetTask implements masterpb.MasterServer.
+func (m *Master) GetTask(_ context.Context, req *masterpb.GetTaskRequest) (*masterpb.GetTaskResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.worker(req.WorkerId); err != nil {
+		return nil, err
+	}
+	if m.finished {
+		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_DONE}, nil
+	}
+	a := m.disp.Get(int(req.WorkerId), m.now())
+	switch a.Kind {
+	case task.KindTask:
+		t := a.Task
+		pt := &masterpb.Task{
+			Id:    t.ID,
+			Type:  toProtoType(t.Type),
+			Shard: &masterpb.Shard{Name: t.Shard, Start: t.Start, End: t.End},
+			Epoch: int32(t.Epoch),
+		}
+		if t.Type == task.Evaluation {
+			pt.ModelVersion = m.evalVersion
+		}
+		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_TASK, Task: pt}, nil
+	case task.KindWait:
+		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_WAIT, WaitMs: waitMillis}, nil
+	default:
+		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_DONE}, nil
+	}
+}
+
+// ReportTaskResult implements masterpb.MasterServer.
+func (m *Master) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskResultRequest) (*masterpb.ReportTaskResultResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.worker(req.WorkerId); err != nil {
+		return nil, err
+	}
+	res := task.Result{
+		Err:     req.Error,
+		Records: req.Records,
+		Corrupt: req.CorruptRecords,
+		LossSum: req.LossSum,
+		Steps:   req.Steps,
+	}
+	done, _ := m.disp.TaskInfo(req.TaskId)
+	if err := m.disp.Report(int(req.WorkerId), req.TaskId, res, m.now()); err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "report of task %d by worker %d: %v", req.TaskId, req.WorkerId, err)
+	}
+	if req.Error != "" {
+		m.summary.Tasks.Failed++
+		m.log.Warn("task failed", "task", req.TaskId, "worker", req.WorkerId, "err", req.Error)
+		delete(m.evalPending, req.TaskId)
+		if err := m.disp.Err(); err != nil {
+			m.endLocked(err)
+		}
+		return &masterpb.ReportTaskResultResponse{}, nil
+	}
+	m.summary.Tasks.Completed++
+	if req.CorruptRecords > 0 {
+		m.summary.CorruptRecords += req.CorruptRecords
+		if m.summary.FirstCorruptRecord == "" {
+			m.summary.FirstCorruptRecord = req.FirstCorruptError
+		}
+		m.log.Warn("corrupt records skipped", "task", req.TaskId, "count", req.CorruptRecords, "first", req.FirstCorruptError)
+	}
+	switch done.Type {
+	case task.Training:
+		m.progress.add(m.now(), req.Records+req.CorruptRecords, req.LossSum, req.Steps)
+	case task.Evaluation:
+		if em, ok := m.evalPending[req.TaskId]; ok {
+			m.eval.add(em)
+			delete(m.evalPending, req.TaskId)
+		}
+	}
+	m.advanceLocked()
+	return &masterpb.ReportTaskResultResponse{}, nil
+}
+
+// advanceLocked moves the job on once the work queued so far is done:
+// training done → evaluation (when there is validation data) → finished.
+func (m *Master) advanceLocked() {
+	if err := m.disp.Err(); err != nil {
+		m.endLocked(err)
+		return
+	}
+	if !m.disp.Finished() {
+		return
+	}
+	if m.cfg.ValidationData != "" && !m.evalScheduled {
+		m.evalScheduled = true
+		err := m.disp.AddEvaluation([]task.Shard{{Name: m.cfg.ValidationData, Records: m.evalRecords}}, m.cfg.RecordsPerTask(), m.evalVersion)
+		if err != nil {
+			m.endLocked(fmt.Errorf("schedule evaluation: %w", err))
+			return
+		}
+		m.log.Info("training done, evaluating", "validation_data", m.cfg.ValidationData, "records", m.evalRecords)
+		return
+	}
+	m.log.Info("all tasks done")
+	m.endLocked(nil)
+}
+
+// ReportEvaluationMetrics implements masterpb.MasterServer. Metrics are held
+// until their task is reported successful, so a retried task counts once.
+func (m *Master) ReportEvaluationMetrics(_ context.Context, req *masterpb.ReportEvaluationMetricsRequest) (*masterpb.ReportEvaluationMetricsResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.worker(req.WorkerId); err != nil {
+		return nil, err
+	}
+	t, ok := m.heldTask(int(req.WorkerId), req.TaskId)
+	if !ok || t.Type != task.Evaluation {
+		return nil, status.Errorf(codes.FailedPrecondition, "worker %d reported metrics for task %d, which is not an evaluation task in progress", req.WorkerId, req.TaskId)
+	}
+	if req.Records < 0 || req.Records > t.End-t.Start {
+		return nil, status.Errorf(codes.InvalidArgument, "task %d has %d records, metrics claim %d", req.TaskId, t.End-t.Start, req.Records)
+	}
+	sums := make(map[string]float64, len(req.Sums))
+	for k, v := range req.Sums {
+		sums[k] = v
+	}
+	m.evalPending[req.TaskId] = evalMetrics{records: req.Records, sums: sums}
+	if req.ModelVersion > m.evalVersion {
+		m.evalVersion = req.ModelVersion
+	}
+	return &masterpb.ReportEvaluationMetricsResponse{}, nil
+}
+
+// heldTask returns the task id if worker holds it now.
+func (m *Master) heldTask(worker int, id int64) (task.Task, bool) {
+	for _, t := range m.disp.Held(worker) {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return task.Task{}, false
+}
+
+// Heartbeat implements masterpb.MasterServer.
+func (m *Master) Heartbeat(_ context.Context, req *masterpb.HeartbeatRequest) (*masterpb.HeartbeatResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.worker(req.WorkerId); err != nil {
+		return nil, err
+	}
+	return &masterpb.HeartbeatResponse{Stop: m.finished}, nil
+}
+
+func toProtoType(t task.Type) masterpb.TaskType {
+	switch t {
+	case task.Training:
+		return masterpb.TaskType_TRAINING
+	case task.Evaluation:
+		return masterpb.TaskType_EVALUATION
+	case task.Prediction:
+		return masterpb.TaskType_PREDICTION
+	}
+	return masterpb.TaskType_TASK_TYPE_UNSPECIFIED
+}

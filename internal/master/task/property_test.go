@@ -1,0 +1,281 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// simWorker is one worker instance in the simulation.
+type simWorker struct {
+	id   int
+	task *Task // held task, nil when idle
+	// wake is when a stalled worker (a zombie: the master was never told)
+	// reports its task late; zero if it never does.
+	wake time.Time
+	done bool // got KindDone and exited
+}
+
+type simParams struct {
+	seed                uint64
+	workers             int
+	epochs              int
+	pFail, pDie, pStall float64 // per busy-worker step
+	pLateReply          float64 // chance that a stalled worker reports later
+	reuseIDs            bool    // relaunched workers reuse the dead one's id
+	evals               int     // evaluation passes interleaved with training
+}
+
+// TestPropertyRandomJobs simulates many workers that die, fail, stall and
+// come back, with a fake clock, and checks the dispatcher's promises against
+// an independent per-record oracle.
+func TestPropertyRandomJobs(t *testing.T) {
+	tests := []simParams{
+		{seed: 1, workers: 1, epochs: 2, pFail: 0.05},
+		{seed: 2, workers: 4, epochs: 3, pFail: 0.05, pDie: 0.03, pStall: 0.02},
+		{seed: 3, workers: 16, epochs: 2, pFail: 0.1, pDie: 0.05, pStall: 0.05, reuseIDs: true},
+		{seed: 4, workers: 50, epochs: 4, pFail: 0.02, pDie: 0.01, pStall: 0.01, evals: 3},
+		{seed: 5, workers: 8, epochs: 3, pFail: 0.05, pDie: 0.02, pStall: 0.05, pLateReply: 0.3},
+		{seed: 6, workers: 30, epochs: 2, pFail: 0.05, pDie: 0.05, pStall: 0.1, pLateReply: 0.5, reuseIDs: true, evals: 2},
+		{seed: 7, workers: 3, epochs: 5, pDie: 0.2, reuseIDs: true},
+		{seed: 8, workers: 100, epochs: 1, pStall: 0.2, pLateReply: 0.9},
+	}
+	for _, p := range tests {
+		t.Run(fmt.Sprintf("seed%d_w%d", p.seed, p.workers), func(t *testing.T) {
+			if late := simulate(t, p); p.pLateReply > 0 && late == 0 {
+				t.Errorf("no late success report: the trained-twice path is not exercised")
+			}
+		})
+	}
+}
+
+// simulate runs one job to completion and returns the number of late
+// successful training reports it produced.
+func simulate(t *testing.T, p simParams) int {
+	r := rand.New(rand.NewPCG(p.seed, 0x5eed))
+	var shards []Shard
+	for i := range 1 + r.IntN(4) {
+		shards = append(shards, Shard{fmt.Sprintf("s%d", i), 1 + r.Int64N(3000)})
+	}
+	// A live worker is picked about once every p.workers steps (1s each);
+	// the timeout is long enough that only stalled workers hit it, in
+	// practice, and short enough to recover their tasks quickly.
+	timeout := time.Duration(p.workers) * 40 * time.Second
+	cfg := Config{
+		Training:       shards,
+		RecordsPerTask: 1 + r.Int64N(100),
+		NumEpochs:      p.epochs,
+		MaxAttempts:    1000, // random failures must not fail the job
+		MaxRequeues:    1000,
+		TaskTimeout:    timeout,
+		Shuffle:        r.IntN(2) == 0,
+		Seed:           int64(p.seed),
+	}
+	d := mustNew(t, cfg)
+
+	// Oracle: per epoch, shard and record, accepted and late successes.
+	accepted := make([]map[string][]int, p.epochs+1)
+	late := make([]map[string][]int, p.epochs+1)
+	for e := 1; e <= p.epochs; e++ {
+		accepted[e], late[e] = map[string][]int{}, map[string][]int{}
+		for _, s := range shards {
+			accepted[e][s.Name] = make([]int, s.Records)
+			late[e][s.Name] = make([]int, s.Records)
+		}
+	}
+	mark := func(m []map[string][]int, task Task) {
+		for i := task.Start; i < task.End; i++ {
+			m[task.Epoch][task.Shard][i]++
+		}
+	}
+
+	nextID := 0
+	spawn := func() *simWorker { nextID++; return &simWorker{id: nextID} }
+	var pool []*simWorker
+	for range p.workers {
+		pool = append(pool, spawn())
+	}
+	var zombies []*simWorker
+	evalsLeft := p.evals
+	var evalVersion int64
+	lateSuccesses := 0
+
+	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	for step := 0; !d.Finished(); step++ {
+		if step > 1_000_000 {
+			t.Fatalf("no progress after %d steps: %+v", step, d.Progress())
+		}
+		if d.Err() != nil {
+			t.Fatalf("job failed: %v", d.Err())
+		}
+		now = now.Add(time.Second)
+		if step%10 == 0 {
+			d.Tick(now)
+		}
+		if evalsLeft > 0 && r.IntN(200) == 0 {
+			evalsLeft--
+			evalVersion++
+			if err := d.AddEvaluation([]Shard{{"eval", 1 + r.Int64N(100)}}, 10, evalVersion); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Zombies wake up and report late, most often after their task
+		// timed out (then it is rejected but counts as trained).
+		for zi := 0; zi < len(zombies); zi++ {
+			z := zombies[zi]
+			if now.Before(z.wake) {
+				continue
+			}
+			zombies = append(zombies[:zi], zombies[zi+1:]...)
+			zi--
+			err := d.Report(z.id, z.task.ID, ok(*z.task), now)
+			switch {
+			case err == nil: // not timed out yet: a normal report
+				if z.task.Type == Training {
+					mark(accepted, *z.task)
+				}
+			case errors.Is(err, ErrNotOwner):
+				if z.task.Type == Training {
+					mark(late, *z.task)
+					lateSuccesses++
+				}
+			default:
+				t.Fatalf("late report: %v", err)
+			}
+		}
+
+		i := r.IntN(len(pool))
+		w := pool[i]
+		if w.done {
+			continue
+		}
+		if w.task == nil {
+			a := d.Get(w.id, now)
+			switch a.Kind {
+			case KindTask:
+				task := a.Task
+				w.task = &task
+			case KindWait:
+				if d.Progress().TasksDoing == 0 {
+					t.Fatalf("wait with nothing in flight: %+v", d.Progress())
+				}
+			case KindDone:
+				if !d.Finished() {
+					t.Fatalf("done before finished: %+v", d.Progress())
+				}
+				w.done = true
+			}
+			continue
+		}
+		x := r.Float64()
+		switch {
+		case x < p.pDie:
+			d.WorkerLost(w.id, now)
+			nw := spawn()
+			if p.reuseIDs {
+				nw.id = w.id
+			}
+			pool[i] = nw
+		case x < p.pDie+p.pStall:
+			if r.Float64() < p.pLateReply {
+				// Wake within two timeouts: before or after the timeout.
+				w.wake = now.Add(time.Duration(r.Int64N(int64(2 * timeout))))
+				zombies = append(zombies, w)
+			}
+			pool[i] = spawn() // the master notices nothing; Tick must recover
+		case x < p.pDie+p.pStall+p.pFail:
+			if err := d.Report(w.id, w.task.ID, Result{Err: "random failure"}, now); err != nil {
+				t.Fatalf("failure report: %v", err)
+			}
+			w.task = nil
+		case x < 0.8:
+			if err := d.Report(w.id, w.task.ID, ok(*w.task), now); err != nil {
+				// It may have been timed out while "working" slowly.
+				if !errors.Is(err, ErrNotOwner) {
+					t.Fatalf("report: %v", err)
+				}
+				if w.task.Type == Training {
+					mark(late, *w.task)
+					lateSuccesses++
+				}
+			} else if w.task.Type == Training {
+				mark(accepted, *w.task)
+			}
+			w.task = nil
+		default: // still working
+		}
+	}
+
+	// Every live worker is now told it is done.
+	for _, w := range pool {
+		if w.task == nil && !w.done {
+			if a := d.Get(w.id, now); a.Kind != KindDone {
+				t.Fatalf("finished but Get = %v", a.Kind)
+			}
+		}
+	}
+	cov := d.Coverage()
+	if len(cov) != p.epochs {
+		t.Fatalf("coverage for %d epochs, want %d", len(cov), p.epochs)
+	}
+	for _, c := range cov {
+		var twice int64
+		for _, s := range shards {
+			acc, lt := accepted[c.Epoch][s.Name], late[c.Epoch][s.Name]
+			for rec := range acc {
+				if acc[rec] != 1 {
+					t.Fatalf("epoch %d shard %s record %d accepted %d times, want exactly 1", c.Epoch, s.Name, rec, acc[rec])
+				}
+				if acc[rec]+lt[rec] >= 2 {
+					twice++
+				}
+			}
+		}
+		if c.RecordsTrained != c.Records || c.RecordsMissed != 0 || !c.Finished {
+			t.Errorf("epoch %d coverage %+v: want all records trained, none missed", c.Epoch, c)
+		}
+		if c.RecordsTrainedTwice != twice {
+			t.Errorf("epoch %d: RecordsTrainedTwice = %d, oracle %d", c.Epoch, c.RecordsTrainedTwice, twice)
+		}
+		if lateSuccesses == 0 && c.RecordsTrainedTwice != 0 {
+			t.Errorf("epoch %d: %d records trained twice without late reports", c.Epoch, c.RecordsTrainedTwice)
+		}
+	}
+	pr := d.Progress()
+	if pr.RecordsDone != pr.RecordsTotal || pr.TasksTodo != 0 || pr.TasksDoing != 0 || pr.TasksFailed != 0 {
+		t.Errorf("final progress %+v", pr)
+	}
+	for v := int64(1); v <= evalVersion; v++ {
+		if st, _ := d.Evaluation(v); !st.Complete || st.TasksDone != st.Tasks {
+			t.Errorf("evaluation %d incomplete: %+v", v, st)
+		}
+	}
+	t.Logf("%d tasks/epoch: requeues %d failures %d late %d (successes %d)",
+		d.epochs[0].tasks, pr.Requeues, pr.Failures, pr.LateReports, lateSuccesses)
+	return lateSuccesses
+}
+
+// TestPropertyRandomParams runs the simulation over seeded random parameter
+// sets, to reach combinations nobody thought of writing down.
+func TestPropertyRandomParams(t *testing.T) {
+	r := rand.New(rand.NewPCG(2024, 11))
+	for i := range 30 {
+		p := simParams{
+			seed:       uint64(100 + i),
+			workers:    1 + r.IntN(64),
+			epochs:     1 + r.IntN(4),
+			pFail:      r.Float64() * 0.1,
+			pDie:       r.Float64() * 0.1,
+			pStall:     r.Float64() * 0.1,
+			pLateReply: r.Float64(),
+			reuseIDs:   r.IntN(2) == 0,
+			evals:      r.IntN(3),
+		}
+		t.Run(fmt.Sprintf("p%02d", i), func(t *testing.T) {
+			t.Logf("%+v", p)
+			simulate(t, p)
+		})
+	}
+}

@@ -1,0 +1,577 @@
+// Package client is what workers use to talk to all parameter-server
+// shards of a job: it routes each parameter to its shard (ShardOf), pushes
+// the initial model, pulls parameters and pushes gradients to all shards in
+// parallel, and rides out PS restarts.
+//
+// # Resilience
+//
+// PS processes get killed and relaunched at the same address. Every call
+// retries codes.Unavailable with capped exponential backoff until its
+// context ends. A relaunched PS comes back empty; when a shard answers that
+// it is not initialized and this client has held that shard's parameters
+// (it pulled them, or its PushModel was the one accepted), the client
+// re-initializes the shard by pushing its CURRENT parameter values, tagged
+// with the version it last pulled, and carries on. So a relaunched PS
+// restarts from the newest parameters some worker holds, losing only the
+// optimizer's slots (momentum, Adam moments; checkpoints come later). If
+// several workers race to re-initialize, the shard keeps the first and the
+// others re-pull.
+//
+// A client that never held a shard's parameters (a fresh worker) instead
+// waits, with backoff, for some other worker to initialize it.
+//
+// After a call to a shard has failed with Unavailable, the next Pull from
+// it fetches everything: the shard may meanwhile have been restored by
+// another worker from older values and reached our version number again.
+// A worker that never noticed the outage can keep such stale values until
+// the shard's version next changes, i.e. for one step of async training.
+//
+// Gradient pushes are retried on Unavailable too, so a push whose reply
+// was lost after the PS applied it may be applied twice; async SGD
+// tolerates that noise.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/wire"
+	"elasticdl/nn"
+	"elasticdl/proto/pserverpb"
+)
+
+// MaxMessageSize matches the PS server's limit (ps.MaxMessageSize); it is
+// repeated here so workers need not link the server.
+const MaxMessageSize = 256 << 20
+
+// ShardOf returns the index of the PS shard holding the parameter called
+// name: FNV-1a 32 of the name's bytes, modulo numPS. Workers and servers
+// must agree on it and it must never change. It panics when numPS < 1.
+func ShardOf(name string, numPS int) int { return shard.Of(name, numPS) }
+
+// Option configures Dial.
+type Option func(*options)
+
+type options struct {
+	log                    *slog.Logger
+	dialOpts               []grpc.DialOption
+	minBackoff, maxBackoff time.Duration
+}
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithDialOptions appends gRPC dial options after the defaults (so they
+// win), e.g. for tests or TLS.
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(o *options) { o.dialOpts = append(o.dialOpts, opts...) }
+}
+
+// WithBackoff sets the retry backoff: the first wait and its cap (default
+// 50ms and 1s). Waits double and are jittered by ±20%.
+func WithBackoff(initial, max time.Duration) Option {
+	return func(o *options) { o.minBackoff, o.maxBackoff = initial, max }
+}
+
+// Client talks to every shard of one job. It is safe for concurrent use,
+// though a worker normally alternates Pull and Push from one goroutine.
+type Client struct {
+	shards []*shardConn
+	opts   options
+
+	mu     sync.Mutex
+	layout *layout // split of the params slice seen last
+}
+
+// shardConn is one shard's connection and what this client knows of it.
+type shardConn struct {
+	index int
+	addr  string
+	conn  *grpc.ClientConn
+	rpc   pserverpb.PserverClient
+
+	mu sync.Mutex
+	// version is the shard version the worker's values came from; -1 when
+	// unknown, which makes the next pull fetch everything.
+	version int64
+	// haveValues: the worker's parameters for this shard came from it (or
+	// initialized it), so they may re-initialize it after a relaunch.
+	haveValues bool
+	// refetch makes the next pull ask for everything: after an outage the
+	// shard may have been restored by another worker from values that
+	// differ from ours under the same version number.
+	refetch bool
+
+	// pushMu serializes gradient pushes to this shard so they can reuse
+	// pushBuf, avoiding a model-sized allocation per push.
+	pushMu  sync.Mutex
+	pushBuf []*pserverpb.Tensor
+}
+
+// Dial creates connections to every shard, addrs[i] being shard i. It does
+// not wait for the servers: calls retry until they are up.
+func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("ps client: no PS addresses")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ps client: dial: %w", err)
+	}
+	o := options{minBackoff: 50 * time.Millisecond, maxBackoff: time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.minBackoff <= 0 || o.maxBackoff < o.minBackoff {
+		return nil, fmt.Errorf("ps client: bad backoff %v..%v", o.minBackoff, o.maxBackoff)
+	}
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		// Notice a PS that vanished without closing the connection (pod
+		// deleted, node lost) within ~40s; the server permits this rate.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		// gRPC's default reconnect backoff grows to 2 minutes; a relaunched
+		// PS should be picked up within about a second.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+	}, o.dialOpts...)
+	c := &Client{opts: o}
+	for i, addr := range addrs {
+		conn, err := grpc.NewClient(addr, dialOpts...)
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("ps client: shard %d (%s): %w", i, addr, err)
+		}
+		conn.Connect() // start connecting now rather than on the first call
+		c.shards = append(c.shards, &shardConn{index: i, addr: addr, conn: conn, rpc: pserverpb.NewPserverClient(conn), version: -1})
+	}
+	return c, nil
+}
+
+// Close closes all connections.
+func (c *Client) Close() error {
+	var errs []error
+	for _, s := range c.shards {
+		if err := s.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("ps shard %d (%s): close: %w", s.index, s.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// NumShards is the number of PS shards.
+func (c *Client) NumShards() int { return len(c.shards) }
+
+// Version is the model version of the values this client holds: the
+// highest shard version it last pulled (each shard counts its own
+// updates), or -1 before the first pull.
+func (c *Client) Version() int64 {
+	v := int64(-1)
+	for _, s := range c.shards {
+		s.mu.Lock()
+		v = max(v, s.version)
+		s.mu.Unlock()
+	}
+	return v
+}
+
+// PushModel sends each shard its parameters' current values as version 0.
+// Shards already initialized ignore it; this client then has to Pull before
+// it holds the shard's values. Every shard is pushed, even one that holds
+// none of the parameters, so that it counts as initialized.
+func (c *Client) PushModel(ctx context.Context, params []*nn.Param) error {
+	l, err := c.layoutFor(params)
+	if err != nil {
+		return err
+	}
+	return c.each(ctx, l, true, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
+		_, err := c.pushModel(ctx, s, group, 0)
+		return err
+	})
+}
+
+// pushModel initializes s with group's values tagged version, recording
+// whether it took them.
+func (c *Client) pushModel(ctx context.Context, s *shardConn, group []*nn.Param, version int64) (accepted bool, err error) {
+	req := &pserverpb.Model{Version: version, DenseParameters: make([]*pserverpb.Tensor, len(group))}
+	for i, p := range group {
+		if p.Value == nil {
+			return false, fmt.Errorf("ps client: parameter %q has no value", p.Name)
+		}
+		req.DenseParameters[i] = wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data)
+	}
+	var resp *pserverpb.PushModelResponse
+	err = c.call(ctx, s, "push model", func(ctx context.Context) (err error) {
+		resp, err = s.rpc.PushModel(ctx, req)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if resp.GetAccepted() {
+		s.mu.Lock()
+		s.version, s.haveValues, s.refetch = resp.GetVersion(), true, false
+		s.mu.Unlock()
+	}
+	return resp.GetAccepted(), nil
+}
+
+// Pull fills each parameter's Value.Data in place from its shard (no
+// allocation of parameter data). Shards whose version the client already
+// holds send nothing; changed reports whether any values were replaced.
+// While a shard is uninitialized Pull waits, with backoff, until ctx ends —
+// or re-initializes it, see the package comment. A pull that fails part-way
+// may leave some parameters updated.
+func (c *Client) Pull(ctx context.Context, params []*nn.Param) (changed bool, err error) {
+	l, err := c.layoutFor(params)
+	if err != nil {
+		return false, err
+	}
+	var mu sync.Mutex
+	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
+		ch, err := c.pullShard(ctx, s, group, l.byName[s.index])
+		if ch {
+			mu.Lock()
+			changed = true
+			mu.Unlock()
+		}
+		return err
+	})
+	return changed, err
+}
+
+func (c *Client) pullShard(ctx context.Context, s *shardConn, group []*nn.Param, byName map[string]*nn.Param) (bool, error) {
+	bo := c.newBackoff()
+	reinits := 0
+	for {
+		s.mu.Lock()
+		version, have := s.version, s.haveValues
+		if s.refetch {
+			version = -1
+		}
+		s.mu.Unlock()
+		var resp *pserverpb.PullDenseParametersResponse
+		err := c.call(ctx, s, "pull", func(ctx context.Context) (err error) {
+			resp, err = s.rpc.PullDenseParameters(ctx, &pserverpb.PullDenseParametersRequest{Version: version})
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		if !resp.GetInitialized() {
+			if have {
+				if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
+					return false, err
+				}
+				continue
+			}
+			c.opts.log.Debug("waiting for PS shard to be initialized", "shard", s.index, "addr", s.addr)
+			if err := bo.wait(ctx); err != nil {
+				return false, fmt.Errorf("ps shard %d (%s): waiting for the model to be pushed: %w", s.index, s.addr, err)
+			}
+			continue
+		}
+		tensors := resp.GetDenseParameters()
+		if len(tensors) == 0 && resp.GetVersion() == version {
+			return false, nil
+		}
+		if err := checkPulled(tensors, group, byName); err != nil {
+			return false, fmt.Errorf("ps shard %d (%s): pull: %w", s.index, s.addr, err)
+		}
+		for _, t := range tensors {
+			p := byName[t.GetName()]
+			// checkPulled validated everything, so this cannot fail half-way.
+			if err := wire.DecodeInto(t, p.Value.Data); err != nil {
+				return false, fmt.Errorf("ps shard %d (%s): pull %q: %w", s.index, s.addr, p.Name, err)
+			}
+		}
+		s.mu.Lock()
+		s.version, s.haveValues, s.refetch = resp.GetVersion(), true, false
+		s.mu.Unlock()
+		return true, nil
+	}
+}
+
+// checkPulled verifies that tensors are exactly the group's parameters,
+// each with the worker's shape, before anything is overwritten.
+func checkPulled(tensors []*pserverpb.Tensor, group []*nn.Param, byName map[string]*nn.Param) error {
+	if len(tensors) != len(group) {
+		return fmt.Errorf("got %d tensors, this worker has %d parameters on the shard", len(tensors), len(group))
+	}
+	// The server sends names in increasing order, which rules out
+	// duplicates without allocating; otherwise fall back to a set.
+	var seen map[string]bool
+	for i, t := range tensors {
+		if seen == nil && i > 0 && t.GetName() <= tensors[i-1].GetName() {
+			seen = make(map[string]bool, len(tensors))
+			for _, u := range tensors[:i] {
+				seen[u.GetName()] = true
+			}
+		}
+		if seen != nil {
+			if seen[t.GetName()] {
+				return fmt.Errorf("parameter %q sent twice", t.GetName())
+			}
+			seen[t.GetName()] = true
+		}
+		p := byName[t.GetName()]
+		if p == nil {
+			return fmt.Errorf("unknown parameter %q", t.GetName())
+		}
+		if p.Value == nil {
+			return fmt.Errorf("parameter %q has no value", p.Name)
+		}
+		if err := wire.CheckShape(t, p.Value.Shape); err != nil {
+			return err
+		}
+		if n, ok := numElements(p.Value.Shape); !ok || n != len(p.Value.Data) {
+			return fmt.Errorf("parameter %q: shape %v does not match its %d values", p.Name, p.Value.Shape, len(p.Value.Data))
+		}
+	}
+	return nil
+}
+
+// reinit pushes the worker's current values to a relaunched, empty shard.
+// *attempts counts re-initializations within one call: finding the shard
+// empty again right after one means it restarted again (or something is
+// off), so from the second on it backs off rather than spin.
+func (c *Client) reinit(ctx context.Context, s *shardConn, group []*nn.Param, attempts *int, bo *expBackoff) error {
+	if *attempts > 0 {
+		if err := bo.wait(ctx); err != nil {
+			return fmt.Errorf("ps shard %d (%s): shard still uninitialized after re-initializing it: %w", s.index, s.addr, err)
+		}
+	}
+	*attempts++
+	s.mu.Lock()
+	version := max(s.version, 0)
+	s.mu.Unlock()
+	accepted, err := c.pushModel(ctx, s, group, version)
+	if err != nil {
+		return fmt.Errorf("ps shard %d (%s): re-initialize: %w", s.index, s.addr, err)
+	}
+	if accepted {
+		c.opts.log.Warn("re-initialized relaunched PS shard from this worker's parameters; optimizer slots restart from zero",
+			"shard", s.index, "addr", s.addr, "version", version)
+		return nil
+	}
+	// Another worker got there first with its values: ours are no longer
+	// the shard's, so the next pull must fetch everything.
+	s.mu.Lock()
+	s.version = -1
+	s.mu.Unlock()
+	return nil
+}
+
+// Push sends each parameter's Grad to its shard, all shards in parallel,
+// tagged with the version of the shard the worker last pulled. accepted is
+// false if any shard declined the gradients (sync mode, later); async
+// shards accept stale gradients. A shard rejects an invalid push as a
+// whole (codes.InvalidArgument, nothing applied), but other shards may
+// have applied theirs.
+func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
+	l, err := c.layoutFor(params)
+	if err != nil {
+		return false, err
+	}
+	var mu sync.Mutex
+	accepted = true
+	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
+		ok, err := c.pushShard(ctx, s, group, workerID)
+		if !ok {
+			mu.Lock()
+			accepted = false
+			mu.Unlock()
+		}
+		return err
+	})
+	return accepted && err == nil, err
+}
+
+func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, workerID int) (bool, error) {
+	s.pushMu.Lock()
+	defer s.pushMu.Unlock()
+	for len(s.pushBuf) < len(group) {
+		s.pushBuf = append(s.pushBuf, &pserverpb.Tensor{})
+	}
+	grads := s.pushBuf[:len(group)]
+	for i, p := range group {
+		if p.Grad == nil {
+			return false, fmt.Errorf("ps client: parameter %q has no gradient", p.Name)
+		}
+		if n, ok := numElements(p.Grad.Shape); !ok || n != len(p.Grad.Data) {
+			return false, fmt.Errorf("ps client: gradient of %q: shape %v does not match %d values", p.Name, p.Grad.Shape, len(p.Grad.Data))
+		}
+		wire.EncodeTensorTo(grads[i], p.Name, p.Grad.Shape, p.Grad.Data)
+	}
+	bo := c.newBackoff()
+	reinits := 0
+	for {
+		s.mu.Lock()
+		version, have := s.version, s.haveValues
+		s.mu.Unlock()
+		var resp *pserverpb.PushGradientsResponse
+		err := c.call(ctx, s, "push gradients", func(ctx context.Context) (err error) {
+			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads})
+			return err
+		})
+		if status.Code(err) == codes.FailedPrecondition {
+			// An empty, relaunched shard: restore it from our values, which
+			// are what these gradients were computed on, then push again.
+			if !have {
+				return false, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
+			}
+			if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		return resp.GetAccepted(), nil
+	}
+}
+
+// call runs one RPC, retrying codes.Unavailable (PS down or restarting)
+// with backoff until ctx ends. Errors name the shard and its address and
+// keep the gRPC status for status.Code.
+func (c *Client) call(ctx context.Context, s *shardConn, op string, rpc func(context.Context) error) error {
+	bo := c.newBackoff()
+	for {
+		err := rpc(ctx)
+		if err == nil {
+			return nil
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return fmt.Errorf("ps shard %d (%s): %s: %w", s.index, s.addr, op, err)
+		}
+		c.opts.log.Debug("PS shard unavailable; retrying", "shard", s.index, "addr", s.addr, "op", op, "err", err)
+		s.mu.Lock()
+		s.refetch = true
+		s.mu.Unlock()
+		if werr := bo.wait(ctx); werr != nil {
+			return fmt.Errorf("ps shard %d (%s): %s: gave up retrying: %w (last error: %w)", s.index, s.addr, op, werr, err)
+		}
+	}
+}
+
+// each runs fn for every shard with parameters (every shard when
+// includeEmpty), in parallel, and joins the errors.
+func (c *Client) each(ctx context.Context, l *layout, includeEmpty bool, fn func(context.Context, *shardConn, []*nn.Param) error) error {
+	var work []*shardConn
+	for _, s := range c.shards {
+		if includeEmpty || len(l.groups[s.index]) > 0 {
+			work = append(work, s)
+		}
+	}
+	if len(work) == 1 { // no goroutine for the single-PS case
+		return fn(ctx, work[0], l.groups[work[0].index])
+	}
+	errs := make([]error, len(work))
+	var wg sync.WaitGroup
+	for i, s := range work {
+		wg.Go(func() { errs[i] = fn(ctx, s, l.groups[s.index]) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// layout is params split by shard; immutable once built.
+type layout struct {
+	params []*nn.Param
+	groups [][]*nn.Param
+	byName []map[string]*nn.Param
+}
+
+// layoutFor returns the split of params, reusing the last one when called
+// with the same parameters again (the usual case: a worker passes its
+// model's parameter list every step).
+func (c *Client) layoutFor(params []*nn.Param) (*layout, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.layout; l != nil && len(l.params) == len(params) {
+		same := true
+		for i, p := range params {
+			if l.params[i] != p {
+				same = false
+				break
+			}
+		}
+		if same {
+			return l, nil
+		}
+	}
+	l := &layout{
+		params: append([]*nn.Param(nil), params...),
+		groups: make([][]*nn.Param, len(c.shards)),
+		byName: make([]map[string]*nn.Param, len(c.shards)),
+	}
+	for i := range l.byName {
+		l.byName[i] = map[string]*nn.Param{}
+	}
+	for _, p := range params {
+		if p == nil || p.Name == "" {
+			return nil, errors.New("ps client: nil or unnamed parameter")
+		}
+		i := ShardOf(p.Name, len(c.shards))
+		if _, dup := l.byName[i][p.Name]; dup {
+			return nil, fmt.Errorf("ps client: parameter %q given twice", p.Name)
+		}
+		l.byName[i][p.Name] = p
+		l.groups[i] = append(l.groups[i], p)
+	}
+	c.layout = l
+	return l, nil
+}
+
+func numElements(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+// expBackoff is capped exponential backoff with ±20% jitter, so workers
+// retrying against one relaunched PS do not arrive in lockstep.
+type expBackoff struct {
+	next, max time.Duration
+}
+
+func (c *Client) newBackoff() *expBackoff {
+	return &expBackoff{next: c.opts.minBackoff, max: c.opts.maxBackoff}
+}
+
+func (b *expBackoff) wait(ctx context.Context) error {
+	d := time.Duration(float64(b.next) * (0.8 + 0.4*rand.Float64()))
+	b.next = min(2*b.next, b.max)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,364 @@
+package ps
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/wire"
+	"elasticdl/proto/pserverpb"
+)
+
+// MaxMessageSize bounds gRPC messages in both directions: a whole shard of
+// a large model travels in one message.
+const MaxMessageSize = 256 << 20
+
+// gracePeriod is how long Run lets in-flight RPCs finish after its context
+// is cancelled before cutting them off.
+const gracePeriod = 5 * time.Second
+
+// Config configures one PS shard.
+type Config struct {
+	// Index is this shard's index in [0, NumPS).
+	Index, NumPS int
+	// Optimizer applies pushed gradients. Required.
+	Optimizer optimizer.Optimizer
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Registry, when set, receives the server's Prometheus metrics,
+	// labelled with the shard index. Nil disables metrics.
+	Registry *prometheus.Registry
+}
+
+// Server is one PS shard. It implements pserverpb.PserverServer.
+type Server struct {
+	pserverpb.UnimplementedPserverServer
+
+	index, numPS int
+	opt          optimizer.Optimizer
+	log          *slog.Logger
+	metrics      *metrics // nil when disabled
+
+	// table is nil until the first PushModel; after that it is never
+	// replaced (a relaunched PS is a new Server), so readers need no lock
+	// to reach it.
+	table atomic.Pointer[table]
+}
+
+// table is the shard's parameters; its map and slices are immutable after
+// construction, the values inside each param are guarded by param.mu.
+type table struct {
+	params  map[string]*param
+	ordered []*param // by name, so responses are deterministic
+	version atomic.Int64
+}
+
+type param struct {
+	name  string
+	shape []int
+	mu    sync.Mutex
+	data  []float32
+	grad  []float32 // decode buffer for pushes, reused under mu
+}
+
+// NewServer validates cfg and returns an uninitialized shard.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.NumPS < 1 || cfg.Index < 0 || cfg.Index >= cfg.NumPS {
+		return nil, fmt.Errorf("ps: shard index %d out of range for %d shards", cfg.Index, cfg.NumPS)
+	}
+	if cfg.Optimizer == nil {
+		return nil, errors.New("ps: no optimizer configured")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		index: cfg.Index,
+		numPS: cfg.NumPS,
+		opt:   cfg.Optimizer,
+		log:   log.With("ps", cfg.Index),
+	}
+	if cfg.Registry != nil {
+		m, err := newMetrics(cfg.Registry, cfg.Index, s.Version)
+		if err != nil {
+			return nil, fmt.Errorf("ps shard %d: register metrics: %w", cfg.Index, err)
+		}
+		s.metrics = m
+	}
+	return s, nil
+}
+
+var _ pserverpb.PserverServer = (*Server)(nil)
+
+// Close unregisters the server's metrics, so that a new Server can use the
+// same registry (a shard restarted in-process). The server keeps working.
+func (s *Server) Close() { s.metrics.unregister() }
+
+// Register adds the Pserver service to g.
+func (s *Server) Register(g *grpc.Server) { pserverpb.RegisterPserverServer(g, s) }
+
+// Version is the shard's model version: the version of the initial model
+// plus the number of gradient pushes applied since; -1 before the shard is
+// initialized.
+func (s *Server) Version() int64 {
+	t := s.table.Load()
+	if t == nil {
+		return -1
+	}
+	return t.version.Load()
+}
+
+// Parameters returns a copy of the shard's parameters by name, or nil when
+// uninitialized. Each tensor is copied under its own lock, so the result is
+// consistent per parameter only (checkpoints and tests).
+func (s *Server) Parameters() map[string][]float32 {
+	t := s.table.Load()
+	if t == nil {
+		return nil
+	}
+	out := make(map[string][]float32, len(t.ordered))
+	for _, p := range t.ordered {
+		p.mu.Lock()
+		out[p.name] = slices.Clone(p.data)
+		p.mu.Unlock()
+	}
+	return out
+}
+
+// PushModel initializes the shard from the request; once initialized,
+// further pushes are answered accepted=false and change nothing.
+func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.PushModelResponse, error) {
+	if t := s.table.Load(); t != nil {
+		s.metrics.pushModel(false)
+		return &pserverpb.PushModelResponse{Accepted: false, Version: t.version.Load()}, nil
+	}
+	t, err := s.newTable(req.GetDenseParameters())
+	if err != nil {
+		return nil, err
+	}
+	t.version.Store(req.GetVersion())
+	// Decoding happened outside any lock; the CAS decides which of several
+	// concurrent first pushes wins.
+	if !s.table.CompareAndSwap(nil, t) {
+		s.metrics.pushModel(false)
+		return &pserverpb.PushModelResponse{Accepted: false, Version: s.Version()}, nil
+	}
+	s.metrics.pushModel(true)
+	s.log.Info("shard initialized", "params", len(t.ordered), "version", req.GetVersion())
+	return &pserverpb.PushModelResponse{Accepted: true, Version: req.GetVersion()}, nil
+}
+
+func (s *Server) newTable(tensors []*pserverpb.Tensor) (*table, error) {
+	t := &table{params: make(map[string]*param, len(tensors))}
+	for _, pb := range tensors {
+		if pb.GetName() == "" {
+			return nil, status.Error(codes.InvalidArgument, "push model: tensor with empty name")
+		}
+		if _, dup := t.params[pb.GetName()]; dup {
+			return nil, status.Errorf(codes.InvalidArgument, "push model: tensor %q given twice", pb.GetName())
+		}
+		// A misrouted parameter means the worker disagrees about NumPS;
+		// accepting it would silently split the model differently.
+		if got := shard.Of(pb.GetName(), s.numPS); got != s.index {
+			return nil, status.Errorf(codes.InvalidArgument, "push model: tensor %q belongs to shard %d of %d, this is shard %d", pb.GetName(), got, s.numPS, s.index)
+		}
+		shape, data, err := wire.DecodeTensor(pb)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "push model: %v", err)
+		}
+		p := &param{name: pb.GetName(), shape: shape, data: data}
+		t.params[p.name] = p
+		t.ordered = append(t.ordered, p)
+	}
+	slices.SortFunc(t.ordered, func(a, b *param) int { return cmp.Compare(a.name, b.name) })
+	return t, nil
+}
+
+// PullDenseParameters returns every parameter, or none when the caller
+// already holds the current version; initialized=false (not an error) while
+// the shard waits for its first PushModel.
+func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, error) {
+	t := s.table.Load()
+	if t == nil {
+		s.metrics.pull(pullUninitialized)
+		return &pserverpb.PullDenseParametersResponse{Initialized: false, Version: -1}, nil
+	}
+	// Read the version before copying: the copy may then include newer
+	// updates, which only makes the caller re-pull sooner, never miss one.
+	v := t.version.Load()
+	resp := &pserverpb.PullDenseParametersResponse{Initialized: true, Version: v}
+	if req.GetVersion() == v {
+		s.metrics.pull(pullCurrent)
+		return resp, nil
+	}
+	resp.DenseParameters = make([]*pserverpb.Tensor, len(t.ordered))
+	for i, p := range t.ordered {
+		p.mu.Lock()
+		resp.DenseParameters[i] = wire.EncodeTensor(p.name, p.shape, p.data)
+		p.mu.Unlock()
+	}
+	s.metrics.pull(pullFull)
+	return resp, nil
+}
+
+// PushGradients validates every gradient, then applies them all (async
+// SGD) and bumps the version. Any invalid gradient rejects the whole push
+// with InvalidArgument before anything is applied.
+func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	t := s.table.Load()
+	if t == nil {
+		s.metrics.push(pushUninitialized)
+		return nil, status.Errorf(codes.FailedPrecondition, "ps shard %d is not initialized: push the model first", s.index)
+	}
+	targets, err := t.validate(req.GetGradients())
+	if err != nil {
+		s.metrics.push(pushInvalid)
+		return nil, err
+	}
+	// Sync SGD would go here instead: accumulate until enough workers have
+	// pushed for the current version, rejecting stale pushes.
+	v, err := s.applyAsync(t, targets, req.GetGradients())
+	if err != nil {
+		s.metrics.push(pushFailed)
+		return nil, err
+	}
+	s.metrics.push(pushApplied)
+	s.metrics.staleness(v - 1 - req.GetVersion())
+	return &pserverpb.PushGradientsResponse{Accepted: true, Version: v}, nil
+}
+
+// validate resolves each gradient to its parameter, checking name, shape
+// and content length, and that no parameter appears twice.
+func (t *table) validate(grads []*pserverpb.Tensor) ([]*param, error) {
+	targets := make([]*param, len(grads))
+	// Duplicates are found by scanning for small pushes and with a set for
+	// large ones, to keep the common case allocation-free.
+	var seen map[*param]bool
+	if len(grads) > 32 {
+		seen = make(map[*param]bool, len(grads))
+	}
+	for i, g := range grads {
+		p := t.params[g.GetName()]
+		if p == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "gradient %q: no such parameter on this shard", g.GetName())
+		}
+		if err := wire.CheckShape(g, p.shape); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "gradient %q: %v", g.GetName(), err)
+		}
+		if seen != nil && seen[p] || seen == nil && slices.Contains(targets[:i], p) {
+			return nil, status.Errorf(codes.InvalidArgument, "gradient %q given twice", g.GetName())
+		}
+		if seen != nil {
+			seen[p] = true
+		}
+		targets[i] = p
+	}
+	return targets, nil
+}
+
+// applyAsync applies each validated gradient under its parameter's lock and
+// returns the new version.
+func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tensor) (int64, error) {
+	for i, p := range targets {
+		if err := p.apply(s.opt, grads[i]); err != nil {
+			// Validation makes this unreachable short of an optimizer bug;
+			// earlier gradients of this push are already applied.
+			return 0, status.Errorf(codes.Internal, "apply gradient %q: %v", p.name, err)
+		}
+	}
+	return t.version.Add(1), nil
+}
+
+func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.grad) != len(p.data) {
+		p.grad = make([]float32, len(p.data))
+	}
+	if err := wire.DecodeInto(g, p.grad); err != nil {
+		return err
+	}
+	return opt.Apply(p.name, p.data, p.grad, 1)
+}
+
+// ServerOptions are the gRPC server options every elasticdl server uses
+// (the PS and the master): large messages, and a keepalive policy that
+// tolerates the clients' pings.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+		// Clients ping every 30s to notice dead peers; the default policy
+		// (5 min) would answer that with GOAWAY "too_many_pings".
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+}
+
+// Run listens on addr and serves the shard until ctx is cancelled.
+func Run(ctx context.Context, addr string, cfg Config) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("ps shard %d: listen on %s: %w", cfg.Index, addr, err)
+	}
+	return Serve(ctx, lis, cfg)
+}
+
+// Serve is Run on an existing listener, which it closes. It returns nil
+// after a cancellation-triggered shutdown: in-flight RPCs get gracePeriod
+// to finish, then are cut off.
+func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
+	s, err := NewServer(cfg)
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	defer s.Close()
+	g := grpc.NewServer(ServerOptions()...)
+	s.Register(g)
+	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String())
+
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		graceful := make(chan struct{})
+		go func() { g.GracefulStop(); close(graceful) }()
+		select {
+		case <-graceful:
+		case <-time.After(gracePeriod):
+			s.log.Warn("graceful stop timed out; stopping", "after", gracePeriod)
+			g.Stop()
+		}
+	}()
+	err = g.Serve(lis)
+	close(done)
+	<-stopped
+	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		g.Stop() // Serve failed on its own: drop any open connections
+
+		return fmt.Errorf("ps shard %d: serve on %s: %w", cfg.Index, lis.Addr(), err)
+	}
+	s.log.Info("stopped", "version", s.Version())
+	return nil
+}

@@ -1,0 +1,143 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"elasticdl/proto/pserverpb"
+)
+
+// ErrNilTensor is returned when decoding a nil *pserverpb.Tensor.
+var ErrNilTensor = errors.New("wire: nil tensor")
+
+// EncodeTensor returns a new protobuf tensor holding a copy of data. The
+// copy matters: the message is marshaled later, possibly after the caller
+// has changed data again. It panics when len(data) does not match shape,
+// which is a programming error in the caller.
+func EncodeTensor(name string, shape []int, data []float32) *pserverpb.Tensor {
+	t := &pserverpb.Tensor{}
+	EncodeTensorTo(t, name, shape, data)
+	return t
+}
+
+// EncodeTensorTo is EncodeTensor writing into t, reusing the capacity of
+// t.Dims and t.Content, so a caller sending the same model repeatedly (a
+// worker pushing gradients) does not allocate once warm. t must not be in
+// use by an in-flight RPC.
+func EncodeTensorTo(t *pserverpb.Tensor, name string, shape []int, data []float32) {
+	if n, ok := numElements(shape); !ok || n != len(data) {
+		// Cloning keeps shape from escaping to the heap on the happy path.
+		panic(fmt.Sprintf("wire: encode %q: shape %v does not describe %d elements", name, slices.Clone(shape), len(data)))
+	}
+	t.Name = name
+	t.Dims = t.Dims[:0]
+	for _, d := range shape {
+		t.Dims = append(t.Dims, int64(d))
+	}
+	nb := 4 * len(data)
+	if cap(t.Content) >= nb {
+		t.Content = t.Content[:nb]
+	} else {
+		t.Content = make([]byte, nb)
+	}
+	putFloats(t.Content, data)
+}
+
+// DecodeTensor returns the shape and a newly allocated copy of the data.
+func DecodeTensor(t *pserverpb.Tensor) (shape []int, data []float32, err error) {
+	n, err := NumElements(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	shape = make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		shape[i] = int(d)
+	}
+	data = make([]float32, n)
+	getFloats(data, t.Content)
+	return shape, data, nil
+}
+
+// DecodeInto decodes t into dst without allocating. dst must have exactly
+// as many elements as t's dims describe; on any error dst is unchanged.
+func DecodeInto(t *pserverpb.Tensor, dst []float32) error {
+	n, err := NumElements(t)
+	if err != nil {
+		return err
+	}
+	if n != len(dst) {
+		return fmt.Errorf("wire: tensor %q: dims %v have %d elements, destination has %d", t.GetName(), t.GetDims(), n, len(dst))
+	}
+	getFloats(dst, t.Content)
+	return nil
+}
+
+// DecodeIntoShape is DecodeInto that also requires t's dims to equal shape
+// exactly, not just to have the same number of elements: a [2,3] tensor is
+// not a valid value for a [3,2] parameter.
+func DecodeIntoShape(t *pserverpb.Tensor, shape []int, dst []float32) error {
+	if err := CheckShape(t, shape); err != nil {
+		return err
+	}
+	return DecodeInto(t, dst)
+}
+
+// CheckShape reports whether t's dims equal shape and its content length
+// matches them.
+func CheckShape(t *pserverpb.Tensor, shape []int) error {
+	if _, err := NumElements(t); err != nil {
+		return err
+	}
+	if !sameDims(t.Dims, shape) {
+		return fmt.Errorf("wire: tensor %q: dims %v, want %v", t.GetName(), t.GetDims(), shape)
+	}
+	return nil
+}
+
+// NumElements validates t (non-nil, non-negative dims, content exactly
+// 4×prod(dims) bytes) and returns its element count.
+func NumElements(t *pserverpb.Tensor) (int, error) {
+	if t == nil {
+		return 0, ErrNilTensor
+	}
+	n := 1
+	for _, d := range t.Dims {
+		if d < 0 {
+			return 0, fmt.Errorf("wire: tensor %q: negative dimension in dims %v", t.Name, t.Dims)
+		}
+		// Reject products that overflow before they can alias a small length.
+		if d != 0 && int64(n) > math.MaxInt32/d {
+			return 0, fmt.Errorf("wire: tensor %q: dims %v too large", t.Name, t.Dims)
+		}
+		n *= int(d)
+	}
+	if len(t.Content) != 4*n {
+		return 0, fmt.Errorf("wire: tensor %q: content is %d bytes, dims %v need %d", t.Name, len(t.Content), t.Dims, 4*n)
+	}
+	return n, nil
+}
+
+func numElements(shape []int) (int, bool) {
+	n := 1
+	for _, d := range shape {
+		if d < 0 {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, true
+}
+
+func sameDims(dims []int64, shape []int) bool {
+	if len(dims) != len(shape) {
+		return false
+	}
+	for i := range dims {
+		if dims[i] != int64(shape[i]) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,370 @@
+// Package worker is a job's training process: it asks the master for tasks,
+// reads the task's records, computes gradients against parameters pulled
+// from the parameter servers, pushes the gradients back, and reports each
+// task. Evaluation tasks compute metrics on the current model instead.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/data"
+	"elasticdl/internal/ps/client"
+	"elasticdl/model"
+	"elasticdl/nn"
+	"elasticdl/proto/masterpb"
+)
+
+// Config is one worker's part of the job.
+type Config struct {
+	WorkerID      int
+	MasterAddr    string
+	PSAddrs       []string
+	ModelDef      string
+	MinibatchSize int
+	// Seed makes every worker build the same initial model, so whichever
+	// push reaches a PS first, the job starts from the same point.
+	Seed int64
+	// HeartbeatInterval is how often the worker tells the master it lives.
+	HeartbeatInterval time.Duration
+	// MasterTimeout is how long the worker keeps retrying an unreachable
+	// master before giving up.
+	MasterTimeout time.Duration
+}
+
+// Worker trains tasks. Build it with New, then Run it once.
+type Worker struct {
+	cfg    Config
+	spec   model.Spec
+	log    *slog.Logger
+	net    *nn.Sequential
+	params []*nn.Param
+
+	master  masterpb.MasterClient
+	conn    *grpc.ClientConn
+	ps      *client.Client
+	sources map[string]data.Source
+	current atomic.Int64 // task in progress, for heartbeats
+}
+
+// New checks the configuration and builds the model.
+func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) {
+	var errs []error
+	if cfg.MasterAddr == "" {
+		errs = append(errs, errors.New("--master_addr: required"))
+	}
+	if len(cfg.PSAddrs) == 0 {
+		errs = append(errs, errors.New("--ps_addrs: required"))
+	}
+	if cfg.MinibatchSize < 1 {
+		errs = append(errs, fmt.Errorf("--minibatch_size: must be at least 1, got %d", cfg.MinibatchSize))
+	}
+	spec, err := reg.Lookup(cfg.ModelDef)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--model_def: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 2 * time.Second
+	}
+	if cfg.MasterTimeout <= 0 {
+		cfg.MasterTimeout = time.Minute
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	net := spec.Build(rand.New(rand.NewSource(cfg.Seed)))
+	return &Worker{
+		cfg:     cfg,
+		spec:    spec,
+		log:     logger.With("worker", cfg.WorkerID),
+		net:     net,
+		params:  net.Params(),
+		sources: map[string]data.Source{},
+	}, nil
+}
+
+// Run works until the master says the job is done (nil), ctx ends, or the
+// worker cannot go on (an error; the process then exits non-zero and the
+// master decides whether to relaunch it).
+func (w *Worker) Run(ctx context.Context) error {
+	conn, err := grpc.NewClient(w.cfg.MasterAddr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
+	if err != nil {
+		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)
+	}
+	w.conn = conn
+	w.master = masterpb.NewMasterClient(conn)
+	defer conn.Close()
+
+	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs)
+	if err != nil {
+		return fmt.Errorf("connect to parameter servers: %w", err)
+	}
+	defer w.ps.Close()
+	defer func() {
+		for _, s := range w.sources {
+			s.Close()
+		}
+	}()
+
+	if err := w.ps.PushModel(ctx, w.params); err != nil {
+		return fmt.Errorf("push initial model: %w", err)
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.heartbeat(ctx, cancel)
+	}()
+	defer wg.Wait()
+	defer cancel(nil)
+	return w.loop(ctx)
+}
+
+var errJobOver = errors.New("the master says the job is over")
+
+func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(w.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := w.master.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: w.current.Load()})
+		if err != nil {
+			if status.Code(err) == codes.NotFound || status.Code(err) == codes.FailedPrecondition {
+				cancel(fmt.Errorf("master refused heartbeat: %w", err))
+				return
+			}
+			w.log.Debug("heartbeat", "err", err)
+			continue
+		}
+		if resp.Stop {
+			cancel(errJobOver)
+			return
+		}
+	}
+}
+
+func (w *Worker) loop(ctx context.Context) error {
+	for {
+		resp, err := w.getTask(ctx)
+		if err != nil {
+			if errors.Is(context.Cause(ctx), errJobOver) {
+				return nil
+			}
+			return err
+		}
+		switch resp.Action {
+		case masterpb.GetTaskResponse_DONE:
+			w.log.Info("job done, exiting")
+			return nil
+		case masterpb.GetTaskResponse_WAIT:
+			select {
+			case <-ctx.Done():
+				if errors.Is(context.Cause(ctx), errJobOver) {
+					return nil
+				}
+				return context.Cause(ctx)
+			case <-time.After(time.Duration(resp.WaitMs) * time.Millisecond):
+			}
+			continue
+		case masterpb.GetTaskResponse_TASK:
+		default:
+			return fmt.Errorf("master sent unknown action %v", resp.Action)
+		}
+		if err := w.runTask(ctx, resp.Task); err != nil {
+			if errors.Is(context.Cause(ctx), errJobOver) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// getTask asks for work, retrying while the master is unreachable.
+func (w *Worker) getTask(ctx context.Context) (*masterpb.GetTaskResponse, error) {
+	deadline := time.Now().Add(w.cfg.MasterTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		resp, err := w.master.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: int32(w.cfg.WorkerID)})
+		if err == nil {
+			return resp, nil
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return nil, fmt.Errorf("get task from master %s: %w", w.cfg.MasterAddr, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// runTask trains or evaluates one task and reports it. Errors that are the
+// task's (bad data, NaN loss) are reported to the master, which retries the
+// task elsewhere or fails the job; errors that are the worker's (master or
+// PS gone, ctx ended) end the worker.
+func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
+	w.current.Store(t.Id)
+	defer w.current.Store(0)
+	report := &masterpb.ReportTaskResultRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: t.Id}
+	var taskErr error
+	switch t.Type {
+	case masterpb.TaskType_TRAINING:
+		taskErr = w.train(ctx, t, report)
+	case masterpb.TaskType_EVALUATION:
+		taskErr = w.evaluate(ctx, t, report)
+	default:
+		taskErr = fmt.Errorf("task type %v is not supported by this worker", t.Type)
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	var fatal *fatalError
+	if errors.As(taskErr, &fatal) {
+		return fatal.err
+	}
+	if taskErr != nil {
+		report.Error = taskErr.Error()
+		w.log.Warn("task failed", "task", t.Id, "err", taskErr)
+	}
+	if _, err := w.master.ReportTaskResult(ctx, report); err != nil {
+		return fmt.Errorf("report task %d: %w", t.Id, err)
+	}
+	return nil
+}
+
+// fatalError marks a failure of the worker itself, not of the task's data.
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+
+func (w *Worker) read(t *masterpb.Task, report *masterpb.ReportTaskResultRequest) (*data.Batch, error) {
+	s := t.GetShard()
+	src, ok := w.sources[s.Name]
+	if !ok {
+		var err error
+		if src, err = data.Open(s.Name); err != nil {
+			return nil, err
+		}
+		w.sources[s.Name] = src
+	}
+	b, err := src.Read(s.Start, s.End)
+	if err != nil {
+		return nil, err
+	}
+	report.CorruptRecords = int64(len(b.Corrupt))
+	if len(b.Corrupt) > 0 {
+		report.FirstCorruptError = b.Corrupt[0].Error()
+	}
+	return b, nil
+}
+
+// minibatches calls fn for consecutive slices of at most MinibatchSize
+// records of b, shaped as the model's input.
+func (w *Worker) minibatches(b *data.Batch, fn func(x *nn.Tensor, labels []int32) error) error {
+	per := 1
+	for _, d := range w.spec.InputShape {
+		per *= d
+	}
+	for lo := 0; lo < b.N; lo += w.cfg.MinibatchSize {
+		hi := min(lo+w.cfg.MinibatchSize, b.N)
+		shape := append([]int{hi - lo}, w.spec.InputShape...)
+		x := &nn.Tensor{Shape: shape, Data: b.Features[lo*per : hi*per]}
+		if err := fn(x, b.Labels[lo:hi]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
+	b, err := w.read(t, report)
+	if err != nil {
+		return err
+	}
+	return w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
+		if _, err := w.ps.Pull(ctx, w.params); err != nil {
+			return &fatalError{fmt.Errorf("pull parameters: %w", err)}
+		}
+		w.net.ZeroGrads()
+		logits := w.net.Forward(x, true)
+		loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
+		if err != nil {
+			return err
+		}
+		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+			return fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
+		}
+		w.net.Backward(dlogits)
+		if _, err := w.ps.Push(ctx, w.params, w.cfg.WorkerID); err != nil {
+			return &fatalError{fmt.Errorf("push gradients: %w", err)}
+		}
+		report.Records += int64(len(labels))
+		report.LossSum += float64(loss)
+		report.Steps++
+		return nil
+	})
+}
+
+func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
+	b, err := w.read(t, report)
+	if err != nil {
+		return err
+	}
+	if _, err := w.ps.Pull(ctx, w.params); err != nil {
+		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
+	}
+	var correct, lossSum float64
+	err = w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
+		logits := w.net.Forward(x, false)
+		loss, _, err := nn.SoftmaxCrossEntropy(logits, labels)
+		if err != nil {
+			return err
+		}
+		correct += float64(nn.CountCorrect(logits, labels))
+		lossSum += float64(loss) * float64(len(labels))
+		report.Records += int64(len(labels))
+		report.Steps++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report.LossSum = lossSum
+	_, err = w.master.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{
+		WorkerId:     int32(w.cfg.WorkerID),
+		TaskId:       t.Id,
+		ModelVersion: w.ps.Version(),
+		Records:      report.Records,
+		Sums:         map[string]float64{"correct": correct, "loss": lossSum},
+	})
+	if err != nil {
+		return &fatalError{fmt.Errorf("report evaluation metrics of task %d: %w", t.Id, err)}
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+// Package zoo holds the built-in models. Register adds them to a
+// model.Registry.
+//
+// fashion_mnist.mlp: Flatten → Dense 784→256 → ReLU → Dense 256→10.
+//
+// fashion_mnist.cnn: CNN_ARCH_DOC
+//
+// Inputs are NHWC images [N,28,28,1] scaled to [0,1]; labels are 0..9.
+package zoo
+
+import (
+	"fmt"
+	"math/rand"
+
+	"elasticdl/model"
+	"elasticdl/nn"
+)
+
+// Names of the built-in models.
+const (
+	FashionMNISTMLP = "fashion_mnist.mlp"
+	FashionMNISTCNN = "fashion_mnist.cnn"
+)
+
+// CNN widths; see the package comment for how they were chosen.
+const (
+	cnnConv1   = 16
+	cnnConv2   = 32
+	cnnHidden  = 128
+	defaultOpt = "adam:learning_rate=0.001"
+)
+
+// Register adds every built-in model to r.
+func Register(r *model.Registry) error {
+	for _, s := range []model.Spec{MLPSpec(), CNNSpec()} {
+		if err := r.Register(s); err != nil {
+			return fmt.Errorf("zoo: %w", err)
+		}
+	}
+	return nil
+}
+
+// MLPSpec returns the spec of fashion_mnist.mlp.
+func MLPSpec() model.Spec {
+	return model.Spec{
+		Name:        FashionMNISTMLP,
+		Description: "Fashion-MNIST MLP: Flatten, Dense 784->256, ReLU, Dense 256->10",
+		InputShape:  []int{28, 28, 1},
+		NumClasses:  10,
+		Build: func(rng *rand.Rand) *nn.Sequential {
+			return nn.MustSequential(
+				nn.NewFlatten("flatten"),
+				nn.NewDense("dense_1", 28*28, 256, rng),
+				nn.NewReLU("relu_1"),
+				nn.NewDense("dense_2", 256, 10, rng),
+			)
+		},
+		Optimizer: defaultOpt,
+	}
+}
+
+// CNNSpec returns the spec of fashion_mnist.cnn.
+func CNNSpec() model.Spec {
+	return model.Spec{
+		Name: FashionMNISTCNN,
+		Description: fmt.Sprintf("Fashion-MNIST CNN: Conv 3x3 %d, ReLU, MaxPool 2, Conv 3x3 %d, ReLU, MaxPool 2, "+
+			"Dense %d->%d, ReLU, Dense %d->10", cnnConv1, cnnConv2, 7*7*cnnConv2, cnnHidden, cnnHidden),
+		InputShape: []int{28, 28, 1},
+		NumClasses: 10,
+		Build: func(rng *rand.Rand) *nn.Sequential {
+			return buildCNN(cnnConv1, cnnConv2, cnnHidden, rng)
+		},
+		Optimizer: defaultOpt,
+	}
+}
+
+// buildCNN builds the two-conv-block network with the given widths; it is
+// separate so the benchmarks can compare widths.
+func buildCNN(c1, c2, hidden int, rng *rand.Rand) *nn.Sequential {
+	return nn.MustSequential(
+		nn.NewConv2D("conv2d_1", 1, c1, 3, 3, 1, nn.Same, rng),
+		nn.NewReLU("relu_1"),
+		nn.NewMaxPool2D("max_pooling2d_1", 2, 2),
+		nn.NewConv2D("conv2d_2", c1, c2, 3, 3, 1, nn.Same, rng),
+		nn.NewReLU("relu_2"),
+		nn.NewMaxPool2D("max_pooling2d_2", 2, 2),
+		nn.NewFlatten("flatten"),
+		nn.NewDense("dense_1", 7*7*c2, hidden, rng),
+		nn.NewReLU("relu_3"),
+		nn.NewDense("dense_2", hidden, 10, rng),
+	)
+}

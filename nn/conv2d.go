@@ -1,0 +1,279 @@
+package nn
+
+import (
+	"fmt"
+	"math/rand"
+)
+
+// Padding selects how Conv2D treats image borders.
+type Padding int
+
+const (
+	// Valid uses no padding: out = floor((in-k)/stride)+1.
+	Valid Padding = iota
+	// Same zero-pads so that out = ceil(in/stride), splitting the padding
+	// like TensorFlow (the extra pixel, if any, goes bottom/right).
+	Same
+)
+
+// String implements fmt.Stringer.
+func (p Padding) String() string {
+	switch p {
+	case Valid:
+		return "valid"
+	case Same:
+		return "same"
+	}
+	return fmt.Sprintf("Padding(%d)", int(p))
+}
+
+// convGeom is the geometry of one convolution call.
+type convGeom struct {
+	n, h, w, c     int // input
+	oh, ow         int // output spatial size
+	kh, kw, stride int
+	padT, padL     int
+}
+
+// outSize returns the output size and leading padding along one axis.
+func outSize(in, k, stride int, p Padding) (out, padBefore int) {
+	if p == Same {
+		out = (in + stride - 1) / stride
+		total := max((out-1)*stride+k-in, 0)
+		return out, total / 2
+	}
+	if in < k {
+		return 0, 0
+	}
+	return (in-k)/stride + 1, 0
+}
+
+// Conv2D is a 2-D convolution on NHWC input [N,H,W,inC] with kernel
+// [kH,kW,inC,outC] and bias [outC], implemented as im2col + one GEMM.
+type Conv2D struct {
+	name           string
+	inC, outC      int
+	kH, kW, stride int
+	padding        Padding
+	kernel, bias   *Param
+	params         []*Param
+	g              convGeom
+	x              *Tensor // last input (not owned)
+	cols, dcols    []float32
+	one            []float32 // all ones, for bias broadcast/reduction
+	y, dx          *Tensor
+}
+
+// NewConv2D returns a Conv2D with Glorot-uniform kernel and zero bias.
+// Parameters are named name+"/kernel" and name+"/bias".
+func NewConv2D(name string, inC, outC, kH, kW, stride int, padding Padding, rng *rand.Rand) *Conv2D {
+	if inC <= 0 || outC <= 0 || kH <= 0 || kW <= 0 || stride <= 0 {
+		panic(fmt.Sprintf("nn: NewConv2D(%q): bad sizes inC=%d outC=%d k=%dx%d stride=%d",
+			name, inC, outC, kH, kW, stride))
+	}
+	if padding != Valid && padding != Same {
+		panic(fmt.Sprintf("nn: NewConv2D(%q): bad padding %v", name, padding))
+	}
+	c := &Conv2D{
+		name: name, inC: inC, outC: outC, kH: kH, kW: kW, stride: stride, padding: padding,
+		kernel: newParam(name+"/kernel", kH, kW, inC, outC),
+		bias:   newParam(name+"/bias", outC),
+	}
+	c.params = []*Param{c.kernel, c.bias}
+	glorotUniform(c.kernel.Value.Data, kH*kW*inC, kH*kW*outC, rng)
+	return c
+}
+
+// Name implements Layer.
+func (c *Conv2D) Name() string { return c.name }
+
+// Params implements Layer: kernel, then bias. The slice is shared;
+// callers must not modify it.
+func (c *Conv2D) Params() []*Param { return c.params }
+
+// Kernel returns the [kH,kW,inC,outC] kernel parameter.
+func (c *Conv2D) Kernel() *Param { return c.kernel }
+
+// Bias returns the [outC] bias parameter.
+func (c *Conv2D) Bias() *Param { return c.bias }
+
+// OutputShape returns the NHWC output shape for an NHWC input shape.
+func (c *Conv2D) OutputShape(in []int) []int {
+	oh, _ := outSize(in[1], c.kH, c.stride, c.padding)
+	ow, _ := outSize(in[2], c.kW, c.stride, c.padding)
+	return []int{in[0], oh, ow, c.outC}
+}
+
+// Forward implements Layer.
+func (c *Conv2D) Forward(x *Tensor, train bool) *Tensor {
+	checkRank(c.name, x, 4)
+	if x.Shape[3] != c.inC {
+		panic(fmt.Sprintf("nn: %s: input has %d channels, want %d", c.name, x.Shape[3], c.inC))
+	}
+	g := convGeom{n: x.Shape[0], h: x.Shape[1], w: x.Shape[2], c: c.inC, kh: c.kH, kw: c.kW, stride: c.stride}
+	g.oh, g.padT = outSize(g.h, c.kH, c.stride, c.padding)
+	g.ow, g.padL = outSize(g.w, c.kW, c.stride, c.padding)
+	c.g, c.x = g, x
+
+	rows, k := g.n*g.oh*g.ow, c.kH*c.kW*c.inC
+	c.y = ensure(c.y, g.n, g.oh, g.ow, c.outC)
+	if rows == 0 {
+		return c.y
+	}
+	c.cols = growFloat32(c.cols, rows*k)
+	im2col(c.cols, x.Data, g)
+	c.one = ones(c.one, rows)
+	setRowsToBias(c.y.Data, c.bias.Value.Data, c.one, rows, c.outC)
+	gemm(false, false, rows, c.outC, k, 1, c.cols, k, c.kernel.Value.Data, c.outC, 1, c.y.Data, c.outC)
+	return c.y
+}
+
+// Backward implements Layer.
+func (c *Conv2D) Backward(dy *Tensor) *Tensor {
+	c.BackwardParams(dy)
+	g := c.g
+	rows, k := g.n*g.oh*g.ow, c.kH*c.kW*c.inC
+	c.dx = ensure(c.dx, g.n, g.h, g.w, g.c)
+	clear(c.dx.Data)
+	if rows == 0 {
+		return c.dx
+	}
+	// 1x1 stride-1 convolutions need no col2im: dcols is dx itself.
+	if c.kH == 1 && c.kW == 1 && c.stride == 1 {
+		gemm(false, true, rows, k, c.outC, 1, dy.Data, c.outC, c.kernel.Value.Data, c.outC, 0, c.dx.Data, k)
+		return c.dx
+	}
+	c.dcols = growFloat32(c.dcols, rows*k)
+	gemm(false, true, rows, k, c.outC, 1, dy.Data, c.outC, c.kernel.Value.Data, c.outC, 0, c.dcols, k)
+	col2im(c.dx.Data, c.dcols, g)
+	return c.dx
+}
+
+// BackwardParams implements ParamBackwarder.
+func (c *Conv2D) BackwardParams(dy *Tensor) {
+	g := c.g
+	if c.x == nil || !sameShape(dy.Shape, c.y.Shape) {
+		panic(fmt.Sprintf("nn: %s: Backward dy shape %v does not match last Forward", c.name, dy.Shape))
+	}
+	rows, k := g.n*g.oh*g.ow, c.kH*c.kW*c.inC
+	if rows == 0 {
+		return
+	}
+	// dKernel += colsᵀ·dy
+	gemm(true, false, k, c.outC, rows, 1, c.cols, k, dy.Data, c.outC, 1, c.kernel.Grad.Data, c.outC)
+	addColumnSums(c.bias.Grad.Data, dy.Data, c.one, rows, c.outC)
+}
+
+// growFloat32 returns a length-n slice, reusing b's storage when possible.
+// Contents are unspecified; callers overwrite them.
+func growFloat32(b []float32, n int) []float32 {
+	if cap(b) >= n {
+		return b[:n]
+	}
+	return make([]float32, n)
+}
+
+// im2col writes one row per output position (n,oh,ow) holding the
+// receptive field in (kh,kw,c) order, matching the kernel's
+// [kH*kW*inC, outC] reshape. In NHWC the kW*C values of one kernel row are
+// contiguous in x, so the interior is a single copy per kernel row.
+func im2col(cols, x []float32, g convGeom) {
+	k := g.kh * g.kw * g.c
+	seg := g.kw * g.c
+	r := 0
+	for n := 0; n < g.n; n++ {
+		img := x[n*g.h*g.w*g.c : (n+1)*g.h*g.w*g.c]
+		for oh := 0; oh < g.oh; oh++ {
+			ih0 := oh*g.stride - g.padT
+			for ow := 0; ow < g.ow; ow++ {
+				iw0 := ow*g.stride - g.padL
+				row := cols[r*k : (r+1)*k]
+				r++
+				interior := iw0 >= 0 && iw0+g.kw <= g.w
+				for kh := 0; kh < g.kh; kh++ {
+					dst := row[kh*seg : (kh+1)*seg]
+					ih := ih0 + kh
+					if ih < 0 || ih >= g.h {
+						clear(dst)
+						continue
+					}
+					base := (ih*g.w + iw0) * g.c
+					if interior {
+						copySmall(dst, img[base:base+seg])
+						continue
+					}
+					for kw := 0; kw < g.kw; kw++ {
+						iw := iw0 + kw
+						d := dst[kw*g.c : (kw+1)*g.c]
+						if iw < 0 || iw >= g.w {
+							clear(d)
+						} else {
+							copy(d, img[base+kw*g.c:base+(kw+1)*g.c])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// col2im is the adjoint of im2col: it scatter-adds each row of dcols back
+// onto the input positions it was read from. dx must be zeroed.
+func col2im(dx, dcols []float32, g convGeom) {
+	k := g.kh * g.kw * g.c
+	seg := g.kw * g.c
+	r := 0
+	for n := 0; n < g.n; n++ {
+		img := dx[n*g.h*g.w*g.c : (n+1)*g.h*g.w*g.c]
+		for oh := 0; oh < g.oh; oh++ {
+			ih0 := oh*g.stride - g.padT
+			for ow := 0; ow < g.ow; ow++ {
+				iw0 := ow*g.stride - g.padL
+				row := dcols[r*k : (r+1)*k]
+				r++
+				interior := iw0 >= 0 && iw0+g.kw <= g.w
+				for kh := 0; kh < g.kh; kh++ {
+					ih := ih0 + kh
+					if ih < 0 || ih >= g.h {
+						continue
+					}
+					src := row[kh*seg : (kh+1)*seg]
+					base := (ih*g.w + iw0) * g.c
+					if interior {
+						addTo(img[base:base+seg], src)
+						continue
+					}
+					for kw := 0; kw < g.kw; kw++ {
+						iw := iw0 + kw
+						if iw < 0 || iw >= g.w {
+							continue
+						}
+						addTo(img[base+kw*g.c:base+(kw+1)*g.c], src[kw*g.c:(kw+1)*g.c])
+					}
+				}
+			}
+		}
+	}
+}
+
+// addTo does dst[i] += src[i].
+func addTo(dst, src []float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+// copySmall is copy() with an inline loop for short runs: a first conv
+// layer with one input channel copies 3 floats at a time, where the
+// memmove call overhead dominates.
+func copySmall(dst, src []float32) {
+	if len(src) >= 16 {
+		copy(dst, src)
+		return
+	}
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = v
+	}
+}

@@ -1,0 +1,36 @@
+package nn
+
+import "gonum.org/v1/gonum/blas"
+
+// gemm computes C = alpha*op(A)*op(B) + beta*C on row-major matrices,
+// where op(A) is m×k, op(B) is k×n and C is m×n. It is the only place the
+// package multiplies matrices, so the BLAS backend (blasImpl, chosen by
+// build tag) is swapped in one spot.
+func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	tA, tB := blas.NoTrans, blas.NoTrans
+	if transA {
+		tA = blas.Trans
+	}
+	if transB {
+		tB = blas.Trans
+	}
+	if k == 0 {
+		// Some BLAS reject k=0 slices; the product is empty, so only scale C.
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+		return
+	}
+	var impl blasImpl
+	impl.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Compile-time check that the selected backend is a float32 level-3 BLAS.
+var _ blas.Float32Level3 = blasImpl{}

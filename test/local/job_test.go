@@ -1,0 +1,240 @@
+package local
+
+import (
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func mlpArgs(epochs string) []string {
+	return []string{
+		"--model_def=fashion_mnist.mlp",
+		"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
+		"--validation_data=" + filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
+		"--num_workers=2", "--num_ps_pods=1", "--num_epochs=" + epochs,
+	}
+}
+
+func TestTrainMLP(t *testing.T) {
+	needData(t)
+	j := startJob(t, mlpArgs("1")...)
+	var pids []int
+	waitFor(t, 60*time.Second, "two workers", func() bool {
+		pids = append(j.children("worker"), j.children("ps")...)
+		return len(pids) == 3
+	})
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	if s.Status != "succeeded" || s.Error != "" {
+		t.Fatalf("status %q error %q", s.Status, s.Error)
+	}
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.80 {
+		t.Fatalf("eval = %+v, want 10000 records and accuracy >= 0.80", s.Eval)
+	}
+	if s.Workers.Launched != 2 || s.Workers.Lost != 0 || s.PS.Launched != 1 || s.PS.Lost != 0 {
+		t.Errorf("instance counts %+v %+v", s.Workers, s.PS)
+	}
+	if fi, err := os.Stat(filepath.Join(j.out, "model.pb")); err != nil || fi.Size() < 784*256*4 {
+		t.Errorf("model file: %v, %v", fi, err)
+	}
+	if !strings.Contains(j.stdout.String(), "test accuracy") {
+		t.Errorf("stdout lacks the final report:\n%s", j.stdout.String())
+	}
+	if !strings.Contains(j.stderr.String(), "msg=progress") {
+		t.Errorf("no progress lines on stderr")
+	}
+	noOrphans(t, pids)
+}
+
+// TestWorkerKilledTwice is the fault acceptance test: kill -9 a worker
+// twice during training; the job finishes, every record is trained exactly
+// once per epoch, and accuracy holds.
+func TestWorkerKilledTwice(t *testing.T) {
+	needData(t)
+	j := startJob(t, mlpArgs("2")...)
+	var killed []int
+	for kill := 0; kill < 2; kill++ {
+		var victim int
+		waitFor(t, 2*time.Minute, "training progress and two live workers", func() bool {
+			_, done := j.epochRecordsDone()
+			w := j.children("worker")
+			if done < 4000*int64(kill+1) || len(w) != 2 {
+				return false
+			}
+			for _, pid := range w {
+				if !contains(killed, pid) {
+					victim = pid
+					return true
+				}
+			}
+			return false
+		})
+		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill worker %d: %v", victim, err)
+		}
+		killed = append(killed, victim)
+		t.Logf("killed worker pid %d", victim)
+	}
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	if s.Status != "succeeded" {
+		t.Fatalf("status %q: %s", s.Status, s.Error)
+	}
+	assertExactlyOnce(t, s, 2, 60000)
+	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 || s.Workers.Launched != 4 {
+		t.Errorf("workers %+v, want 4 launched, 2 lost, 2 relaunched", s.Workers)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.82 {
+		t.Errorf("eval %+v, want accuracy >= 0.82", s.Eval)
+	}
+}
+
+func TestPSKilled(t *testing.T) {
+	needData(t)
+	j := startJob(t, mlpArgs("1")...)
+	var ps []int
+	waitFor(t, 2*time.Minute, "training progress", func() bool {
+		_, done := j.epochRecordsDone()
+		ps = j.children("ps")
+		return done >= 10000 && len(ps) == 1
+	})
+	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	if s.Status != "succeeded" {
+		t.Fatalf("status %q: %s", s.Status, s.Error)
+	}
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.PS.Lost != 1 || s.PS.Launched != 2 {
+		t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
+	}
+	// The relaunched PS restarts from a worker's current parameters.
+	if s.Eval == nil || s.Eval.Accuracy < 0.78 {
+		t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
+	}
+}
+
+func TestInterruptStopsEverything(t *testing.T) {
+	needData(t)
+	j := startJob(t, mlpArgs("3")...)
+	var pids []int
+	waitFor(t, time.Minute, "training progress", func() bool {
+		_, done := j.epochRecordsDone()
+		pids = append(j.children("worker"), j.children("ps")...)
+		return done > 0 && len(pids) == 3
+	})
+	j.cmd.Process.Signal(syscall.SIGINT)
+	if code := j.wait(30 * time.Second); code == 0 {
+		t.Fatalf("interrupted job exited 0")
+	}
+	s := j.summary()
+	if s.Status != "failed" || !strings.Contains(s.Error, "stopped") {
+		t.Errorf("summary status %q error %q, want failed/stopped", s.Status, s.Error)
+	}
+	noOrphans(t, pids)
+}
+
+func TestBadInput(t *testing.T) {
+	needData(t)
+	dir := t.TempDir()
+	// An IDX file with a wrong magic number, and its labels file.
+	badMagic := filepath.Join(dir, "bad-images-idx3-ubyte")
+	writeFile(t, badMagic, []byte{0, 0, 8, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 7})
+	writeFile(t, filepath.Join(dir, "bad-labels-idx1-ubyte"), []byte{0, 0, 8, 1, 0, 0, 0, 1, 3})
+	// A truncated copy of the real test set.
+	truncated := filepath.Join(dir, "cut-images-idx3-ubyte")
+	writeFile(t, truncated, gunzipPrefix(t, filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"), 16+784*100+300))
+	writeFile(t, filepath.Join(dir, "cut-labels-idx1-ubyte"), gunzipPrefix(t, filepath.Join(dataDir, "t10k-labels-idx1-ubyte.gz"), 8+10000))
+	noLabels := filepath.Join(dir, "lonely-images-idx3-ubyte")
+	writeFile(t, noLabels, gunzipPrefix(t, filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"), 16+784*10000))
+
+	train := "--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"missing data", []string{"--model_def=fashion_mnist.mlp", "--training_data=" + filepath.Join(dir, "nope-images-idx3-ubyte.gz")}, 1, "no such file"},
+		{"missing dataset package", []string{"--model_def=fashion_mnist.mlp", "--training_data=" + dataDir + "/x-images-idx3-ubyte.gz"}, 1, "apt-get install dataset-fashion-mnist"},
+		{"wrong magic", []string{"--model_def=fashion_mnist.mlp", "--training_data=" + badMagic}, 1, "magic"},
+		{"truncated", []string{"--model_def=fashion_mnist.mlp", "--training_data=" + truncated}, 1, "truncated"},
+		{"no labels file", []string{"--model_def=fashion_mnist.mlp", "--training_data=" + noLabels}, 1, "lonely-labels-idx1-ubyte"},
+		{"unreadable validation", []string{"--model_def=fashion_mnist.mlp", train, "--validation_data=" + badMagic}, 1, "--validation_data"},
+		{"unknown model", []string{"--model_def=fashion_mnist.nope", train}, 1, "fashion_mnist.mlp"},
+		{"zero workers", []string{"--model_def=fashion_mnist.mlp", train, "--num_workers=0"}, 2, "--num_workers: must be at least 1"},
+		{"negative minibatch", []string{"--model_def=fashion_mnist.mlp", train, "--minibatch_size=-1"}, 2, "--minibatch_size"},
+		{"non-numeric epochs", []string{"--model_def=fashion_mnist.mlp", train, "--num_epochs=two"}, 2, "num_epochs"},
+		{"unknown flag", []string{"--model_def=fashion_mnist.mlp", train, "--num_wrokers=2"}, 2, "num_wrokers"},
+		{"bad optimizer", []string{"--model_def=fashion_mnist.mlp", train, "--optimizer=adamw:learning_rate=1"}, 1, "adamw"},
+		{"stray argument", []string{"--model_def=fashion_mnist.mlp", train, "num_workers=2"}, 2, "unexpected argument"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := startJob(t, c.args...)
+			code := j.wait(time.Minute)
+			stderr := strings.TrimSpace(j.stderr.String())
+			if code != c.code {
+				t.Fatalf("exit code %d, want %d; stderr:\n%s", code, c.code, stderr)
+			}
+			last := stderr[strings.LastIndexByte(stderr, '\n')+1:]
+			if !strings.Contains(last, c.want) || !strings.HasPrefix(last, "elasticdl train: ") {
+				t.Errorf("last stderr line %q does not contain %q", last, c.want)
+			}
+			if c.code == 2 {
+				return // flag package prints usage lines too
+			}
+			if n := strings.Count(stderr, "\n") + 1; n != 1 {
+				t.Errorf("want one error line, got %d:\n%s", n, stderr)
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gunzipPrefix(t *testing.T, path string, n int64) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}

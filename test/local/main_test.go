@@ -1,0 +1,224 @@
+// Package local holds integration tests that run whole elasticdl jobs on
+// the local backend: real processes, real Fashion-MNIST, real faults.
+package local
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"elasticdl/internal/master"
+)
+
+const dataDir = "/usr/share/datasets/fashion-mnist"
+
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "elasticdl-it")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "elasticdl")
+	tags := strings.TrimSpace(runOut("../../hack/blas-tags.sh"))
+	build := exec.Command("go", "build", "-tags", tags, "-o", binary, "elasticdl/cmd/elasticdl")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build elasticdl:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+func runOut(name string, args ...string) string {
+	out, _ := exec.Command(name, args...).Output()
+	return string(out)
+}
+
+func needData(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist): %v", err)
+	}
+}
+
+// job is one `elasticdl train` process under test.
+type job struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	out    string
+	stdout bytes.Buffer
+	stderr *lockedBuffer
+	done   chan error
+}
+
+func startJob(t *testing.T, args ...string) *job {
+	t.Helper()
+	out := t.TempDir()
+	j := &job{t: t, out: out, stderr: &lockedBuffer{}, done: make(chan error, 1)}
+	j.cmd = exec.Command(binary, append([]string{"train", "--output=" + out, "--log_interval=1s"}, args...)...)
+	j.cmd.Stdout = &j.stdout
+	j.cmd.Stderr = j.stderr
+	if err := j.cmd.Start(); err != nil {
+		t.Fatalf("start elasticdl train: %v", err)
+	}
+	go func() { j.done <- j.cmd.Wait() }()
+	t.Cleanup(func() {
+		if j.cmd.ProcessState == nil {
+			j.cmd.Process.Kill()
+			<-j.done
+		}
+	})
+	return j
+}
+
+// wait waits for the job to exit and returns its exit code.
+func (j *job) wait(limit time.Duration) int {
+	j.t.Helper()
+	select {
+	case <-j.done:
+	case <-time.After(limit):
+		j.cmd.Process.Signal(syscall.SIGQUIT)
+		j.t.Fatalf("job did not finish within %s\nstderr:\n%s", limit, j.stderr.String())
+	}
+	return j.cmd.ProcessState.ExitCode()
+}
+
+func (j *job) summary() master.Summary {
+	j.t.Helper()
+	b, err := os.ReadFile(filepath.Join(j.out, "job_summary.json"))
+	if err != nil {
+		j.t.Fatalf("read job summary: %v\nstderr:\n%s", err, j.stderr.String())
+	}
+	var s master.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		j.t.Fatalf("decode job summary: %v", err)
+	}
+	return s
+}
+
+// children lists the PIDs of the job's processes of a role ("worker", "ps").
+func (j *job) children(role string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if parentOf(pid) != j.cmd.Process.Pid {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(string(cmdline), "\x00")
+		if len(args) > 1 && args[1] == role {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func parentOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// comm may contain spaces: fields after the last ')' are fixed.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return -1
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// waitFor polls cond until it holds or the limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// trainedRecords reads the latest progress line's records count.
+func (j *job) epochRecordsDone() (epoch string, done int64) {
+	sc := bufio.NewScanner(strings.NewReader(j.stderr.String()))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, "msg=progress") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "epoch="); ok {
+				epoch = v
+			}
+			if v, ok := strings.CutPrefix(f, "records="); ok {
+				n, _, _ := strings.Cut(v, "/")
+				done, _ = strconv.ParseInt(n, 10, 64)
+			}
+		}
+	}
+	return epoch, done
+}
+
+func assertExactlyOnce(t *testing.T, s master.Summary, epochs int, records int64) {
+	t.Helper()
+	if len(s.Epochs) != epochs {
+		t.Fatalf("summary has %d epochs, want %d: %+v", len(s.Epochs), epochs, s.Epochs)
+	}
+	for _, e := range s.Epochs {
+		if e.Records != records || e.RecordsTrained != records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
+			t.Errorf("epoch %d not exactly once: %+v", e.Epoch, e)
+		}
+	}
+}
+
+func noOrphans(t *testing.T, pids []int) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "job processes to be gone", func() bool {
+		for _, pid := range pids {
+			if syscall.Kill(pid, 0) == nil && parentOf(pid) > 1 {
+				return false
+			}
+			if syscall.Kill(pid, 0) == nil && !isZombie(pid) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	return len(f) > 0 && f[0] == "Z"
+}
