@@ -71,6 +71,8 @@ type Master struct {
 	done          chan struct{}
 	masterAddr    string
 	psAddrs       []string
+	// trainingStart/End bound the training phase, for throughput.
+	trainingStart, trainingEnd time.Time
 }
 
 type instance struct {

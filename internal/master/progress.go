@@ -87,6 +87,11 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 	if runErr != nil {
 		s.Status, s.Error = "failed", runErr.Error()
 	}
+	if !m.trainingStart.IsZero() && m.trainingEnd.After(m.trainingStart) {
+		secs := m.trainingEnd.Sub(m.trainingStart).Seconds()
+		s.TrainingSeconds = math.Round(secs*1000) / 1000
+		s.RecordsPerSecond = math.Round(float64(m.disp.Progress().RecordsReported) / secs)
+	}
 	s.Epochs = nil
 	for _, c := range m.disp.Coverage() {
 		s.Epochs = append(s.Epochs, EpochSummary{

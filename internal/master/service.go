@@ -52,6 +52,8 @@ func (m *Master) GetTask(_ context.Context, req *masterpb.GetTaskRequest) (*mast
 		}
 		if t.Type == task.Evaluation {
 			pt.ModelVersion = m.evalVersion
+		} else if m.trainingStart.IsZero() {
+			m.trainingStart = m.now()
 		}
 		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_TASK, Task: pt}, nil
 	case task.KindWait:
@@ -118,6 +120,9 @@ func (m *Master) advanceLocked() {
 	}
 	if !m.disp.Finished() {
 		return
+	}
+	if m.trainingEnd.IsZero() {
+		m.trainingEnd = m.now()
 	}
 	if m.cfg.ValidationData != "" && !m.evalScheduled {
 		m.evalScheduled = true

@@ -10,19 +10,23 @@ import (
 // Summary is what the job writes to --output/job_summary.json when it ends.
 // The field names are part of the user contract: add, never rename.
 type Summary struct {
-	Job             string         `json:"job"`
-	Status          string         `json:"status"` // "succeeded" | "failed"
-	Error           string         `json:"error"`
-	DurationSeconds float64        `json:"duration_seconds"`
-	ModelDef        string         `json:"model_def"`
-	ModelPath       string         `json:"model_path,omitempty"`
-	ModelVersion    int64          `json:"model_version"`
-	Epochs          []EpochSummary `json:"epochs"`
-	Eval            *EvalSummary   `json:"eval"`
-	Workers         WorkerCounts   `json:"workers"`
-	PS              PSCounts       `json:"ps"`
-	Tasks           TaskCounts     `json:"tasks"`
-	CorruptRecords  int64          `json:"corrupt_records"`
+	Job             string  `json:"job"`
+	Status          string  `json:"status"` // "succeeded" | "failed"
+	Error           string  `json:"error"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	// TrainingSeconds runs from the first training task handed out to the
+	// last one reported; RecordsPerSecond is the training throughput over it.
+	TrainingSeconds  float64        `json:"training_seconds"`
+	RecordsPerSecond float64        `json:"records_per_second"`
+	ModelDef         string         `json:"model_def"`
+	ModelPath        string         `json:"model_path,omitempty"`
+	ModelVersion     int64          `json:"model_version"`
+	Epochs           []EpochSummary `json:"epochs"`
+	Eval             *EvalSummary   `json:"eval"`
+	Workers          WorkerCounts   `json:"workers"`
+	PS               PSCounts       `json:"ps"`
+	Tasks            TaskCounts     `json:"tasks"`
+	CorruptRecords   int64          `json:"corrupt_records"`
 	// FirstCorruptRecord names where the data is bad, when any record was.
 	FirstCorruptRecord string `json:"first_corrupt_record,omitempty"`
 }

@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"elasticdl/internal/master"
+)
+
+const dataDir = "/usr/share/datasets/fashion-mnist"
+
+// buildBinary builds elasticdl with the given tags into a temp dir.
+func buildBinary(b *testing.B, tags string) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "elasticdl")
+	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "elasticdl/cmd/elasticdl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// BenchmarkLocalJob runs one training epoch of Fashion-MNIST on the local
+// backend with 1 and 2 workers and 1 PS, and reports the training
+// throughput the job measured itself (records/s between the first task
+// handed out and the last one reported; process start-up excluded).
+//
+//	go test ./bench -run '^$' -bench LocalJob -benchtime 1x
+func BenchmarkLocalJob(b *testing.B) {
+	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
+		b.Skip("Fashion-MNIST not installed")
+	}
+	tags := strings.TrimSpace(os.Getenv("ELASTICDL_BENCH_TAGS"))
+	if tags == "" {
+		out, _ := exec.Command("../hack/blas-tags.sh").Output()
+		tags = strings.TrimSpace(string(out))
+	}
+	bin := buildBinary(b, tags)
+	for _, model := range []string{"mlp", "cnn"} {
+		for _, workers := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/workers=%d", model, workers), func(b *testing.B) {
+				var rps float64
+				for i := 0; i < b.N; i++ {
+					out := b.TempDir()
+					cmd := exec.Command(bin, "train",
+						"--model_def=fashion_mnist."+model,
+						"--training_data="+filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
+						fmt.Sprintf("--num_workers=%d", workers), "--num_ps_pods=1", "--num_epochs=1",
+						"--log_interval=0", "--output="+out)
+					if o, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("job: %v\n%s", err, o)
+					}
+					raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					var s master.Summary
+					if err := json.Unmarshal(raw, &s); err != nil {
+						b.Fatal(err)
+					}
+					rps += s.RecordsPerSecond
+				}
+				b.ReportMetric(rps/float64(b.N), "records/s")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
+}
