@@ -103,3 +103,29 @@ func TestCheckBuild(t *testing.T) {
 		t.Errorf("miswired network: %v", err)
 	}
 }
+
+// TestConcurrentUse is meaningful under -race: registration and lookups
+// from several goroutines must not race.
+func TestConcurrentUse(t *testing.T) {
+	r := NewRegistry()
+	done := make(chan error)
+	for i := range 8 {
+		go func() {
+			name := string(rune('a' + i))
+			err := r.Register(tinySpec(name))
+			if err == nil {
+				_, err = r.Lookup(name)
+			}
+			_ = r.Specs()
+			done <- err
+		}()
+	}
+	for range 8 {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(r.Names()); n != 8 {
+		t.Errorf("%d names after 8 registrations", n)
+	}
+}

@@ -64,7 +64,8 @@ type Conv2D struct {
 	y, dx          *Tensor
 }
 
-// NewConv2D returns a Conv2D with Glorot-uniform kernel and zero bias.
+// NewConv2D returns a Conv2D with a He-uniform kernel and zero bias (see
+// Initialize for Glorot).
 // Parameters are named name+"/kernel" and name+"/bias".
 func NewConv2D(name string, inC, outC, kH, kW, stride int, padding Padding, rng *rand.Rand) *Conv2D {
 	if inC <= 0 || outC <= 0 || kH <= 0 || kW <= 0 || stride <= 0 {
@@ -80,7 +81,7 @@ func NewConv2D(name string, inC, outC, kH, kW, stride int, padding Padding, rng 
 		bias:   newParam(name+"/bias", outC),
 	}
 	c.params = []*Param{c.kernel, c.bias}
-	glorotUniform(c.kernel.Value.Data, kH*kW*inC, kH*kW*outC, rng)
+	c.Initialize(HeUniform, rng)
 	return c
 }
 
@@ -90,6 +91,13 @@ func (c *Conv2D) Name() string { return c.name }
 // Params implements Layer: kernel, then bias. The slice is shared;
 // callers must not modify it.
 func (c *Conv2D) Params() []*Param { return c.params }
+
+// Initialize redraws the kernel with kind (fanIn = kH*kW*inC, fanOut =
+// kH*kW*outC, as in Keras) and zeroes the bias.
+func (c *Conv2D) Initialize(kind Initializer, rng *rand.Rand) {
+	initUniform(c.kernel.Value.Data, kind, c.kH*c.kW*c.inC, c.kH*c.kW*c.outC, rng)
+	clear(c.bias.Value.Data)
+}
 
 // Kernel returns the [kH,kW,inC,outC] kernel parameter.
 func (c *Conv2D) Kernel() *Param { return c.kernel }
@@ -134,13 +142,13 @@ func (c *Conv2D) Backward(dy *Tensor) *Tensor {
 	g := c.g
 	rows, k := g.n*g.oh*g.ow, c.kH*c.kW*c.inC
 	c.dx = ensure(c.dx, g.n, g.h, g.w, g.c)
-	clear(c.dx.Data)
-	if rows == 0 {
+	// 1x1 stride-1 convolutions need no col2im: dcols is dx itself.
+	if rows > 0 && c.kH == 1 && c.kW == 1 && c.stride == 1 {
+		gemm(false, true, rows, k, c.outC, 1, dy.Data, c.outC, c.kernel.Value.Data, c.outC, 0, c.dx.Data, k)
 		return c.dx
 	}
-	// 1x1 stride-1 convolutions need no col2im: dcols is dx itself.
-	if c.kH == 1 && c.kW == 1 && c.stride == 1 {
-		gemm(false, true, rows, k, c.outC, 1, dy.Data, c.outC, c.kernel.Value.Data, c.outC, 0, c.dx.Data, k)
+	clear(c.dx.Data) // col2im accumulates, and skipped pixels must read 0
+	if rows == 0 {
 		return c.dx
 	}
 	c.dcols = growFloat32(c.dcols, rows*k)

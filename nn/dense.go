@@ -19,7 +19,8 @@ type Dense struct {
 	one []float32
 }
 
-// NewDense returns a Dense layer with Glorot-uniform kernel and zero bias.
+// NewDense returns a Dense layer with a He-uniform kernel and zero bias
+// (see Initialize for Glorot).
 // Parameters are named name+"/kernel" and name+"/bias".
 func NewDense(name string, in, out int, rng *rand.Rand) *Dense {
 	if in <= 0 || out <= 0 {
@@ -33,7 +34,7 @@ func NewDense(name string, in, out int, rng *rand.Rand) *Dense {
 		bias:   newParam(name+"/bias", out),
 	}
 	d.params = []*Param{d.kernel, d.bias}
-	glorotUniform(d.kernel.Value.Data, in, out, rng)
+	d.Initialize(HeUniform, rng)
 	return d
 }
 
@@ -43,6 +44,12 @@ func (d *Dense) Name() string { return d.name }
 // Params implements Layer: kernel, then bias. The slice is shared;
 // callers must not modify it.
 func (d *Dense) Params() []*Param { return d.params }
+
+// Initialize redraws the kernel with kind and zeroes the bias.
+func (d *Dense) Initialize(kind Initializer, rng *rand.Rand) {
+	initUniform(d.kernel.Value.Data, kind, d.in, d.out, rng)
+	clear(d.bias.Value.Data)
+}
 
 // Kernel returns the [in,out] kernel parameter.
 func (d *Dense) Kernel() *Param { return d.kernel }

@@ -22,6 +22,7 @@
 // layer's Forward returns a tensor owned by that layer, which is valid
 // until the layer's next Forward call; likewise the dx returned by
 // Backward is valid until the next Backward. Callers that need to keep a
-// result must copy it. Layers and Sequential are not safe for concurrent
+// result must copy it, and must not modify a Forward input before the
+// matching Backward (layers keep a reference to it, not a copy). Layers and Sequential are not safe for concurrent
 // use; give each goroutine its own network.
 package nn

@@ -234,12 +234,24 @@ func TestSameSeedSameWeights(t *testing.T) {
 	if fmt.Sprint(a.Kernel().Value.Data) == fmt.Sprint(c.Kernel().Value.Data) {
 		t.Error("different seeds gave identical weights")
 	}
-	limit := math.Sqrt(6.0 / 7)
-	for _, v := range a.Kernel().Value.Data {
-		if math.Abs(float64(v)) > limit {
-			t.Errorf("weight %v outside Glorot limit %v", v, limit)
+	// He-uniform by default: U(-sqrt(6/fanIn), +); the sample max should
+	// come close to the limit, and never exceed it.
+	checkLimit := func(what string, w []float32, limit float64) {
+		t.Helper()
+		maxAbs := 0.0
+		for _, v := range w {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(v)))
+		}
+		if maxAbs > limit || maxAbs < 0.8*limit {
+			t.Errorf("%s: max |w| = %v, want in [0.8, 1]*%v", what, maxAbs, limit)
 		}
 	}
+	big := NewDense("d", 50, 40, rand.New(rand.NewSource(1)))
+	checkLimit("he dense", big.Kernel().Value.Data, math.Sqrt(6.0/50))
+	big.Initialize(GlorotUniform, rand.New(rand.NewSource(1)))
+	checkLimit("glorot dense", big.Kernel().Value.Data, math.Sqrt(6.0/90))
+	conv := NewConv2D("c", 4, 8, 3, 3, 1, Same, rand.New(rand.NewSource(1)))
+	checkLimit("he conv", conv.Kernel().Value.Data, math.Sqrt(6.0/36))
 }
 
 func TestBLASBackend(t *testing.T) {
@@ -265,5 +277,31 @@ func TestBLASBackend(t *testing.T) {
 	gemm(false, true, 2, 2, 3, 1, a, 3, a, 3, 0, c, 2)
 	if fmt.Sprint(c) != "[14 32 32 77]" {
 		t.Errorf("gemm NT = %v", c)
+	}
+}
+
+// TestTrainStepAllocFree guards the buffer reuse: once warm, a training
+// step on a same-sized batch must not allocate.
+func TestTrainStepAllocFree(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	net := MustSequential(
+		NewConv2D("c1", 1, 4, 3, 3, 1, Same, rng), NewReLU("r1"), NewMaxPool2D("p1", 2, 2),
+		NewConv2D("c2", 4, 4, 3, 3, 2, Valid, rng), NewReLU("r2"), NewFlatten("f"),
+		NewDense("d1", 4, 3, rng),
+	)
+	x := randTensor(rng, 2, 8, 8, 1)
+	labels := []int32{1, 2}
+	var d *Tensor
+	step := func() {
+		net.ZeroGrads()
+		var err error
+		if _, d, err = SoftmaxCrossEntropyInto(d, net.Forward(x, true), labels); err != nil {
+			t.Fatal(err)
+		}
+		net.Backward(d)
+	}
+	step()
+	if n := testing.AllocsPerRun(10, step); n != 0 {
+		t.Errorf("training step allocates %v times, want 0", n)
 	}
 }

@@ -17,36 +17,31 @@ var ErrLabel = errors.New("nn: label out of range")
 //
 // It allocates dlogits; training loops should use SoftmaxCrossEntropyInto.
 func SoftmaxCrossEntropy(logits *Tensor, labels []int32) (float32, *Tensor, error) {
-	var d *Tensor
-	loss, err := SoftmaxCrossEntropyInto(&d, logits, labels)
-	if err != nil {
-		return 0, nil, err
-	}
-	return loss, d, nil
+	return SoftmaxCrossEntropyInto(nil, logits, labels)
 }
 
 // SoftmaxCrossEntropyInto is SoftmaxCrossEntropy writing the gradient into
-// *dlogits, which is reused when it already has the logits' shape and
-// (re)allocated otherwise.
-func SoftmaxCrossEntropyInto(dlogits **Tensor, logits *Tensor, labels []int32) (float32, error) {
+// dst when dst already has the logits' shape, and into a new tensor
+// otherwise; like append, use the returned tensor:
+//
+//	loss, d, err = nn.SoftmaxCrossEntropyInto(d, logits, labels)
+func SoftmaxCrossEntropyInto(dst, logits *Tensor, labels []int32) (float32, *Tensor, error) {
 	if len(logits.Shape) != 2 {
-		return 0, fmt.Errorf("softmax cross-entropy: logits shape %v, want [N,K]: %w", logits.Shape, ErrShape)
+		return 0, nil, fmt.Errorf("softmax cross-entropy: logits shape %v, want [N,K]: %w", logits.Shape, ErrShape)
 	}
 	n, k := logits.Shape[0], logits.Shape[1]
 	if len(labels) != n {
-		return 0, fmt.Errorf("softmax cross-entropy: %d labels for %d rows: %w", len(labels), n, ErrShape)
+		return 0, nil, fmt.Errorf("softmax cross-entropy: %d labels for %d rows: %w", len(labels), n, ErrShape)
 	}
 	for i, l := range labels {
 		if l < 0 || int(l) >= k {
-			return 0, fmt.Errorf("softmax cross-entropy: label[%d]=%d with %d classes: %w", i, l, k, ErrLabel)
+			return 0, nil, fmt.Errorf("softmax cross-entropy: label[%d]=%d with %d classes: %w", i, l, k, ErrLabel)
 		}
 	}
+	d := ensure(dst, n, k)
 	if n == 0 {
-		*dlogits = ensure(*dlogits, n, k)
-		return 0, nil
+		return 0, d, nil
 	}
-	d := ensure(*dlogits, n, k)
-	*dlogits = d
 	inv := 1 / float64(n)
 	var total float64
 	for i := 0; i < n; i++ {
@@ -72,7 +67,7 @@ func SoftmaxCrossEntropyInto(dlogits **Tensor, logits *Tensor, labels []int32) (
 		}
 		drow[labels[i]] -= float32(inv)
 	}
-	return float32(total * inv), nil
+	return float32(total * inv), d, nil
 }
 
 // Argmax returns the index of the largest value in v (the first on ties),

@@ -198,9 +198,11 @@ func trainAdam(t *testing.T, spec model.Spec, train *idxSet, epochs, workers int
 			w := replicas[step%workers]
 			train.batch(x, y, perm[b:b+bs])
 			w.ZeroGrads()
-			if _, err := nn.SoftmaxCrossEntropyInto(&dl, w.Forward(x, true), y); err != nil {
+			_, d, err := nn.SoftmaxCrossEntropyInto(dl, w.Forward(x, true), y)
+			if err != nil {
 				t.Fatal(err)
 			}
+			dl = d
 			w.Backward(dl)
 			// Apply this worker's gradient to the master, then the worker pulls
 			// fresh weights; the other replicas keep their older copies.
@@ -248,6 +250,29 @@ func TestCNNAccuracy(t *testing.T) {
 		t.Logf("fashion_mnist.cnn: test accuracy %.4f after 2 epochs, %d simulated async worker(s)", acc, workers)
 		if acc < 0.88 {
 			t.Errorf("%d workers: test accuracy %.4f < 0.88", workers, acc)
+		}
+	}
+}
+
+// TestArchitectures pins the documented layer shapes.
+func TestArchitectures(t *testing.T) {
+	for _, c := range []struct {
+		spec model.Spec
+		want string
+	}{
+		{MLPSpec(), "dense_1/kernel[784 256] dense_1/bias[256] dense_2/kernel[256 10] dense_2/bias[10]"},
+		{CNNSpec(), "conv2d_1/kernel[3 3 1 16] conv2d_1/bias[16] conv2d_2/kernel[3 3 16 32] conv2d_2/bias[32] " +
+			"dense_1/kernel[1568 128] dense_1/bias[128] dense_2/kernel[128 10] dense_2/bias[10]"},
+	} {
+		got := ""
+		for i, p := range c.spec.Build(rand.New(rand.NewSource(1))).Params() {
+			if i > 0 {
+				got += " "
+			}
+			got += fmt.Sprintf("%s%v", p.Name, p.Value.Shape)
+		}
+		if got != c.want {
+			t.Errorf("%s params:\n got %s\nwant %s", c.spec.Name, got, c.want)
 		}
 	}
 }
