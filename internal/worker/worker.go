@@ -307,6 +307,9 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	if err != nil {
 		return err
 	}
+	// Minibatches mix the task's records in a new order each epoch, as a
+	// shuffling data loader would; the master already shuffles task order.
+	shuffle(b, t.Id, t.Epoch)
 	return w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
 		if _, err := w.ps.Pull(ctx, w.params); err != nil {
 			return &fatalError{fmt.Errorf("pull parameters: %w", err)}
@@ -367,4 +370,24 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 		return &fatalError{fmt.Errorf("report evaluation metrics of task %d: %w", t.Id, err)}
 	}
 	return nil
+}
+
+// shuffle permutes the records of b in place, reproducibly for a task.
+func shuffle(b *data.Batch, taskID int64, epoch int32) {
+	if b.N < 2 {
+		return
+	}
+	per := len(b.Features) / b.N
+	rng := rand.New(rand.NewSource(taskID*1_000_003 + int64(epoch)))
+	tmp := make([]float32, per)
+	rng.Shuffle(b.N, func(i, j int) {
+		fi, fj := b.Features[i*per:(i+1)*per], b.Features[j*per:(j+1)*per]
+		copy(tmp, fi)
+		copy(fi, fj)
+		copy(fj, tmp)
+		b.Labels[i], b.Labels[j] = b.Labels[j], b.Labels[i]
+		if len(b.Index) == b.N {
+			b.Index[i], b.Index[j] = b.Index[j], b.Index[i]
+		}
+	})
 }
