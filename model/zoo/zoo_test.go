@@ -9,9 +9,9 @@ import (
 	"io"
 	"math"
 	"math/rand"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
