@@ -151,6 +151,16 @@ func TestReLUGrad(t *testing.T) {
 	checkGrads(t, NewReLU("relu"), x, defaultTol, rng)
 }
 
+func TestStandardizeGrad(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	x := randTensor(rng, 3, 5)
+	checkGrads(t, NewStandardize("std", 0.3, 0.4), x, defaultTol, rng)
+	y := NewStandardize("std", 0.5, 0.25).Forward(&Tensor{Shape: []int{1, 2}, Data: []float32{1, 0}}, false)
+	if y.Data[0] != 2 || y.Data[1] != -2 {
+		t.Fatalf("Standardize(1, 0) = %v, want [2 -2]", y.Data)
+	}
+}
+
 func TestFlattenGrad(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	f := NewFlatten("flat")

@@ -22,25 +22,25 @@ type kindSpec struct {
 func specs() map[string]kindSpec {
 	return map[string]kindSpec{
 		"sgd": {
-			defaults: map[string]string{"learning_rate": "0.01", "momentum": "0", "nesterov": "false"},
+			defaults: map[string]string{"learning_rate": "0.01", "momentum": "0", "nesterov": "false", "decay": "0"},
 			build: func(a args) (Optimizer, error) {
 				return NewSGD("sgd", a.float("learning_rate"), a.float("momentum"), a.bool("nesterov"))
 			},
 		},
 		"momentum": {
-			defaults: map[string]string{"learning_rate": "0.01", "momentum": "0.9", "nesterov": "false"},
+			defaults: map[string]string{"learning_rate": "0.01", "momentum": "0.9", "nesterov": "false", "decay": "0"},
 			build: func(a args) (Optimizer, error) {
 				return NewSGD("momentum", a.float("learning_rate"), a.float("momentum"), a.bool("nesterov"))
 			},
 		},
 		"adam": {
-			defaults: map[string]string{"learning_rate": "0.001", "beta1": "0.9", "beta2": "0.999", "epsilon": "1e-7", "amsgrad": "false"},
+			defaults: map[string]string{"learning_rate": "0.001", "beta1": "0.9", "beta2": "0.999", "epsilon": "1e-7", "amsgrad": "false", "decay": "0"},
 			build: func(a args) (Optimizer, error) {
 				return NewAdam(a.float("learning_rate"), a.float("beta1"), a.float("beta2"), a.float("epsilon"), a.bool("amsgrad"))
 			},
 		},
 		"adagrad": {
-			defaults: map[string]string{"learning_rate": "0.001", "initial_accumulator_value": "0.1", "epsilon": "1e-7"},
+			defaults: map[string]string{"learning_rate": "0.001", "initial_accumulator_value": "0.1", "epsilon": "1e-7", "decay": "0"},
 			build: func(a args) (Optimizer, error) {
 				return NewAdagrad(a.float("learning_rate"), a.float("initial_accumulator_value"), a.float("epsilon"))
 			},
@@ -64,7 +64,8 @@ func alias(k string) string {
 // Parse builds an optimizer from a spec "kind[:arg=value,...]", e.g.
 // "sgd:learning_rate=0.1" or "adam:learning_rate=0.001,amsgrad=true".
 // Kinds: sgd, momentum, adam, adagrad; omitted arguments take the Keras
-// defaults. Unknown kinds or arguments, repeated arguments, malformed or
+// defaults. Every kind takes decay (default 0): update t of a parameter
+// uses learning_rate / (1 + decay·t), Keras's legacy inverse-time decay. Unknown kinds or arguments, repeated arguments, malformed or
 // non-finite values and out-of-range hyper-parameters are errors naming
 // the culprit.
 func Parse(spec string) (Optimizer, error) {
@@ -106,6 +107,9 @@ func Parse(spec string) (Optimizer, error) {
 		}
 	}
 	o, err := sp.build(a)
+	if err == nil {
+		o, err = withDecay(o, a.float("decay"))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("optimizer spec %q: %w", spec, err)
 	}
