@@ -54,65 +54,6 @@ func TestTrainMLP(t *testing.T) {
 	noOrphans(t, pids)
 }
 
-// TestWorkerKilledTwice is the fault acceptance test: kill -9 a worker
-// twice during training; the job finishes, every record is trained exactly
-// once per epoch, and accuracy stays within a point of an undisturbed run
-// of the same job (run alongside as the baseline).
-func TestWorkerKilledTwice(t *testing.T) {
-	needData(t)
-	baseline := startJob(t, mlpArgs("2")...)
-	if code := baseline.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("baseline exit code %d\nstderr:\n%s", code, baseline.stderr.String())
-	}
-	base := baseline.summary()
-
-	j := startJob(t, mlpArgs("2")...)
-	var killed []int
-	for kill := 0; kill < 2; kill++ {
-		var victim int
-		waitFor(t, 2*time.Minute, "training progress and two live workers", func() bool {
-			_, done := j.epochRecordsDone()
-			w := j.children("worker")
-			if done < 4000*int64(kill+1) || len(w) != 2 {
-				return false
-			}
-			for _, pid := range w {
-				if !contains(killed, pid) {
-					victim = pid
-					return true
-				}
-			}
-			return false
-		})
-		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill worker %d: %v", victim, err)
-		}
-		killed = append(killed, victim)
-		t.Logf("killed worker pid %d", victim)
-	}
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
-	assertExactlyOnce(t, s, 2, 60000)
-	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 || s.Workers.Launched != 4 {
-		t.Errorf("workers %+v, want 4 launched, 2 lost, 2 relaunched", s.Workers)
-	}
-	if s.Tasks.Requeued < 1 {
-		t.Errorf("tasks %+v: killed workers held no task?", s.Tasks)
-	}
-	if s.Eval == nil || base.Eval == nil {
-		t.Fatalf("missing eval: %+v / %+v", s.Eval, base.Eval)
-	}
-	t.Logf("accuracy: undisturbed %.4f, worker killed twice %.4f", base.Eval.Accuracy, s.Eval.Accuracy)
-	if s.Eval.Accuracy < base.Eval.Accuracy-0.01 {
-		t.Errorf("accuracy %.4f with kills, %.4f without: more than a point lost", s.Eval.Accuracy, base.Eval.Accuracy)
-	}
-}
-
 func TestPSKilled(t *testing.T) {
 	needData(t)
 	j := startJob(t, mlpArgs("1")...)
