@@ -1,0 +1,61 @@
+package local
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestJobUnderRaceDetector runs a short job whose master, workers and PS
+// are all built with -race (GORACE halt_on_error: a race fails the process
+// and so the job), killing a worker on the way, so the concurrent paths of
+// whole processes — not only unit tests — are checked for data races.
+func TestJobUnderRaceDetector(t *testing.T) {
+	needData(t)
+	if testing.Short() {
+		t.Skip("builds a -race binary")
+	}
+	bin := filepath.Join(t.TempDir(), "elasticdl-race")
+	build := exec.Command("go", "build", "-race", "-o", bin, "elasticdl/cmd/elasticdl")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -race: %v\n%s", err, out)
+	}
+	t.Setenv("GORACE", "halt_on_error=1 exitcode=66")
+	saved := binary
+	binary = bin
+	defer func() { binary = saved }()
+
+	// The 10,000-record test set: small enough for race-instrumented training.
+	j := startJob(t, "--model_def=fashion_mnist.mlp",
+		"--training_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
+		"--validation_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
+		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=1")
+	var victim []int
+	waitFor(t, 3*time.Minute, "training progress", func() bool {
+		_, done := j.epochRecordsDone()
+		victim = j.children("worker")
+		return done >= 1000 && len(victim) == 2
+	})
+	syscall.Kill(victim[0], syscall.SIGKILL)
+	if code := j.wait(8 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	assertExactlyOnce(t, s, 1, 10000)
+	if s.Workers.Lost != 1 {
+		t.Errorf("workers %+v", s.Workers)
+	}
+	logs, _ := filepath.Glob(filepath.Join(j.out, "logs", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if containsRace(b) {
+			t.Errorf("%s reports a data race:\n%s", l, b)
+		}
+	}
+}
+
+func containsRace(b []byte) bool { return bytes.Contains(b, []byte("WARNING: DATA RACE")) }
