@@ -95,13 +95,6 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 		if err != nil {
 			m.fail(fmt.Errorf("relaunch after %s %s: %w", name, ev.Reason, err))
 		}
-	default:
-		m.mu.Lock()
-		noWorkers := ev.Role == cluster.Worker && len(m.workers) == 0 && !m.finished
-		m.mu.Unlock()
-		if noWorkers {
-			m.fail(fmt.Errorf("no workers left: the last one, %s, %s: %s", name, ev.Reason, firstNonEmpty(ev.Message, decision.Reason)))
-		}
 	}
 }
 
@@ -187,13 +180,4 @@ func toPolicyReason(r cluster.ExitReason) policy.ExitReason {
 	default:
 		return policy.Error
 	}
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
 }
