@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -140,7 +141,7 @@ func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 	if err != nil {
 		return "", 0, fmt.Errorf("encode model: %w", err)
 	}
-	path := m.cfg.Output + "/model.pb"
+	path := filepath.Join(m.cfg.Output, "model.pb")
 	if err := writeFileAtomic(path, b); err != nil {
 		return "", 0, err
 	}
