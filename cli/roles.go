@@ -35,6 +35,11 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return usageError{err}
 	}
+	stop, err := startProfile("worker", cfg.WorkerID)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -67,5 +72,10 @@ func runPS(ctx context.Context, env Env, args []string) error {
 		return usageError{fmt.Errorf("--optimizer: %w", err)}
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo).With("ps", index)
+	stop, err := startProfile("ps", index)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	return ps.Run(ctx, addr, ps.Config{Index: index, NumPS: numPS, Optimizer: opt, Logger: logger})
 }
