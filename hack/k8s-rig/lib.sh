@@ -17,7 +17,7 @@ K8S_RIG_SCHED_PORT=${K8S_RIG_SCHED_PORT:-16459}
 
 # Service network: the first address is the `kubernetes` Service's ClusterIP and
 # is in the apiserver serving certificate.
-K8S_RIG_SERVICE_CIDR=${K8S_RIG_SERVICE_CIDR:-10.96.0.0/24}
+K8S_RIG_SERVICE_CIDR=${K8S_RIG_SERVICE_CIDR:-10.96.0.0/16}
 K8S_RIG_SERVICE_IP=${K8S_RIG_SERVICE_IP:-10.96.0.1}
 
 # Seconds to wait for the control plane to become ready.
