@@ -25,6 +25,7 @@ import (
 	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/policy"
 	"elasticdl/internal/master/task"
+	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -250,7 +251,9 @@ func (m *Master) serve() (*grpc.Server, net.Listener, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
 	}
-	gs := grpc.NewServer(ServerOptions()...)
+	// The PS's options: large messages and a keepalive policy for the
+	// clients' pings.
+	gs := grpc.NewServer(ps.ServerOptions()...)
 	masterpb.RegisterMasterServer(gs, m)
 	go func() {
 		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -259,18 +262,6 @@ func (m *Master) serve() (*grpc.Server, net.Listener, error) {
 	}()
 	return gs, lis, nil
 }
-
-// ServerOptions are the gRPC options of the job's servers: messages carry
-// whole models, far past gRPC's 4 MiB default.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageSize),
-		grpc.MaxSendMsgSize(MaxMessageSize),
-	}
-}
-
-// MaxMessageSize bounds one gRPC message of the job.
-const MaxMessageSize = 256 << 20
 
 func (m *Master) run(ctx context.Context, listenAddr string) error {
 	m.mu.Lock()

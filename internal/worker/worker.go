@@ -104,7 +104,7 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 func (w *Worker) Run(ctx context.Context) error {
 	conn, err := grpc.NewClient(w.cfg.MasterAddr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize), grpc.MaxCallSendMsgSize(client.MaxMessageSize)))
 	if err != nil {
 		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)
 	}
