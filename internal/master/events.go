@@ -36,7 +36,7 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 		m.mu.Unlock()
 		return
 	}
-	requested := ev.Requested && !in.hung
+	requested := ev.Requested
 	exit := policy.Exit{
 		Role:      toPolicyRole(ev.Role),
 		ID:        ev.ID,
@@ -112,8 +112,10 @@ func (m *Master) lookup(r cluster.Role, id int) *instance {
 	return nil
 }
 
-// tick applies timeouts: tasks held too long, and workers that went silent
-// (alive to the backend, but hung) are stopped and their tasks requeued.
+// tick applies timeouts: tasks held too long go back to todo, and a worker
+// that went silent (alive to the backend, but hung) is stopped and treated
+// at once as lost — its tasks requeued, a replacement launched — without
+// waiting for a hung process to die. Its real exit is then ignored.
 func (m *Master) tick(ctx context.Context) {
 	m.mu.Lock()
 	now := m.now()
@@ -121,21 +123,24 @@ func (m *Master) tick(ctx context.Context) {
 		m.summary.Tasks.Requeued += int64(len(requeued))
 		m.log.Warn("tasks timed out, back to todo", "tasks", len(requeued), "timeout", m.cfg.TaskTimeout)
 	}
-	var silent []int
-	for id, w := range m.workers {
-		if !w.hung && now.Sub(w.lastSeen) > m.cfg.HeartbeatTimeout {
-			w.hung = true
-			silent = append(silent, id)
-			m.disp.WorkerLost(id, now)
+	var silent []cluster.Event
+	if !m.finished {
+		for id, w := range m.workers {
+			if now.Sub(w.lastSeen) > m.cfg.HeartbeatTimeout {
+				silent = append(silent, cluster.Event{
+					Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed,
+					Message: fmt.Sprintf("silent for over %s: stopped by the master", m.cfg.HeartbeatTimeout),
+				})
+			}
 		}
 	}
 	err := m.disp.Err()
 	m.mu.Unlock()
-	for _, id := range silent {
-		m.log.Warn("worker silent, stopping it", "instance", cluster.InstanceName(cluster.Worker, id), "timeout", m.cfg.HeartbeatTimeout)
-		if err := m.backend.Stop(ctx, cluster.Worker, id); err != nil {
-			m.log.Warn("stop silent worker", "err", err)
+	for _, ev := range silent {
+		if err := m.backend.Stop(ctx, cluster.Worker, ev.ID); err != nil {
+			m.log.Warn("stop silent worker", "instance", cluster.InstanceName(cluster.Worker, ev.ID), "err", err)
 		}
+		m.handleEvent(ctx, ev)
 	}
 	if err != nil {
 		m.fail(err)

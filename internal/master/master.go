@@ -81,9 +81,6 @@ type instance struct {
 	launched  time.Time
 	lastSeen  time.Time
 	running   bool
-	// hung is set when the master stopped the instance for silence: its exit
-	// is then a loss to recover from, not a requested stop.
-	hung bool
 }
 
 type evalMetrics struct {

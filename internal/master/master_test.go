@@ -313,9 +313,21 @@ func TestSilentWorkerIsStoppedAndReplaced(t *testing.T) {
 	if got := getTask(t, m, 1); got.Id != held.Id {
 		t.Fatalf("got task %d, want %d", got.Id, held.Id)
 	}
-	// Its exit (requested by us) still counts as a loss and is relaunched.
+	// It was replaced at once, counted lost once; its real exit changes nothing.
+	check := func() {
+		t.Helper()
+		l := fb.launches()
+		if last := l[len(l)-1]; last.Role != cluster.Worker || last.Index != 0 || len(l) != 4 {
+			t.Fatalf("launches %+v, want a 4th: a worker in slot 0", l)
+		}
+		if s := m.buildSummary(nil, 0); s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
+			t.Fatalf("workers %+v", s.Workers)
+		}
+	}
+	check()
 	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed, Requested: true})
-	if s := m.buildSummary(nil, 0); s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
-		t.Fatalf("workers %+v", s.Workers)
+	check()
+	if _, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 0}); status.Code(err) != codes.NotFound {
+		t.Fatalf("the silent worker's late heartbeat: %v, want NotFound", err)
 	}
 }

@@ -61,7 +61,7 @@ func (m *Master) logProgress() {
 	}
 	workers, ps := 0, 0
 	for _, w := range m.workers {
-		if w.running && !w.hung {
+		if w.running {
 			workers++
 		}
 	}

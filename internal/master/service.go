@@ -22,9 +22,6 @@ func (m *Master) worker(id int32) (*instance, error) {
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "unknown worker %d: not launched by this master or already lost", id)
 	}
-	if w.hung {
-		return nil, status.Errorf(codes.FailedPrecondition, "worker %d was declared lost (silent for over %s)", id, m.cfg.HeartbeatTimeout)
-	}
 	w.lastSeen = m.now()
 	w.running = true
 	return w, nil
