@@ -9,6 +9,8 @@ GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 go test -tags openblas -run '^$' -bench Trai
 GOMAXPROCS=1 go test -run '^$' -bench TrainStep -benchtime 3s ./model/zoo/
 echo "== local job, 1 epoch of Fashion-MNIST, 1 PS, 1 and 2 workers"
 go test ./bench -run '^$' -bench LocalJob -benchtime 1x -count 2
+echo "== machine ceilings: memory copy, loopback TCP"
+go test ./bench -run '^$' -bench Ceiling -benchtime 2s
 echo "== parameter server push+pull of a 4 MiB model"
 go test -run '^$' -bench PushPull -benchtime 3s ./internal/ps/client
 echo "== task dispatcher, data reader"
