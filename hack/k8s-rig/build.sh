@@ -67,6 +67,7 @@ if ! flock -n 9; then
 fi
 
 tmp=$(mktemp -d "$cache_root/.build-$key.XXXXXX")
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
 export CGO_ENABLED=0
