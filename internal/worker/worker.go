@@ -374,20 +374,6 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 
 // shuffle permutes the records of b in place, reproducibly for a task.
 func shuffle(b *data.Batch, taskID int64, epoch int32) {
-	if b.N < 2 {
-		return
-	}
-	per := len(b.Features) / b.N
 	rng := rand.New(rand.NewSource(taskID*1_000_003 + int64(epoch)))
-	tmp := make([]float32, per)
-	rng.Shuffle(b.N, func(i, j int) {
-		fi, fj := b.Features[i*per:(i+1)*per], b.Features[j*per:(j+1)*per]
-		copy(tmp, fi)
-		copy(fi, fj)
-		copy(fj, tmp)
-		b.Labels[i], b.Labels[j] = b.Labels[j], b.Labels[i]
-		if len(b.Index) == b.N {
-			b.Index[i], b.Index[j] = b.Index[j], b.Index[i]
-		}
-	})
+	rng.Shuffle(b.N, b.Swap)
 }
