@@ -39,6 +39,10 @@ func TestCommands(t *testing.T) {
 		{[]string{"worker", "--worker_id=1", "--master_addr=127.0.0.1:1", "--ps_addrs=127.0.0.1:2", "--model_def=nope"}, 2, "", "fashion_mnist.mlp"},
 		{[]string{"ps", "--ps_id=2", "--num_ps_pods=2", "--addr=127.0.0.1:0"}, 2, "", "need 0 <= ps_id < num_ps_pods"},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--optimizer=rmsprop"}, 2, "", "unknown optimizer"},
+		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--checkpoint_steps=5"}, 2, "", "--checkpoint_steps: needs --checkpoint_dir"},
+		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--keep_checkpoint_max=-1"}, 2, "", "--keep_checkpoint_max"},
+		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--checkpoint_dir_for_init=/nonexistent/ckpt"}, 1, "", "checkpoint_dir_for_init: checkpoint: read /nonexistent/ckpt"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--checkpoint_steps=-1", "--checkpoint_dir=c"}, 2, "", "--checkpoint_steps: must not be negative"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

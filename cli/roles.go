@@ -51,6 +51,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	var (
 		index, numPS      int
 		addr, optSpec, ma string
+		cfg               ps.Config
 	)
 	fs := newFlagSet(env, "ps")
 	fs.IntVar(&index, "ps_id", -1, "this parameter server's shard index")
@@ -58,11 +59,18 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&addr, "addr", "", "host:port to serve on")
 	fs.StringVar(&optSpec, "optimizer", "sgd:learning_rate=0.01", "optimizer spec")
 	fs.StringVar(&ma, "master_addr", "", "host:port of the job's master")
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: restored from at start, written every --checkpoint_steps")
+	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "checkpoint every this many versions of the shard (0: never)")
+	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")
+	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "checkpoint directory to start from when --checkpoint_dir has none")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if numPS < 1 || index < 0 || index >= numPS {
 		return usageError{fmt.Errorf("--ps_id=%d --num_ps_pods=%d: need 0 <= ps_id < num_ps_pods", index, numPS)}
+	}
+	if err := ps.CheckCheckpointFlags(cfg.CheckpointDir, cfg.CheckpointSteps, cfg.KeepCheckpointMax); err != nil {
+		return usageError{err}
 	}
 	if addr == "" {
 		return usageError{fmt.Errorf("--addr: required")}
@@ -71,11 +79,12 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--optimizer: %w", err)}
 	}
-	logger := newLogger(env.Stderr, slog.LevelInfo).With("ps", index)
+	logger := newLogger(env.Stderr, slog.LevelInfo) // the server adds ps=index
 	stop, err := startProfile("ps", index)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	return ps.Run(ctx, addr, ps.Config{Index: index, NumPS: numPS, Optimizer: opt, Logger: logger})
+	cfg.Index, cfg.NumPS, cfg.Optimizer, cfg.Logger = index, numPS, opt, logger
+	return ps.Run(ctx, addr, cfg)
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"elasticdl/internal/ps"
 )
 
 // Config is everything the master of one job needs to know.
@@ -27,6 +29,13 @@ type Config struct {
 	HeartbeatTimeout        time.Duration
 	RelaunchOnWorkerFailure int
 	MaxPSRelaunches         int
+
+	// CheckpointDir, CheckpointSteps, KeepCheckpointMax and
+	// CheckpointDirForInit are passed to every PS (see ps.Config).
+	CheckpointDir        string
+	CheckpointSteps      int64
+	KeepCheckpointMax    int
+	CheckpointDirForInit string
 
 	// Output receives the trained model and job_summary.json.
 	Output string
@@ -99,6 +108,9 @@ func (c *Config) Validate() error {
 	}
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)
+	}
+	if err := ps.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Output == "" {
 		bad("output", "required: where the model and job_summary.json go")

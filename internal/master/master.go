@@ -12,8 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math/rand"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +29,7 @@ import (
 	"elasticdl/internal/master/policy"
 	"elasticdl/internal/master/task"
 	"elasticdl/internal/ps"
+	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -149,6 +153,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if now == nil {
 		now = time.Now
 	}
+	if err := checkCheckpoints(cfg, spec, logger); err != nil {
+		return nil, err
+	}
 	return &Master{
 		cfg:          cfg,
 		backend:      deps.Backend,
@@ -187,6 +194,65 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 		return 0, fmt.Errorf("%s: no records", uri)
 	}
 	return src.Len(), nil
+}
+
+// checkCheckpoints fails the job before anything is launched when the
+// checkpoint the PS would start from does not fit the model, or when
+// --checkpoint_dir_for_init holds none; otherwise every PS would fail at
+// start, or every worker at its first pull.
+func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) error {
+	if cfg.CheckpointDir == "" && cfg.CheckpointDirForInit == "" {
+		return nil
+	}
+	var set *checkpoint.Set
+	flagName := "checkpoint_dir"
+	if cfg.CheckpointDir != "" {
+		var err error
+		set, err = checkpoint.Load(cfg.CheckpointDir, log)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+			return fmt.Errorf("--checkpoint_dir: %w", err)
+		}
+	}
+	if set == nil && cfg.CheckpointDirForInit != "" {
+		var err error
+		flagName = "checkpoint_dir_for_init"
+		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
+			return fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+		}
+	}
+	if set == nil {
+		return nil
+	}
+	// Only the names and shapes matter.
+	params := spec.Build(rand.New(rand.NewSource(cfg.Seed))).Params()
+	dims := map[string][]int64{}
+	for _, c := range set.Shards {
+		for _, t := range c.GetDenseParameters() {
+			dims[t.GetName()] = t.GetDims()
+		}
+	}
+	for _, p := range params {
+		d, ok := dims[p.Name]
+		if !ok {
+			return fmt.Errorf("--%s: %s does not fit model %s: no parameter %q", flagName, set.Dir, spec.Name, p.Name)
+		}
+		if !slices.Equal(d, intsToInt64(p.Value.Shape)) {
+			return fmt.Errorf("--%s: %s does not fit model %s: parameter %q has shape %v, the model %v", flagName, set.Dir, spec.Name, p.Name, d, p.Value.Shape)
+		}
+	}
+	if len(dims) != len(params) {
+		return fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
+	}
+	log.Info("parameter servers will start from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
+	return nil
+}
+
+func intsToInt64(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, v := range s {
+		out[i] = int64(v)
+	}
+	return out
 }
 
 func sameShape(a, b []int) bool {
@@ -377,6 +443,16 @@ func (m *Master) launchPS(ctx context.Context, index int) error {
 			"--optimizer=" + m.optimizer,
 			"--master_addr=" + m.masterAddr,
 		},
+	}
+	for _, f := range []struct{ flag, value string }{
+		{"checkpoint_dir", m.cfg.CheckpointDir},
+		{"checkpoint_steps", strconv.FormatInt(m.cfg.CheckpointSteps, 10)},
+		{"keep_checkpoint_max", strconv.Itoa(m.cfg.KeepCheckpointMax)},
+		{"checkpoint_dir_for_init", m.cfg.CheckpointDirForInit},
+	} {
+		if f.value != "" && f.value != "0" {
+			spec.Args = append(spec.Args, "--"+f.flag+"="+f.value)
+		}
 	}
 	now := m.now()
 	m.ps[index] = &instance{id: id, index: index, launched: now, lastSeen: now}

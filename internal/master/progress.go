@@ -1,15 +1,17 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
+	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
@@ -116,7 +118,9 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 }
 
 // saveModel pulls the trained parameters from the parameter servers and
-// writes them to --output/model.pb (a pserver.Model message).
+// writes them as a one-shard checkpoint without optimizer slots,
+// --output/model/version-N/variables-0-of-1.ckpt, so that another job can
+// start from it with --checkpoint_dir_for_init=OUTPUT/model.
 func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 	m.mu.Lock()
 	addrs := append([]string(nil), m.psAddrs...)
@@ -133,17 +137,29 @@ func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 		return "", 0, fmt.Errorf("pull final parameters: %w", err)
 	}
 	version := c.Version()
-	out := &pserverpb.Model{Version: version}
+	out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1}
 	for _, p := range params {
 		out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
 	}
-	b, err := proto.Marshal(out)
+	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	root := filepath.Join(m.cfg.Output, "model")
+	path, err := checkpoint.Write(root, out)
 	if err != nil {
-		return "", 0, fmt.Errorf("encode model: %w", err)
+		return "", 0, fmt.Errorf("write model: %w", err)
 	}
-	path := filepath.Join(m.cfg.Output, "model.pb")
-	if err := writeFileAtomic(path, b); err != nil {
-		return "", 0, err
+	// The directory holds one model: an earlier job's left there would be
+	// the one a warm start picks if its version were higher.
+	vs, err := checkpoint.Versions(root)
+	if err != nil {
+		return "", 0, fmt.Errorf("write model: %w", err)
+	}
+	for _, v := range vs {
+		if v == version {
+			continue
+		}
+		if err := os.RemoveAll(checkpoint.VersionDir(root, v)); err != nil {
+			return "", 0, fmt.Errorf("remove an earlier model: %w", err)
+		}
 	}
 	return path, version, nil
 }

@@ -7,7 +7,18 @@
 // are ignored, so every worker can push its freshly built model at start
 // without coordination. A relaunched PS starts empty again and is
 // re-initialized by whichever worker talks to it first (see package
-// ps/client).
+// ps/client) — unless it has checkpoints.
+//
+// # Checkpoints
+//
+// With Config.CheckpointSteps > 0 a shard snapshots its parameters and
+// optimizer slots each time its version reaches a multiple of it and a
+// background goroutine writes the snapshot (package ps/checkpoint), one
+// write at a time; a failed write is logged and counted, never fatal. A
+// shard started with Config.CheckpointDir holding a complete version
+// restores the newest one before serving (re-sharding when it was written
+// by another number of PS) and is initialized from the start: workers'
+// PushModel is ignored and no worker needs to re-initialize it.
 //
 // Training is asynchronous SGD: each push is applied as it arrives, however
 // stale. Each parameter has its own lock, so concurrent pushes touching

@@ -16,6 +16,10 @@ const (
 	pullFull          = "full"
 	pullCurrent       = "current"
 	pullUninitialized = "uninitialized"
+
+	checkpointWritten = "written"
+	checkpointFailed  = "failed"
+	checkpointSkipped = "skipped"
 )
 
 // metrics is nil-safe: a nil *metrics records nothing, so handlers need no
@@ -24,6 +28,7 @@ type metrics struct {
 	pushes *prometheus.CounterVec
 	pulls  *prometheus.CounterVec
 	models *prometheus.CounterVec
+	ckpts  *prometheus.CounterVec
 	stale  prometheus.Histogram
 
 	reg *prometheus.Registry
@@ -45,6 +50,10 @@ func newMetrics(reg *prometheus.Registry, index int, version func() int64) (*met
 			Namespace: "elasticdl", Subsystem: "ps", Name: "model_pushes_total",
 			Help: "PushModel calls by whether they initialized the shard.", ConstLabels: labels,
 		}, []string{"accepted"}),
+		ckpts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "elasticdl", Subsystem: "ps", Name: "checkpoints_total",
+			Help: "Checkpoint writes by outcome (skipped: replaced by a newer snapshot before it was written).", ConstLabels: labels,
+		}, []string{"outcome"}),
 		stale: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "elasticdl", Subsystem: "ps", Name: "gradient_staleness",
 			Help:    "Versions applied between the one a gradient was computed on and the push.",
@@ -56,7 +65,7 @@ func newMetrics(reg *prometheus.Registry, index int, version func() int64) (*met
 		Help: "The shard's model version; -1 before initialization.", ConstLabels: labels,
 	}, func() float64 { return float64(version()) })
 	m.reg = reg
-	for _, c := range []prometheus.Collector{m.pushes, m.pulls, m.models, m.stale, versionGauge} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pulls, m.models, m.ckpts, m.stale, versionGauge} {
 		if err := reg.Register(c); err != nil {
 			m.unregister() // leave the registry as we found it
 			return nil, err
@@ -91,6 +100,12 @@ func (m *metrics) pull(outcome string) {
 func (m *metrics) pushModel(accepted bool) {
 	if m != nil {
 		m.models.WithLabelValues(strconv.FormatBool(accepted)).Inc()
+	}
+}
+
+func (m *metrics) checkpoint(outcome string) {
+	if m != nil {
+		m.ckpts.WithLabelValues(outcome).Inc()
 	}
 }
 

@@ -43,6 +43,18 @@ type Config struct {
 	// Registry, when set, receives the server's Prometheus metrics,
 	// labelled with the shard index. Nil disables metrics.
 	Registry *prometheus.Registry
+
+	// CheckpointDir, when set, is restored from at start (its newest
+	// complete version, re-sharded if written by another number of PS)
+	// and receives a checkpoint every CheckpointSteps versions (0: none).
+	CheckpointDir   string
+	CheckpointSteps int64
+	// KeepCheckpointMax is how many complete versions to keep; 0 keeps
+	// all.
+	KeepCheckpointMax int
+	// CheckpointDirForInit is restored from when CheckpointDir has no
+	// complete version (a warm start); it must hold one.
+	CheckpointDirForInit string
 }
 
 // Server is one PS shard. It implements pserverpb.PserverServer.
@@ -53,6 +65,7 @@ type Server struct {
 	opt          optimizer.Optimizer
 	log          *slog.Logger
 	metrics      *metrics // nil when disabled
+	saver        *saver   // nil when checkpointing is off
 
 	// table is nil until the first PushModel; after that it is never
 	// replaced (a relaunched PS is a new Server), so readers need no lock
@@ -84,6 +97,9 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Optimizer == nil {
 		return nil, errors.New("ps: no optimizer configured")
 	}
+	if err := CheckCheckpointFlags(cfg.CheckpointDir, cfg.CheckpointSteps, cfg.KeepCheckpointMax); err != nil {
+		return nil, fmt.Errorf("ps: %w", err)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -101,14 +117,32 @@ func NewServer(cfg Config) (*Server, error) {
 		}
 		s.metrics = m
 	}
+	if cfg.CheckpointSteps > 0 {
+		s.saver = newSaver(s, cfg.CheckpointDir, cfg.CheckpointSteps, cfg.KeepCheckpointMax)
+	}
+	if err := s.restore(cfg); err != nil {
+		s.metrics.unregister()
+		return nil, fmt.Errorf("ps shard %d: restore: %w", cfg.Index, err)
+	}
+	if s.saver != nil {
+		s.saver.start()
+	}
 	return s, nil
 }
 
 var _ pserverpb.PserverServer = (*Server)(nil)
 
-// Close unregisters the server's metrics, so that a new Server can use the
-// same registry (a shard restarted in-process). The server keeps working.
-func (s *Server) Close() { s.metrics.unregister() }
+// Close writes a final checkpoint when checkpointing is on and the
+// version moved since the last one, waits for the checkpoint writer, and
+// unregisters the server's metrics, so that a new Server can use the same
+// registry (a shard restarted in-process). The server keeps serving, but
+// checkpoints no more.
+func (s *Server) Close() {
+	if s.saver != nil {
+		s.saver.close(s.finalSnapshot)
+	}
+	s.metrics.unregister()
+}
 
 // Register adds the Pserver service to g.
 func (s *Server) Register(g *grpc.Server) { pserverpb.RegisterPserverServer(g, s) }
@@ -126,7 +160,7 @@ func (s *Server) Version() int64 {
 
 // Parameters returns a copy of the shard's parameters by name, or nil when
 // uninitialized. Each tensor is copied under its own lock, so the result is
-// consistent per parameter only (checkpoints and tests).
+// consistent per parameter only (tests).
 func (s *Server) Parameters() map[string][]float32 {
 	t := s.table.Load()
 	if t == nil {
@@ -282,7 +316,13 @@ func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tenso
 			return 0, status.Errorf(codes.Internal, "apply gradient %q: %v", p.name, err)
 		}
 	}
-	return t.version.Add(1), nil
+	v := t.version.Add(1)
+	if s.saver.due(v) {
+		// Copying here, not in the writer, labels the snapshot with the
+		// version that triggered it; only the file I/O is deferred.
+		s.saver.offer(s.snapshot(t, v))
+	}
+	return v, nil
 }
 
 func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor) error {
@@ -331,7 +371,8 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	defer s.Close()
 	g := grpc.NewServer(ServerOptions()...)
 	s.Register(g)
-	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String())
+	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String(),
+		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps)
 
 	done := make(chan struct{})
 	stopped := make(chan struct{})

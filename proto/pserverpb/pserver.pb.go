@@ -137,6 +137,164 @@ func (x *Model) GetDenseParameters() []*Tensor {
 	return nil
 }
 
+// Checkpoint is one PS shard's state, the content of
+// <checkpoint_dir>/version-<version>/variables-<shard>-of-<num_shards>.ckpt.
+// The master's final model is a Checkpoint too (shard 0 of 1, no slots).
+type Checkpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shard's model version the snapshot was taken at.
+	Version   int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Shard     int32 `protobuf:"varint,2,opt,name=shard,proto3" json:"shard,omitempty"`
+	NumShards int32 `protobuf:"varint,3,opt,name=num_shards,json=numShards,proto3" json:"num_shards,omitempty"`
+	// Sorted by name.
+	DenseParameters []*Tensor `protobuf:"bytes,4,rep,name=dense_parameters,json=denseParameters,proto3" json:"dense_parameters,omitempty"`
+	// Optimizer state of the parameters that have been updated, sorted by
+	// name; a parameter never updated has none.
+	Slots []*ParameterSlots `protobuf:"bytes,5,rep,name=slots,proto3" json:"slots,omitempty"`
+	// The optimizer spec that produced the slots (informational: restoring
+	// into another optimizer kind drops the slots).
+	Optimizer     string `protobuf:"bytes,6,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Checkpoint) Reset() {
+	*x = Checkpoint{}
+	mi := &file_pserver_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Checkpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Checkpoint) ProtoMessage() {}
+
+func (x *Checkpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
+func (*Checkpoint) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Checkpoint) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetShard() int32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetNumShards() int32 {
+	if x != nil {
+		return x.NumShards
+	}
+	return 0
+}
+
+func (x *Checkpoint) GetDenseParameters() []*Tensor {
+	if x != nil {
+		return x.DenseParameters
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetSlots() []*ParameterSlots {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *Checkpoint) GetOptimizer() string {
+	if x != nil {
+		return x.Optimizer
+	}
+	return ""
+}
+
+// ParameterSlots is the optimizer state of one parameter.
+type ParameterSlots struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The parameter's name.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Updates applied to the parameter (Adam's bias correction, decay).
+	Step int64 `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	// One tensor per slot, named by the slot ("m", "v", "momentum", ...),
+	// each with the parameter's shape.
+	Slots         []*Tensor `protobuf:"bytes,3,rep,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParameterSlots) Reset() {
+	*x = ParameterSlots{}
+	mi := &file_pserver_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParameterSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParameterSlots) ProtoMessage() {}
+
+func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParameterSlots.ProtoReflect.Descriptor instead.
+func (*ParameterSlots) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ParameterSlots) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ParameterSlots) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *ParameterSlots) GetSlots() []*Tensor {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 type PushModelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// False when the shard was already initialized by an earlier push.
@@ -148,7 +306,7 @@ type PushModelResponse struct {
 
 func (x *PushModelResponse) Reset() {
 	*x = PushModelResponse{}
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +318,7 @@ func (x *PushModelResponse) String() string {
 func (*PushModelResponse) ProtoMessage() {}
 
 func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +331,7 @@ func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushModelResponse.ProtoReflect.Descriptor instead.
 func (*PushModelResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{2}
+	return file_pserver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PushModelResponse) GetAccepted() bool {
@@ -200,7 +358,7 @@ type PullDenseParametersRequest struct {
 
 func (x *PullDenseParametersRequest) Reset() {
 	*x = PullDenseParametersRequest{}
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +370,7 @@ func (x *PullDenseParametersRequest) String() string {
 func (*PullDenseParametersRequest) ProtoMessage() {}
 
 func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +383,7 @@ func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersRequest.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{3}
+	return file_pserver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PullDenseParametersRequest) GetVersion() int64 {
@@ -248,7 +406,7 @@ type PullDenseParametersResponse struct {
 
 func (x *PullDenseParametersResponse) Reset() {
 	*x = PullDenseParametersResponse{}
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +418,7 @@ func (x *PullDenseParametersResponse) String() string {
 func (*PullDenseParametersResponse) ProtoMessage() {}
 
 func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +431,7 @@ func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersResponse.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{4}
+	return file_pserver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PullDenseParametersResponse) GetInitialized() bool {
@@ -309,7 +467,7 @@ type PushGradientsRequest struct {
 
 func (x *PushGradientsRequest) Reset() {
 	*x = PushGradientsRequest{}
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +479,7 @@ func (x *PushGradientsRequest) String() string {
 func (*PushGradientsRequest) ProtoMessage() {}
 
 func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +492,7 @@ func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsRequest.ProtoReflect.Descriptor instead.
 func (*PushGradientsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{5}
+	return file_pserver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PushGradientsRequest) GetWorkerId() int32 {
@@ -369,7 +527,7 @@ type PushGradientsResponse struct {
 
 func (x *PushGradientsResponse) Reset() {
 	*x = PushGradientsResponse{}
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +539,7 @@ func (x *PushGradientsResponse) String() string {
 func (*PushGradientsResponse) ProtoMessage() {}
 
 func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +552,7 @@ func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsResponse.ProtoReflect.Descriptor instead.
 func (*PushGradientsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{6}
+	return file_pserver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PushGradientsResponse) GetAccepted() bool {
@@ -422,7 +580,20 @@ const file_pserver_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x01(\fR\acontent\"g\n" +
 	"\x05Model\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12D\n" +
-	"\x10dense_parameters\x18\x02 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"I\n" +
+	"\x10dense_parameters\x18\x02 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\xf8\x01\n" +
+	"\n" +
+	"Checkpoint\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\x05R\x05shard\x12\x1d\n" +
+	"\n" +
+	"num_shards\x18\x03 \x01(\x05R\tnumShards\x12D\n" +
+	"\x10dense_parameters\x18\x04 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\x127\n" +
+	"\x05slots\x18\x05 \x03(\v2!.elasticdl.pserver.ParameterSlotsR\x05slots\x12\x1c\n" +
+	"\toptimizer\x18\x06 \x01(\tR\toptimizer\"i\n" +
+	"\x0eParameterSlots\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x03R\x04step\x12/\n" +
+	"\x05slots\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"I\n" +
 	"\x11PushModelResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\"6\n" +
@@ -456,31 +627,36 @@ func file_pserver_proto_rawDescGZIP() []byte {
 	return file_pserver_proto_rawDescData
 }
 
-var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_pserver_proto_goTypes = []any{
 	(*Tensor)(nil),                      // 0: elasticdl.pserver.Tensor
 	(*Model)(nil),                       // 1: elasticdl.pserver.Model
-	(*PushModelResponse)(nil),           // 2: elasticdl.pserver.PushModelResponse
-	(*PullDenseParametersRequest)(nil),  // 3: elasticdl.pserver.PullDenseParametersRequest
-	(*PullDenseParametersResponse)(nil), // 4: elasticdl.pserver.PullDenseParametersResponse
-	(*PushGradientsRequest)(nil),        // 5: elasticdl.pserver.PushGradientsRequest
-	(*PushGradientsResponse)(nil),       // 6: elasticdl.pserver.PushGradientsResponse
+	(*Checkpoint)(nil),                  // 2: elasticdl.pserver.Checkpoint
+	(*ParameterSlots)(nil),              // 3: elasticdl.pserver.ParameterSlots
+	(*PushModelResponse)(nil),           // 4: elasticdl.pserver.PushModelResponse
+	(*PullDenseParametersRequest)(nil),  // 5: elasticdl.pserver.PullDenseParametersRequest
+	(*PullDenseParametersResponse)(nil), // 6: elasticdl.pserver.PullDenseParametersResponse
+	(*PushGradientsRequest)(nil),        // 7: elasticdl.pserver.PushGradientsRequest
+	(*PushGradientsResponse)(nil),       // 8: elasticdl.pserver.PushGradientsResponse
 }
 var file_pserver_proto_depIdxs = []int32{
 	0, // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	0, // 1: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	0, // 2: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
-	1, // 3: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
-	3, // 4: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
-	5, // 5: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
-	2, // 6: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	4, // 7: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	6, // 8: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 1: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	3, // 2: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
+	0, // 3: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
+	0, // 4: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	0, // 5: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
+	1, // 6: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
+	5, // 7: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
+	7, // 8: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
+	4, // 9: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	6, // 10: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	8, // 11: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	9, // [9:12] is the sub-list for method output_type
+	6, // [6:9] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_pserver_proto_init() }
@@ -494,7 +670,7 @@ func file_pserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pserver_proto_rawDesc), len(file_pserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -5,10 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"elasticdl/internal/ps/checkpoint"
 )
 
 func mlpArgs(epochs string) []string {
@@ -42,8 +45,13 @@ func TestTrainMLP(t *testing.T) {
 	if s.Workers.Launched != 2 || s.Workers.Lost != 0 || s.PS.Launched != 1 || s.PS.Lost != 0 {
 		t.Errorf("instance counts %+v %+v", s.Workers, s.PS)
 	}
-	if fi, err := os.Stat(filepath.Join(j.out, "model.pb")); err != nil || fi.Size() < 784*256*4 {
-		t.Errorf("model file: %v, %v", fi, err)
+	// The model is a one-shard checkpoint a later job can start from.
+	wantPath := checkpoint.Path(filepath.Join(j.out, "model"), s.ModelVersion, 0, 1)
+	if fi, err := os.Stat(wantPath); err != nil || fi.Size() < 784*256*4 || s.ModelPath != wantPath {
+		t.Errorf("model file %s (summary: %s): %v, %v", wantPath, s.ModelPath, fi, err)
+	}
+	if set, err := checkpoint.Load(filepath.Join(j.out, "model"), nil); err != nil || set.Version != s.ModelVersion {
+		t.Errorf("model does not load as a checkpoint: %+v, %v", set, err)
 	}
 	if !strings.Contains(j.stdout.String(), "test accuracy") {
 		t.Errorf("stdout lacks the final report:\n%s", j.stdout.String())
@@ -78,6 +86,73 @@ func TestPSKilled(t *testing.T) {
 		t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
 	}
 	// The relaunched PS restarts from a worker's current parameters.
+	if s.Eval == nil || s.Eval.Accuracy < 0.78 {
+		t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
+	}
+}
+
+// TestPSKilledRestoresCheckpoint kills the PS of a job that checkpoints:
+// the relaunched PS restores the newest complete checkpoint (no worker
+// re-initializes it), old checkpoints are pruned, and every record is
+// still trained exactly once.
+func TestPSKilledRestoresCheckpoint(t *testing.T) {
+	needData(t)
+	ckpt := t.TempDir()
+	j := startJob(t, append(mlpArgs("1"), "--checkpoint_dir="+ckpt, "--checkpoint_steps=50", "--keep_checkpoint_max=2")...)
+	var ps []int
+	var complete int64
+	waitFor(t, 2*time.Minute, "training progress and a checkpoint", func() bool {
+		_, done := j.epochRecordsDone()
+		ps = j.children("ps")
+		set, err := checkpoint.Load(ckpt, nil)
+		if err != nil {
+			return false
+		}
+		complete = set.Version
+		return done >= 10000 && len(ps) == 1
+	})
+	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the PS with version %d checkpointed", complete)
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	if s.Status != "succeeded" {
+		t.Fatalf("status %q: %s", s.Status, s.Error)
+	}
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.PS.Lost != 1 || s.PS.Launched != 2 || s.PS.Relaunched != 1 {
+		t.Errorf("ps %+v, want 2 launched, 1 lost, 1 relaunched", s.PS)
+	}
+	log, err := os.ReadFile(filepath.Join(j.out, "logs", "ps-1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := int64(-1)
+	for line := range strings.Lines(string(log)) {
+		if !strings.Contains(line, `msg="restored checkpoint"`) {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "version="); ok {
+				restored, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	if restored < complete || restored%50 != 0 {
+		t.Errorf("relaunched PS restored version %d, want a multiple of 50 >= %d; its log:\n%s", restored, complete, log)
+	}
+	workerLogs, _ := filepath.Glob(filepath.Join(j.out, "logs", "worker-*.log"))
+	for _, l := range workerLogs {
+		if b, _ := os.ReadFile(l); strings.Contains(string(b), "re-initialized relaunched PS") {
+			t.Errorf("%s: a worker re-initialized the PS, which should have restored its checkpoint", l)
+		}
+	}
+	if vs, err := checkpoint.Versions(ckpt); err != nil || len(vs) == 0 || len(vs) > 2 {
+		t.Errorf("checkpoint versions left %v, %v; want 1 or 2 (--keep_checkpoint_max=2)", vs, err)
+	}
 	if s.Eval == nil || s.Eval.Accuracy < 0.78 {
 		t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
 	}

@@ -7,15 +7,17 @@
 //
 // PS processes get killed and relaunched at the same address. Every call
 // retries codes.Unavailable with capped exponential backoff until its
-// context ends. A relaunched PS comes back empty; when a shard answers that
-// it is not initialized and this client has held that shard's parameters
-// (it pulled them, or its PushModel was the one accepted), the client
-// re-initializes the shard by pushing its CURRENT parameter values, tagged
-// with the version it last pulled, and carries on. So a relaunched PS
-// restarts from the newest parameters some worker holds, losing only the
-// optimizer's slots (momentum, Adam moments; checkpoints come later). If
-// several workers race to re-initialize, the shard keeps the first and the
-// others re-pull.
+// context ends. A PS relaunched with checkpoints restores the newest one
+// before serving and is initialized from the start: the client just pulls
+// everything again. Without checkpoints it comes back empty; when a shard
+// answers that it is not initialized and this client has held that
+// shard's parameters (it pulled them, or its PushModel was the one
+// accepted), the client re-initializes the shard by pushing its CURRENT
+// parameter values, tagged with the version it last pulled, and carries
+// on. So such a PS restarts from the newest parameters some worker holds,
+// losing only the optimizer's slots (momentum, Adam moments). If several
+// workers race to re-initialize, the shard keeps the first and the others
+// re-pull.
 //
 // A client that never held a shard's parameters (a fresh worker) instead
 // waits, with backoff, for some other worker to initialize it.

@@ -1,0 +1,502 @@
+// Package checkpoint stores and finds parameter-server checkpoints, laid
+// out as in ElasticDL:
+//
+//	<dir>/version-<N>/variables-<i>-of-<n>.ckpt
+//
+// one file per PS shard i of n, each a pserverpb.Checkpoint message. A
+// version is complete when all n files exist and decode and agree with
+// their names. Files are written atomically (temp file in the same
+// directory, fsync, rename, fsync of the directory), so a crash leaves at
+// worst a hidden temp file or a version with some shards missing, never a
+// partial file under a real name; readers skip such versions and take the
+// newest complete one.
+//
+// Shards write their files independently, each when its own version
+// reaches a multiple of the checkpoint interval, so the newest version is
+// often incomplete for a while. Load re-shards: a version written by n
+// shards can be read by a job with any number of PS (ForShard).
+package checkpoint
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/wire"
+	"elasticdl/proto/pserverpb"
+)
+
+const (
+	versionPrefix = "version-"
+	filePrefix    = "variables-"
+	fileSuffix    = ".ckpt"
+	tempMarker    = ".tmp"
+)
+
+// ErrNoCheckpoint is returned (wrapped) by Load when the directory exists
+// but holds no complete version.
+var ErrNoCheckpoint = errors.New("no complete checkpoint")
+
+// VersionDir is the directory of one version under root.
+func VersionDir(root string, version int64) string {
+	return filepath.Join(root, versionPrefix+strconv.FormatInt(version, 10))
+}
+
+// FileName is the name of shard's file in a version written by numShards
+// shards.
+func FileName(shard, numShards int) string {
+	return fmt.Sprintf("%s%d-of-%d%s", filePrefix, shard, numShards, fileSuffix)
+}
+
+// Path is the file of one shard of one version.
+func Path(root string, version int64, shard, numShards int) string {
+	return filepath.Join(VersionDir(root, version), FileName(shard, numShards))
+}
+
+// parseVersionDir returns N of "version-N".
+func parseVersionDir(name string) (int64, bool) {
+	s, ok := strings.CutPrefix(name, versionPrefix)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	// Only the canonical spelling, so that one version has one directory.
+	if err != nil || v < 0 || strconv.FormatInt(v, 10) != s {
+		return 0, false
+	}
+	return v, true
+}
+
+// parseFileName returns i and n of "variables-i-of-n.ckpt".
+func parseFileName(name string) (shard, numShards int, ok bool) {
+	s, ok := strings.CutPrefix(name, filePrefix)
+	if !ok {
+		return 0, 0, false
+	}
+	if s, ok = strings.CutSuffix(s, fileSuffix); !ok {
+		return 0, 0, false
+	}
+	is, ns, ok := strings.Cut(s, "-of-")
+	if !ok {
+		return 0, 0, false
+	}
+	i, err1 := strconv.Atoi(is)
+	n, err2 := strconv.Atoi(ns)
+	if err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n || FileName(i, n) != name {
+		return 0, 0, false
+	}
+	return i, n, true
+}
+
+// Write stores one shard's checkpoint as root/version-N/variables-i-of-n.ckpt
+// atomically and returns the file's path. Files of the same version written
+// by a different number of shards (an earlier job's) are removed after.
+func Write(root string, c *pserverpb.Checkpoint) (string, error) {
+	if c.GetNumShards() < 1 || c.GetShard() < 0 || c.GetShard() >= c.GetNumShards() {
+		return "", fmt.Errorf("checkpoint: shard %d of %d out of range", c.GetShard(), c.GetNumShards())
+	}
+	if c.GetVersion() < 0 {
+		return "", fmt.Errorf("checkpoint: negative version %d", c.GetVersion())
+	}
+	// Never write what Load would reject.
+	if err := check(c, c.GetVersion(), int(c.GetShard()), int(c.GetNumShards())); err != nil {
+		return "", fmt.Errorf("checkpoint: version %d shard %d of %d: %w", c.GetVersion(), c.GetShard(), c.GetNumShards(), err)
+	}
+	b, err := proto.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: encode version %d shard %d: %w", c.GetVersion(), c.GetShard(), err)
+	}
+	dir := VersionDir(root, c.GetVersion())
+	if err := mkdirSynced(root, dir); err != nil {
+		return "", err
+	}
+	name := FileName(int(c.GetShard()), int(c.GetNumShards()))
+	path := filepath.Join(dir, name)
+	if err := writeAtomic(dir, name, b); err != nil {
+		return "", err
+	}
+	removeOtherLayouts(dir, int(c.GetNumShards()))
+	return path, nil
+}
+
+// mkdirSynced creates root and dir, syncing root when dir is new so the
+// version directory's entry survives a crash along with the files in it.
+func mkdirSynced(root, dir string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: create %s: %w", root, err)
+	}
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: create %s: %w", dir, err)
+	}
+	return syncDir(root)
+}
+
+// writeAtomic writes dir/name via a hidden temp file in dir: fsync, rename,
+// fsync dir. On any failure the temp file is removed.
+func writeAtomic(dir, name string, data []byte) error {
+	path := filepath.Join(dir, name)
+	f, err := os.CreateTemp(dir, "."+name+tempMarker+"*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("checkpoint: write %s: %w", path, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeOtherLayouts deletes, best effort, checkpoint files in dir written
+// by a number of shards other than numShards: within one job every shard
+// agrees on it, so such files are an earlier job's.
+func removeOtherLayouts(dir string, numShards int) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if _, n, ok := parseFileName(e.Name()); ok && n != numShards {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// Versions lists the versions under root that have a directory, complete
+// or not, newest first. A missing root is an error wrapping fs.ErrNotExist.
+func Versions(root string) ([]int64, error) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", root, err)
+	}
+	var vs []int64
+	for _, e := range entries {
+		if v, ok := parseVersionDir(e.Name()); ok && e.IsDir() {
+			vs = append(vs, v)
+		}
+	}
+	slices.SortFunc(vs, func(a, b int64) int { return cmp.Compare(b, a) })
+	return vs, nil
+}
+
+// Set is one complete version: every shard's file, decoded and checked.
+type Set struct {
+	Version   int64
+	NumShards int
+	Dir       string
+	// Shards[i] is shard i's file.
+	Shards []*pserverpb.Checkpoint
+}
+
+// Load returns the newest complete version under root. Newer versions that
+// are incomplete or corrupt are skipped with a warning on log (nil
+// discards). A missing root is an error wrapping fs.ErrNotExist; a root
+// without a complete version, one wrapping ErrNoCheckpoint.
+func Load(root string, log *slog.Logger) (*Set, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	vs, err := Versions(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		set, err := ReadVersion(root, v)
+		if err != nil {
+			log.Warn("skipping checkpoint version that is not complete", "dir", VersionDir(root, v), "err", err)
+			continue
+		}
+		return set, nil
+	}
+	return nil, fmt.Errorf("checkpoint: %s: %w", root, ErrNoCheckpoint)
+}
+
+// ReadVersion reads and checks every file of one version, or says why the
+// version is not complete.
+func ReadVersion(root string, version int64) (*Set, error) {
+	dir := VersionDir(root, version)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", dir, err)
+	}
+	// Group the files by shard count; normally there is one group.
+	type group struct {
+		n       int
+		have    []bool
+		newest  int64 // latest modification, to choose between groups
+		present int
+	}
+	groups := map[int]*group{}
+	for _, e := range entries {
+		i, n, ok := parseFileName(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		g := groups[n]
+		if g == nil {
+			g = &group{n: n, have: make([]bool, n)}
+			groups[n] = g
+		}
+		g.have[i] = true
+		g.present++
+		if info, err := e.Info(); err == nil {
+			g.newest = max(g.newest, info.ModTime().UnixNano())
+		}
+	}
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("checkpoint: %s: no checkpoint files", dir)
+	}
+	var complete []*group
+	var missing []string
+	for _, g := range groups {
+		if g.present == g.n {
+			complete = append(complete, g)
+			continue
+		}
+		for i, ok := range g.have {
+			if !ok {
+				missing = append(missing, FileName(i, g.n))
+			}
+		}
+	}
+	if len(complete) == 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("checkpoint: %s: incomplete, missing %s", dir, strings.Join(missing, ", "))
+	}
+	// Two complete layouts only arise from two jobs sharing a directory at
+	// once; the one written last is the one to continue from.
+	g := slices.MaxFunc(complete, func(a, b *group) int { return cmp.Compare(a.newest, b.newest) })
+	set := &Set{Version: version, NumShards: g.n, Dir: dir, Shards: make([]*pserverpb.Checkpoint, g.n)}
+	var slotNames []string // every parameter's slots must have the same names
+	for i := range g.n {
+		c, err := readFile(filepath.Join(dir, FileName(i, g.n)), version, i, g.n)
+		if err != nil {
+			return nil, err
+		}
+		for _, ps := range c.GetSlots() {
+			names := slotNamesOf(ps)
+			if slotNames == nil {
+				slotNames = names
+			} else if !slices.Equal(names, slotNames) {
+				return nil, fmt.Errorf("checkpoint: %s: parameter %q has slots %v, others have %v", dir, ps.GetName(), names, slotNames)
+			}
+		}
+		set.Shards[i] = c
+	}
+	return set, nil
+}
+
+func slotNamesOf(ps *pserverpb.ParameterSlots) []string {
+	names := make([]string, 0, len(ps.GetSlots()))
+	for _, t := range ps.GetSlots() {
+		names = append(names, t.GetName())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// readFile decodes one shard's file and checks it against its name: its
+// version, shard and shard count, that every parameter belongs to that
+// shard and decodes, and that slots match their parameter's shape.
+func readFile(path string, version int64, index, numShards int) (*pserverpb.Checkpoint, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read %s: %w", path, err)
+	}
+	c := &pserverpb.Checkpoint{}
+	if err := proto.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("checkpoint: decode %s: %w", path, err)
+	}
+	if err := check(c, version, index, numShards); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func check(c *pserverpb.Checkpoint, version int64, index, numShards int) error {
+	if c.GetVersion() != version || int(c.GetShard()) != index || int(c.GetNumShards()) != numShards {
+		return fmt.Errorf("holds version %d shard %d of %d, its name says version %d shard %d of %d",
+			c.GetVersion(), c.GetShard(), c.GetNumShards(), version, index, numShards)
+	}
+	dims := make(map[string][]int64, len(c.GetDenseParameters()))
+	for _, t := range c.GetDenseParameters() {
+		name := t.GetName()
+		if name == "" {
+			return errors.New("parameter with an empty name")
+		}
+		if _, dup := dims[name]; dup {
+			return fmt.Errorf("parameter %q given twice", name)
+		}
+		if got := shard.Of(name, numShards); got != index {
+			return fmt.Errorf("parameter %q belongs to shard %d of %d", name, got, numShards)
+		}
+		if _, err := wire.NumElements(t); err != nil {
+			return err
+		}
+		dims[name] = t.GetDims()
+	}
+	seen := make(map[string]bool, len(c.GetSlots()))
+	var slotNames []string // one optimizer: every parameter has the same slots
+	for _, ps := range c.GetSlots() {
+		name := ps.GetName()
+		want, ok := dims[name]
+		if !ok {
+			return fmt.Errorf("slots of unknown parameter %q", name)
+		}
+		if seen[name] {
+			return fmt.Errorf("slots of parameter %q given twice", name)
+		}
+		seen[name] = true
+		if ps.GetStep() < 0 {
+			return fmt.Errorf("parameter %q: negative step %d", name, ps.GetStep())
+		}
+		slotSeen := map[string]bool{}
+		for _, t := range ps.GetSlots() {
+			if t.GetName() == "" || slotSeen[t.GetName()] {
+				return fmt.Errorf("parameter %q: slot name %q empty or repeated", name, t.GetName())
+			}
+			slotSeen[t.GetName()] = true
+			if _, err := wire.NumElements(t); err != nil {
+				return fmt.Errorf("parameter %q: %w", name, err)
+			}
+			if !slices.Equal(t.GetDims(), want) {
+				return fmt.Errorf("parameter %q: slot %q has dims %v, the parameter %v", name, t.GetName(), t.GetDims(), want)
+			}
+		}
+		names := slotNamesOf(ps)
+		if slotNames == nil {
+			slotNames = names
+		} else if !slices.Equal(names, slotNames) {
+			return fmt.Errorf("parameter %q has slots %v, others have %v", name, names, slotNames)
+		}
+	}
+	return nil
+}
+
+// ForShard returns what shard index of numPS holds of s: the parameters
+// that shard.Of assigns to it, with their slots, at s's version. numPS may
+// differ from s.NumShards (re-sharding).
+func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
+	if numPS < 1 || index < 0 || index >= numPS {
+		return nil, fmt.Errorf("checkpoint: shard %d of %d out of range", index, numPS)
+	}
+	out := &pserverpb.Checkpoint{Version: s.Version, Shard: int32(index), NumShards: int32(numPS)}
+	for _, c := range s.Shards {
+		for _, t := range c.GetDenseParameters() {
+			if shard.Of(t.GetName(), numPS) == index {
+				out.DenseParameters = append(out.DenseParameters, t)
+			}
+		}
+		for _, ps := range c.GetSlots() {
+			if shard.Of(ps.GetName(), numPS) == index {
+				out.Slots = append(out.Slots, ps)
+			}
+		}
+		if out.Optimizer == "" {
+			out.Optimizer = c.GetOptimizer()
+		}
+	}
+	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	slices.SortFunc(out.Slots, func(a, b *pserverpb.ParameterSlots) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	return out, nil
+}
+
+// Prune deletes the version directories under root older than the keep
+// newest complete versions, complete or not (an incomplete version that
+// old will never be completed: every shard has written newer ones). Newer
+// incomplete versions stay: other shards may still be writing them. keep
+// < 1 deletes nothing. It returns the directories deleted.
+func Prune(root string, keep int) ([]string, error) {
+	if keep < 1 {
+		return nil, nil
+	}
+	vs, err := Versions(root)
+	if err != nil {
+		return nil, err
+	}
+	complete := 0
+	cut := -1 // index in vs of the oldest version kept
+	for i, v := range vs {
+		if _, err := ReadVersion(root, v); err == nil {
+			complete++
+			if complete == keep {
+				cut = i
+				break
+			}
+		}
+	}
+	if cut < 0 {
+		return nil, nil
+	}
+	var removed []string
+	var errs []error
+	for _, v := range vs[cut+1:] {
+		dir := VersionDir(root, v)
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("checkpoint: remove %s: %w", dir, err))
+			continue
+		}
+		removed = append(removed, dir)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// RemoveTemps deletes the temp files that shard index of numShards left in
+// root's version directories when it died while writing, and returns how
+// many. They are invisible to readers; this only reclaims the space.
+func RemoveTemps(root string, index, numShards int) (int, error) {
+	pattern := filepath.Join(root, versionPrefix+"*", "."+FileName(index, numShards)+tempMarker+"*")
+	matches, err := filepath.Glob(pattern)
+	if err != nil {
+		return 0, fmt.Errorf("checkpoint: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("checkpoint: remove %s: %w", m, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
