@@ -50,6 +50,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"train", "run a training job (local processes by default)", runTrain},
+		{"evaluate", "evaluate a saved model (a checkpoint or a training job's OUTPUT/model) on --validation_data", runEvaluate},
+		{"predict", "write a saved model's predictions for --prediction_data to a CSV file, in input order", runPredict},
 		{"worker", "a job's training process (launched by the master)", runWorker},
 		{"ps", "a job's parameter server (launched by the master)", runPS},
 		{"zoo", "list the built-in models", runZoo},

@@ -43,6 +43,13 @@ func TestCommands(t *testing.T) {
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--keep_checkpoint_max=-1"}, 2, "", "--keep_checkpoint_max"},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--checkpoint_dir_for_init=/nonexistent/ckpt"}, 1, "", "checkpoint_dir_for_init: checkpoint: read /nonexistent/ckpt"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--checkpoint_steps=-1", "--checkpoint_dir=c"}, 2, "", "--checkpoint_steps: must not be negative"},
+		{[]string{"help"}, 0, "", "predict"},
+		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x"}, 2, "", "--checkpoint_dir_for_init: required"},
+		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init=c"}, 2, "", "--validation_data: required"},
+		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x", "--checkpoint_dir_for_init=c", "--training_data=t"}, 2, "", "training_data"},
+		{[]string{"predict", "--model_def=fashion_mnist.mlp", "--prediction_data=x", "--prediction_outputs=p.csv"}, 2, "", "--checkpoint_dir_for_init: required"},
+		{[]string{"predict", "--model_def=fashion_mnist.mlp", "--prediction_data=x", "--checkpoint_dir_for_init=c"}, 2, "", "--prediction_outputs: required"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--evaluation_steps=10"}, 2, "", "--evaluation_steps: needs --validation_data"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

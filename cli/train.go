@@ -23,6 +23,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
 	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain) or a CSV file")
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
+	fs.Int64Var(&cfg.EvaluationSteps, "evaluation_steps", 0, "evaluate on --validation_data each time the model version crosses a multiple of this (0: only at the end)")
 	fs.StringVar(&cfg.Output, "output", "", "directory for the trained model, job_summary.json and logs")
 	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
 	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
@@ -107,13 +108,25 @@ func printSummary(env Env, s *master.Summary, output, logDir string) {
 	for _, e := range s.Epochs {
 		fmt.Fprintf(w, "  epoch %d: %d/%d records trained, %d twice, %d missed\n", e.Epoch, e.RecordsTrained, e.Records, e.RecordsTrainedTwice, e.RecordsMissed)
 	}
+	if s.Mode != master.ModeTrain && s.ModelVersion >= 0 && s.Status == "succeeded" {
+		fmt.Fprintf(w, "  model version %d\n", s.ModelVersion)
+	}
 	fmt.Fprintf(w, "  workers: %d launched, %d lost, %d relaunched; ps: %d launched, %d lost\n",
 		s.Workers.Launched, s.Workers.Lost, s.Workers.Relaunched, s.PS.Launched, s.PS.Lost)
 	if s.CorruptRecords > 0 {
 		fmt.Fprintf(w, "  corrupt records skipped: %d (first: %s)\n", s.CorruptRecords, s.FirstCorruptRecord)
 	}
+	for _, e := range s.Evaluations {
+		if !e.Final {
+			fmt.Fprintf(w, "  evaluation at version %d (versions used %d-%d): accuracy %.4f, loss %.4f on %d records\n",
+				e.Version, e.MinVersionUsed, e.MaxVersionUsed, e.Accuracy, e.Loss, e.Records)
+		}
+	}
 	if s.Eval != nil {
-		fmt.Fprintf(w, "  test accuracy %.4f, loss %.4f on %d records\n", s.Eval.Accuracy, s.Eval.Loss, s.Eval.Records)
+		fmt.Fprintf(w, "  test accuracy %.4f, loss %.4f on %d records (model version %d)\n", s.Eval.Accuracy, s.Eval.Loss, s.Eval.Records, s.Eval.ModelVersion)
+	}
+	if s.Predictions != nil {
+		fmt.Fprintf(w, "  predictions: %s (%d rows, %d without a prediction: corrupt records)\n", s.Predictions.Path, s.Predictions.Records, s.Predictions.CorruptRecords)
 	}
 	if s.ModelPath != "" {
 		fmt.Fprintf(w, "  model: %s (version %d)\n", s.ModelPath, s.ModelVersion)

@@ -8,12 +8,35 @@ import (
 	"elasticdl/internal/ps"
 )
 
+// Job modes: what a job does with its model.
+const (
+	// ModeTrain trains on TrainingData (and evaluates on ValidationData).
+	ModeTrain = "train"
+	// ModeEvaluate evaluates the model restored from CheckpointDirForInit
+	// on ValidationData: one evaluation pass, no training.
+	ModeEvaluate = "evaluate"
+	// ModePredict writes the predictions of the model restored from
+	// CheckpointDirForInit for every record of PredictionData to
+	// PredictionOutputs (CSV), in input order.
+	ModePredict = "predict"
+)
+
 // Config is everything the master of one job needs to know.
 type Config struct {
+	// Mode is ModeTrain ("" means train), ModeEvaluate or ModePredict.
+	Mode           string
 	JobName        string
 	ModelDef       string
 	TrainingData   string
 	ValidationData string // optional: evaluated at the end of training
+	// EvaluationSteps > 0 queues an evaluation pass over ValidationData
+	// each time the model version reported by training tasks crosses a
+	// multiple of it (0: evaluate only at the end).
+	EvaluationSteps int64
+	// PredictionData and PredictionOutputs (a CSV file path) are for
+	// ModePredict.
+	PredictionData    string
+	PredictionOutputs string
 
 	MinibatchSize         int
 	NumMinibatchesPerTask int
@@ -78,8 +101,34 @@ func (c *Config) Validate() error {
 	if c.ModelDef == "" {
 		bad("model_def", "required (see `elasticdl zoo`)")
 	}
-	if c.TrainingData == "" {
-		bad("training_data", "required")
+	switch c.Mode {
+	case "", ModeTrain:
+		if c.TrainingData == "" {
+			bad("training_data", "required")
+		}
+		if c.EvaluationSteps < 0 {
+			bad("evaluation_steps", "must not be negative, got %d", c.EvaluationSteps)
+		}
+		if c.EvaluationSteps > 0 && c.ValidationData == "" {
+			bad("evaluation_steps", "needs --validation_data")
+		}
+	case ModeEvaluate, ModePredict:
+		if c.CheckpointDirForInit == "" {
+			bad("checkpoint_dir_for_init", "required: the saved model to %s with (a checkpoint directory, or a training job's OUTPUT/model)", c.Mode)
+		}
+		if c.Mode == ModeEvaluate && c.ValidationData == "" {
+			bad("validation_data", "required: the data to evaluate the model on")
+		}
+		if c.Mode == ModePredict {
+			if c.PredictionData == "" {
+				bad("prediction_data", "required: the records to predict")
+			}
+			if c.PredictionOutputs == "" {
+				bad("prediction_outputs", "required: the CSV file to write the predictions to")
+			}
+		}
+	default:
+		bad("mode", "unknown job mode %q", c.Mode)
 	}
 	if c.JobName == "" {
 		bad("job_name", "must not be empty")
@@ -90,10 +139,12 @@ func (c *Config) Validate() error {
 	}{
 		{"minibatch_size", c.MinibatchSize},
 		{"num_minibatches_per_task", c.NumMinibatchesPerTask},
-		{"num_epochs", c.NumEpochs},
 		{"num_workers", c.NumWorkers},
 		{"num_ps_pods", c.NumPS},
 		{"max_task_attempts", c.MaxTaskAttempts},
+	}
+	if c.training() && c.NumEpochs < 1 {
+		bad("num_epochs", "must be at least 1, got %d", c.NumEpochs)
 	}
 	for _, p := range positive {
 		if p.v < 1 {
@@ -117,6 +168,9 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// training reports whether the job trains.
+func (c *Config) training() bool { return c.Mode == "" || c.Mode == ModeTrain }
 
 // RecordsPerTask is the size of one training task.
 func (c *Config) RecordsPerTask() int64 {

@@ -16,6 +16,8 @@ import (
 	"log/slog"
 	"math/rand"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,6 +59,10 @@ type Master struct {
 
 	trainRecords int64
 	evalRecords  int64
+	predRecords  int64
+	// initVersion is the version of the checkpoint the PS start from (-1:
+	// none).
+	initVersion int64
 
 	mu            sync.Mutex
 	disp          *task.Dispatcher
@@ -67,15 +73,22 @@ type Master struct {
 	nextPSID      int
 	evalScheduled bool
 	evalPending   map[int64]evalMetrics // by task ID, until the task succeeds
-	eval          evalMetrics
-	evalVersion   int64
-	summary       Summary
-	progress      progressMeter
-	finished      bool
-	jobErr        error
-	done          chan struct{}
-	masterAddr    string
-	psAddrs       []string
+	// passes are the evaluation passes by dispatcher key (see evalPass).
+	passes map[int64]*evalPass
+	// finalKey is the key of the final pass (evaluation at the end of
+	// training, or the evaluate job's pass); -1 until queued.
+	finalKey int64
+	// trainVersion is the highest model version training reports carried;
+	// nextEvalAt the version whose crossing queues the next pass.
+	trainVersion, nextEvalAt int64
+	pred                     *predictionWriter
+	summary                  Summary
+	progress                 progressMeter
+	finished                 bool
+	jobErr                   error
+	done                     chan struct{}
+	masterAddr               string
+	psAddrs                  []string
 	// trainingStart/End bound the training phase, for throughput.
 	trainingStart, trainingEnd time.Time
 }
@@ -90,6 +103,8 @@ type instance struct {
 type evalMetrics struct {
 	records int64
 	sums    map[string]float64
+	// version is the model version the worker evaluated (what it pulled).
+	version int64
 }
 
 func (e *evalMetrics) add(o evalMetrics) {
@@ -100,6 +115,41 @@ func (e *evalMetrics) add(o evalMetrics) {
 	for k, v := range o.sums {
 		e.sums[k] += v
 	}
+}
+
+// evalPass is one evaluation pass over the validation data. Workers
+// evaluate the parameters they pull when they start each task: in async
+// training those may be newer than the version the pass was queued at, so
+// the versions actually used are recorded, min and max.
+type evalPass struct {
+	version          int64 // the version the pass was queued at
+	final            bool
+	metrics          evalMetrics
+	minUsed, maxUsed int64
+	haveUsed         bool
+}
+
+func (p *evalPass) add(e evalMetrics) {
+	p.metrics.add(e)
+	if !p.haveUsed || e.version < p.minUsed {
+		p.minUsed = e.version
+	}
+	if !p.haveUsed || e.version > p.maxUsed {
+		p.maxUsed = e.version
+	}
+	p.haveUsed = true
+}
+
+// result turns the pass's sums into metrics. The "correct" and "loss" sums
+// give accuracy and mean loss; metrics that are not per-record sums (AUC of
+// a binary model, from per-task histograms) would be computed here.
+func (p *evalPass) result() EvalRecord {
+	r := EvalRecord{Version: p.version, MinVersionUsed: p.minUsed, MaxVersionUsed: p.maxUsed, Records: p.metrics.records, Final: p.final}
+	if n := float64(p.metrics.records); n > 0 {
+		r.Accuracy = p.metrics.sums["correct"] / n
+		r.Loss = p.metrics.sums["loss"] / n
+	}
+	return r
 }
 
 // New checks the configuration, the model and the data, so that a bad job
@@ -122,26 +172,39 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if _, err := optimizer.Parse(optSpec); err != nil {
 		return nil, fmt.Errorf("optimizer %q: %w", optSpec, err)
 	}
-	trainN, err := countRecords(cfg.TrainingData, spec)
-	if err != nil {
-		return nil, fmt.Errorf("--training_data: %w", err)
+	var trainN, evalN, predN int64
+	if cfg.training() {
+		if trainN, err = countRecords(cfg.TrainingData, spec); err != nil {
+			return nil, fmt.Errorf("--training_data: %w", err)
+		}
 	}
-	var evalN int64
 	if cfg.ValidationData != "" {
 		if evalN, err = countRecords(cfg.ValidationData, spec); err != nil {
 			return nil, fmt.Errorf("--validation_data: %w", err)
 		}
 	}
-	disp, err := task.New(task.Config{
-		Training:       []task.Shard{{Name: cfg.TrainingData, Records: trainN}},
+	if cfg.Mode == ModePredict {
+		if predN, err = countRecords(cfg.PredictionData, spec); err != nil {
+			return nil, fmt.Errorf("--prediction_data: %w", err)
+		}
+		if err := checkOutputDir(cfg.PredictionOutputs); err != nil {
+			return nil, err
+		}
+	}
+	tcfg := task.Config{
 		RecordsPerTask: cfg.RecordsPerTask(),
-		NumEpochs:      cfg.NumEpochs,
+		NumEpochs:      0,
 		MaxAttempts:    cfg.MaxTaskAttempts,
 		TaskTimeout:    cfg.TaskTimeout,
 		// Tasks in a new order each epoch, as a data loader would shuffle.
 		Shuffle: true,
 		Seed:    cfg.Seed,
-	})
+	}
+	if cfg.training() {
+		tcfg.Training = []task.Shard{{Name: cfg.TrainingData, Records: trainN}}
+		tcfg.NumEpochs = cfg.NumEpochs
+	}
+	disp, err := task.New(tcfg)
 	if err != nil {
 		return nil, fmt.Errorf("task dispatcher: %w", err)
 	}
@@ -153,10 +216,11 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if now == nil {
 		now = time.Now
 	}
-	if err := checkCheckpoints(cfg, spec, logger); err != nil {
+	initVersion, err := checkCheckpoints(cfg, spec, logger)
+	if err != nil {
 		return nil, err
 	}
-	return &Master{
+	m := &Master{
 		cfg:          cfg,
 		backend:      deps.Backend,
 		log:          logger,
@@ -165,6 +229,8 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		optimizer:    optSpec,
 		trainRecords: trainN,
 		evalRecords:  evalN,
+		predRecords:  predN,
+		initVersion:  initVersion,
 		disp:         disp,
 		policy: policy.New(policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
@@ -174,9 +240,66 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		workers:     map[int]*instance{},
 		ps:          map[int]*instance{},
 		evalPending: map[int64]evalMetrics{},
+		passes:      map[int64]*evalPass{},
+		finalKey:    -1,
+		nextEvalAt:  cfg.EvaluationSteps,
 		done:        make(chan struct{}),
-		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef},
-	}, nil
+		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
+	}
+	if m.summary.Mode == "" {
+		m.summary.Mode = ModeTrain
+	}
+	switch cfg.Mode {
+	case ModeEvaluate:
+		// One pass over the restored model: its key is the checkpoint's
+		// version.
+		m.evalScheduled = true
+		if err := m.queueEvalLocked(initVersion, true); err != nil {
+			return nil, err
+		}
+	case ModePredict:
+		if _, err := disp.AddPrediction([]task.Shard{{Name: cfg.PredictionData, Records: predN}}, cfg.RecordsPerTask()); err != nil {
+			return nil, fmt.Errorf("schedule prediction: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// queueEvalLocked queues an evaluation pass over the validation data
+// requested at model version v. Dispatcher passes are keyed by version;
+// the final pass may be requested at a version a periodic pass already
+// used, so it takes the next free key (keys only name passes).
+func (m *Master) queueEvalLocked(v int64, final bool) error {
+	key := v
+	for m.passes[key] != nil {
+		key++
+	}
+	err := m.disp.AddEvaluation([]task.Shard{{Name: m.cfg.ValidationData, Records: m.evalRecords}}, m.cfg.RecordsPerTask(), key)
+	if err != nil {
+		return fmt.Errorf("schedule evaluation: %w", err)
+	}
+	m.passes[key] = &evalPass{version: v, final: final}
+	if final {
+		m.finalKey = key
+	}
+	return nil
+}
+
+// checkOutputDir fails when the directory a file is to be written to does
+// not exist.
+func checkOutputDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--prediction_outputs: directory %s does not exist: create it first", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--prediction_outputs: %s is not a directory", dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("--prediction_outputs: %s is a directory; give a file name", path)
+	}
+	return nil
 }
 
 // countRecords opens a data source to learn its size and check that it
@@ -200,9 +323,9 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 // checkpoint the PS would start from does not fit the model, or when
 // --checkpoint_dir_for_init holds none; otherwise every PS would fail at
 // start, or every worker at its first pull.
-func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) error {
+func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, error) {
 	if cfg.CheckpointDir == "" && cfg.CheckpointDirForInit == "" {
-		return nil
+		return -1, nil
 	}
 	var set *checkpoint.Set
 	flagName := "checkpoint_dir"
@@ -210,18 +333,18 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) error {
 		var err error
 		set, err = checkpoint.Load(cfg.CheckpointDir, log)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
-			return fmt.Errorf("--checkpoint_dir: %w", err)
+			return -1, fmt.Errorf("--checkpoint_dir: %w", err)
 		}
 	}
 	if set == nil && cfg.CheckpointDirForInit != "" {
 		var err error
 		flagName = "checkpoint_dir_for_init"
 		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
-			return fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+			return -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
 		}
 	}
 	if set == nil {
-		return nil
+		return -1, nil
 	}
 	// Only the names and shapes matter.
 	params := spec.Build(rand.New(rand.NewSource(cfg.Seed))).Params()
@@ -234,17 +357,17 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) error {
 	for _, p := range params {
 		d, ok := dims[p.Name]
 		if !ok {
-			return fmt.Errorf("--%s: %s does not fit model %s: no parameter %q", flagName, set.Dir, spec.Name, p.Name)
+			return -1, fmt.Errorf("--%s: %s does not fit model %s: no parameter %q", flagName, set.Dir, spec.Name, p.Name)
 		}
 		if !slices.Equal(d, intsToInt64(p.Value.Shape)) {
-			return fmt.Errorf("--%s: %s does not fit model %s: parameter %q has shape %v, the model %v", flagName, set.Dir, spec.Name, p.Name, d, p.Value.Shape)
+			return -1, fmt.Errorf("--%s: %s does not fit model %s: parameter %q has shape %v, the model %v", flagName, set.Dir, spec.Name, p.Name, d, p.Value.Shape)
 		}
 	}
 	if len(dims) != len(params) {
-		return fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
+		return -1, fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
 	}
 	log.Info("parameter servers will start from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
-	return nil
+	return set.Version, nil
 }
 
 func intsToInt64(s []int) []int64 {
@@ -277,15 +400,40 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	}
 	defer gs.Stop()
 
-	runErr := m.run(ctx, lis.Addr().String())
+	var runErr error
+	if m.cfg.Mode == ModePredict {
+		pw, err := newPredictionWriter(m.cfg.PredictionOutputs, m.predRecords, m.spec.NumClasses)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		m.pred = pw
+		m.mu.Unlock()
+	}
+	runErr = m.run(ctx, lis.Addr().String())
 
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	modelPath, version, modelErr := "", int64(0), error(nil)
-	if runErr == nil {
+	switch {
+	case runErr == nil && m.cfg.training():
 		modelPath, version, modelErr = m.saveModel(stopCtx)
 		if modelErr != nil {
 			runErr = fmt.Errorf("save model: %w", modelErr)
+		}
+	case !m.cfg.training():
+		version = m.initVersion
+	}
+	if m.pred != nil {
+		m.mu.Lock()
+		pw := m.pred
+		m.mu.Unlock()
+		if runErr == nil {
+			if err := pw.commit(); err != nil {
+				runErr = fmt.Errorf("write predictions: %w", err)
+			}
+		} else {
+			pw.abort()
 		}
 	}
 	m.mu.Lock()
@@ -302,6 +450,9 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	m.mu.Lock()
 	s := m.buildSummary(runErr, m.now().Sub(start))
 	s.ModelPath, s.ModelVersion = modelPath, version
+	if m.pred != nil && runErr == nil {
+		s.Predictions = &PredictionSummary{Path: m.cfg.PredictionOutputs, Records: m.pred.total, CorruptRecords: m.pred.corrupt}
+	}
 	m.mu.Unlock()
 	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
 		return s, errors.Join(runErr, err)
@@ -342,8 +493,9 @@ func (m *Master) run(ctx context.Context, listenAddr string) error {
 	}
 	m.mu.Unlock()
 
-	m.log.Info("job starting", "job", m.cfg.JobName, "model", m.spec.Name, "optimizer", m.optimizer,
-		"training_records", m.trainRecords, "validation_records", m.evalRecords,
+	m.log.Info("job starting", "job", m.cfg.JobName, "mode", m.summary.Mode, "model", m.spec.Name, "optimizer", m.optimizer,
+		"training_records", m.trainRecords, "validation_records", m.evalRecords, "prediction_records", m.predRecords,
+		"evaluation_steps", m.cfg.EvaluationSteps,
 		"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr)
 	for i := 0; i < m.cfg.NumPS; i++ {
 		if err := m.launchPS(ctx, i); err != nil {

@@ -72,7 +72,13 @@ func (m *Master) logProgress() {
 			ps++
 		}
 	}
+	training := m.cfg.training()
 	m.mu.Unlock()
+	if !training {
+		m.log.Info("progress", "tasks_done", pr.TasksDone, "tasks_todo", pr.TasksTodo, "tasks_doing", pr.TasksDoing,
+			"workers", fmt.Sprintf("%d/%d", workers, m.cfg.NumWorkers), "ps", fmt.Sprintf("%d/%d", ps, m.cfg.NumPS))
+		return
+	}
 	m.log.Info("progress",
 		"epoch", fmt.Sprintf("%d/%d", pr.Epoch, pr.NumEpochs),
 		"records", fmt.Sprintf("%d/%d", pr.EpochRecordsDone, pr.EpochRecordsTotal),
@@ -105,13 +111,14 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 			RecordsMissed:       c.RecordsMissed,
 		})
 	}
-	if m.eval.records > 0 {
-		n := float64(m.eval.records)
+	s.Evaluations = append([]EvalRecord{}, m.summary.Evaluations...) // [] rather than null
+	if p := m.passes[m.finalKey]; p != nil && p.metrics.records > 0 {
+		r := p.result()
 		s.Eval = &EvalSummary{
-			Accuracy:     m.eval.sums["correct"] / n,
-			Loss:         m.eval.sums["loss"] / n,
-			Records:      m.eval.records,
-			ModelVersion: m.evalVersion,
+			Accuracy:     r.Accuracy,
+			Loss:         r.Loss,
+			Records:      r.Records,
+			ModelVersion: r.MaxVersionUsed,
 		}
 	}
 	return &s

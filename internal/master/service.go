@@ -46,10 +46,11 @@ func (m *Master) GetTask(_ context.Context, req *masterpb.GetTaskRequest) (*mast
 			Type:  toProtoType(t.Type),
 			Shard: &masterpb.Shard{Name: t.Shard, Start: t.Start, End: t.End},
 			Epoch: int32(t.Epoch),
+			// Evaluation: the version the pass was queued at (its key);
+			// prediction: the pass number.
+			ModelVersion: t.ModelVersion,
 		}
-		if t.Type == task.Evaluation {
-			pt.ModelVersion = m.evalVersion
-		} else if m.trainingStart.IsZero() {
+		if t.Type == task.Training && m.trainingStart.IsZero() {
 			m.trainingStart = m.now()
 		}
 		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_TASK, Task: pt}, nil
@@ -75,6 +76,16 @@ func (m *Master) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskRes
 		Steps:   req.Steps,
 	}
 	done, _ := m.disp.TaskInfo(req.TaskId)
+	var preds *predictionRows
+	if done.Type == task.Prediction && req.Error == "" && m.pred != nil {
+		// Bad predictions fail the task (it is retried elsewhere, and fails
+		// the job after --max_task_attempts) rather than the worker.
+		var err error
+		if preds, err = m.pred.check(done, req.Predictions, req.CorruptRecords); err != nil {
+			res.Err = fmt.Sprintf("invalid predictions: %v", err)
+			req.Error = res.Err
+		}
+	}
 	if err := m.disp.Report(int(req.WorkerId), req.TaskId, res, m.now()); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "report of task %d by worker %d: %v", req.TaskId, req.WorkerId, err)
 	}
@@ -98,10 +109,26 @@ func (m *Master) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskRes
 	switch done.Type {
 	case task.Training:
 		m.progress.add(m.now(), req.Records+req.CorruptRecords, req.LossSum, req.Steps)
+		m.trainVersion = max(m.trainVersion, req.ModelVersion)
+		m.maybeEvaluateLocked()
 	case task.Evaluation:
-		if em, ok := m.evalPending[req.TaskId]; ok {
-			m.eval.add(em)
+		p := m.passes[done.ModelVersion]
+		if em, ok := m.evalPending[req.TaskId]; ok && p != nil {
+			p.add(em)
 			delete(m.evalPending, req.TaskId)
+		}
+		if st, ok := m.disp.Evaluation(done.ModelVersion); ok && st.Complete && p != nil {
+			r := p.result()
+			m.summary.Evaluations = append(m.summary.Evaluations, r)
+			m.log.Info("evaluation", "version", r.Version, "accuracy", fmt.Sprintf("%.4f", r.Accuracy), "loss", fmt.Sprintf("%.4f", r.Loss),
+				"records", r.Records, "versions_used", fmt.Sprintf("%d-%d", r.MinVersionUsed, r.MaxVersionUsed), "final", r.Final)
+		}
+	case task.Prediction:
+		if preds != nil {
+			if err := m.pred.add(preds); err != nil {
+				m.endLocked(fmt.Errorf("write predictions: %w", err))
+				return &masterpb.ReportTaskResultResponse{}, nil
+			}
 		}
 	}
 	m.advanceLocked()
@@ -123,16 +150,36 @@ func (m *Master) advanceLocked() {
 	}
 	if m.cfg.ValidationData != "" && !m.evalScheduled {
 		m.evalScheduled = true
-		err := m.disp.AddEvaluation([]task.Shard{{Name: m.cfg.ValidationData, Records: m.evalRecords}}, m.cfg.RecordsPerTask(), m.evalVersion)
-		if err != nil {
-			m.endLocked(fmt.Errorf("schedule evaluation: %w", err))
+		if err := m.queueEvalLocked(m.trainVersion, true); err != nil {
+			m.endLocked(err)
 			return
 		}
-		m.log.Info("training done, evaluating", "validation_data", m.cfg.ValidationData, "records", m.evalRecords)
+		m.log.Info("training done, evaluating", "validation_data", m.cfg.ValidationData, "records", m.evalRecords, "version", m.trainVersion)
 		return
 	}
 	m.log.Info("all tasks done")
 	m.endLocked(nil)
+}
+
+// maybeEvaluateLocked queues an evaluation pass when the model version
+// training reports carry has crossed the next multiple of
+// --evaluation_steps, unless training is over (the final pass follows).
+// Several multiples crossed at once make one pass, at the highest.
+func (m *Master) maybeEvaluateLocked() {
+	n := m.cfg.EvaluationSteps
+	if n <= 0 || m.cfg.ValidationData == "" || m.trainVersion < m.nextEvalAt {
+		return
+	}
+	if p := m.disp.Progress(); p.EpochsDone == p.NumEpochs {
+		return
+	}
+	v := m.trainVersion / n * n
+	m.nextEvalAt = v + n
+	if err := m.queueEvalLocked(v, false); err != nil {
+		m.endLocked(err)
+		return
+	}
+	m.log.Info("evaluating during training", "version", v, "evaluation_steps", n)
 }
 
 // ReportEvaluationMetrics implements masterpb.MasterServer. Metrics are held
@@ -154,10 +201,7 @@ func (m *Master) ReportEvaluationMetrics(_ context.Context, req *masterpb.Report
 	for k, v := range req.Sums {
 		sums[k] = v
 	}
-	m.evalPending[req.TaskId] = evalMetrics{records: req.Records, sums: sums}
-	if req.ModelVersion > m.evalVersion {
-		m.evalVersion = req.ModelVersion
-	}
+	m.evalPending[req.TaskId] = evalMetrics{records: req.Records, sums: sums, version: req.ModelVersion}
 	return &masterpb.ReportEvaluationMetricsResponse{}, nil
 }
 

@@ -10,7 +10,9 @@ import (
 // Summary is what the job writes to --output/job_summary.json when it ends.
 // The field names are part of the user contract: add, never rename.
 type Summary struct {
-	Job             string  `json:"job"`
+	Job string `json:"job"`
+	// Mode is "train", "evaluate" or "predict".
+	Mode            string  `json:"mode"`
 	Status          string  `json:"status"` // "succeeded" | "failed"
 	Error           string  `json:"error"`
 	DurationSeconds float64 `json:"duration_seconds"`
@@ -23,10 +25,15 @@ type Summary struct {
 	ModelVersion     int64          `json:"model_version"`
 	Epochs           []EpochSummary `json:"epochs"`
 	Eval             *EvalSummary   `json:"eval"`
-	Workers          WorkerCounts   `json:"workers"`
-	PS               PSCounts       `json:"ps"`
-	Tasks            TaskCounts     `json:"tasks"`
-	CorruptRecords   int64          `json:"corrupt_records"`
+	// Evaluations is the history of the evaluation passes, in the order
+	// they completed: one per --evaluation_steps crossing, then the final.
+	Evaluations []EvalRecord `json:"evaluations"`
+	// Predictions describes the CSV a predict job wrote.
+	Predictions    *PredictionSummary `json:"predictions,omitempty"`
+	Workers        WorkerCounts       `json:"workers"`
+	PS             PSCounts           `json:"ps"`
+	Tasks          TaskCounts         `json:"tasks"`
+	CorruptRecords int64              `json:"corrupt_records"`
 	// FirstCorruptRecord names where the data is bad, when any record was.
 	FirstCorruptRecord string `json:"first_corrupt_record,omitempty"`
 }
@@ -46,6 +53,30 @@ type EvalSummary struct {
 	Loss         float64 `json:"loss"`
 	Records      int64   `json:"records"`
 	ModelVersion int64   `json:"model_version"`
+}
+
+// EvalRecord is one evaluation pass. Version is the model version the pass
+// was queued at; each worker evaluates the parameters it pulls when it
+// starts a task, which in asynchronous training may be newer, and
+// MinVersionUsed/MaxVersionUsed are the versions actually evaluated.
+type EvalRecord struct {
+	Version        int64   `json:"version"`
+	Accuracy       float64 `json:"accuracy"`
+	Loss           float64 `json:"loss"`
+	Records        int64   `json:"records"`
+	MinVersionUsed int64   `json:"min_version_used"`
+	MaxVersionUsed int64   `json:"max_version_used"`
+	// Final marks the evaluation at the end of training (or the pass of an
+	// evaluate job); it is also the summary's "eval".
+	Final bool `json:"final,omitempty"`
+}
+
+// PredictionSummary is where a predict job wrote its predictions.
+type PredictionSummary struct {
+	Path    string `json:"path"`
+	Records int64  `json:"records"`
+	// CorruptRecords are rows with no prediction (unreadable records).
+	CorruptRecords int64 `json:"corrupt_records"`
 }
 
 // WorkerCounts counts worker instances over the job's life.

@@ -211,6 +211,9 @@ func (s *Server) snapshot(t *table, version int64) *pserverpb.Checkpoint {
 		}
 		c.Slots = append(c.Slots, ps)
 	}
+	for _, name := range sortedKeys(t.emb) {
+		c.EmbeddingTables = append(c.EmbeddingTables, s.snapshotEmb(t.emb[name]))
+	}
 	return c
 }
 
@@ -255,12 +258,15 @@ func (s *Server) restore(cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if err := s.restoreTables(t, c, set.Dir); err != nil {
+		return err
+	}
 	s.table.Store(t)
 	if s.saver != nil {
 		s.saver.last.Store(c.GetVersion())
 	}
 	s.log.Info("restored checkpoint", "dir", set.Dir, "version", c.GetVersion(), "params", len(t.ordered),
-		"slots", slotsRestored, "checkpoint_shards", set.NumShards)
+		"slots", slotsRestored, "embedding_tables", len(t.emb), "checkpoint_shards", set.NumShards)
 	return nil
 }
 
@@ -313,4 +319,32 @@ func (s *Server) restoreSlots(c *pserverpb.Checkpoint, dir string) (int, error) 
 		}
 	}
 	return len(c.GetSlots()), nil
+}
+
+// restoreTables rebuilds the checkpoint's embedding tables (their rows of
+// this shard) into t.
+func (s *Server) restoreTables(t *table, c *pserverpb.Checkpoint, dir string) error {
+	if len(c.GetEmbeddingTables()) == 0 {
+		return nil
+	}
+	infos := make([]*pserverpb.EmbeddingTableInfo, len(c.GetEmbeddingTables()))
+	for i, et := range c.GetEmbeddingTables() {
+		infos[i] = et.GetInfo()
+	}
+	var err error
+	if t.emb, err = s.newEmbTables(infos); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	for _, et := range c.GetEmbeddingTables() {
+		e := t.emb[et.GetInfo().GetName()]
+		fit, err := s.restoreEmb(e, et)
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", dir, err)
+		}
+		if !fit && len(et.GetIds()) > 0 && len(s.rule.SlotNames()) > 0 {
+			s.log.Warn("checkpoint's embedding slots do not fit this optimizer; they restart from their initial value",
+				"table", e.info.GetName(), "checkpoint_optimizer", c.GetOptimizer(), "optimizer", s.opt.String())
+		}
+	}
+	return nil
 }

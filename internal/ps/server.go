@@ -63,6 +63,7 @@ type Server struct {
 
 	index, numPS int
 	opt          optimizer.Optimizer
+	rule         optimizer.RowOptimizer // opt's row-wise form, for embedding tables; nil if none
 	log          *slog.Logger
 	metrics      *metrics // nil when disabled
 	saver        *saver   // nil when checkpointing is off
@@ -78,6 +79,8 @@ type Server struct {
 type table struct {
 	params  map[string]*param
 	ordered []*param // by name, so responses are deterministic
+	// emb holds the sparse embedding tables by name; nil when none.
+	emb     map[string]*embTable
 	version atomic.Int64
 }
 
@@ -110,6 +113,7 @@ func NewServer(cfg Config) (*Server, error) {
 		opt:   cfg.Optimizer,
 		log:   log.With("ps", cfg.Index),
 	}
+	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry, cfg.Index, s.Version)
 		if err != nil {
@@ -186,6 +190,9 @@ func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.
 	if err != nil {
 		return nil, err
 	}
+	if t.emb, err = s.newEmbTables(req.GetEmbeddingTableInfos()); err != nil {
+		return nil, err
+	}
 	t.version.Store(req.GetVersion())
 	// Decoding happened outside any lock; the CAS decides which of several
 	// concurrent first pushes wins.
@@ -194,7 +201,7 @@ func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.
 		return &pserverpb.PushModelResponse{Accepted: false, Version: s.Version()}, nil
 	}
 	s.metrics.pushModel(true)
-	s.log.Info("shard initialized", "params", len(t.ordered), "version", req.GetVersion())
+	s.log.Info("shard initialized", "params", len(t.ordered), "embedding_tables", len(t.emb), "version", req.GetVersion())
 	return &pserverpb.PushModelResponse{Accepted: true, Version: req.GetVersion()}, nil
 }
 
@@ -265,9 +272,14 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		s.metrics.push(pushInvalid)
 		return nil, err
 	}
+	sparse, err := t.validateSparse(req.GetEmbeddingGradients(), s.index, s.numPS)
+	if err != nil {
+		s.metrics.push(pushInvalid)
+		return nil, err
+	}
 	// Sync SGD would go here instead: accumulate until enough workers have
 	// pushed for the current version, rejecting stale pushes.
-	v, err := s.applyAsync(t, targets, req.GetGradients())
+	v, err := s.applyAsync(t, targets, req.GetGradients(), sparse)
 	if err != nil {
 		s.metrics.push(pushFailed)
 		return nil, err
@@ -308,13 +320,16 @@ func (t *table) validate(grads []*pserverpb.Tensor) ([]*param, error) {
 
 // applyAsync applies each validated gradient under its parameter's lock and
 // returns the new version.
-func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tensor) (int64, error) {
+func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tensor, sparse []sparseGrad) (int64, error) {
 	for i, p := range targets {
 		if err := p.apply(s.opt, grads[i]); err != nil {
 			// Validation makes this unreachable short of an optimizer bug;
 			// earlier gradients of this push are already applied.
 			return 0, status.Errorf(codes.Internal, "apply gradient %q: %v", p.name, err)
 		}
+	}
+	for _, g := range sparse {
+		g.t.apply(s.rule, g.ids, g.grads)
 	}
 	v := t.version.Add(1)
 	if s.saver.due(v) {

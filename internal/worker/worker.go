@@ -238,6 +238,8 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 		taskErr = w.train(ctx, t, report)
 	case masterpb.TaskType_EVALUATION:
 		taskErr = w.evaluate(ctx, t, report)
+	case masterpb.TaskType_PREDICTION:
+		taskErr = w.predict(ctx, t, report)
 	default:
 		taskErr = fmt.Errorf("task type %v is not supported by this worker", t.Type)
 	}
@@ -250,8 +252,10 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 	}
 	if taskErr != nil {
 		report.Error = taskErr.Error()
+		report.Predictions = nil
 		w.log.Warn("task failed", "task", t.Id, "err", taskErr)
 	}
+	report.ModelVersion = w.ps.Version()
 	if _, err := w.master.ReportTaskResult(ctx, report); err != nil {
 		return fmt.Errorf("report task %d: %w", t.Id, err)
 	}
@@ -370,6 +374,65 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 		return &fatalError{fmt.Errorf("report evaluation metrics of task %d: %w", t.Id, err)}
 	}
 	return nil
+}
+
+// predict computes the model's prediction for every record of the task:
+// the predicted class and the class probabilities (softmax of the logits),
+// carried back in the task's report.
+func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
+	b, err := w.read(t, report)
+	if err != nil {
+		return err
+	}
+	if _, err := w.ps.Pull(ctx, w.params); err != nil {
+		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
+	}
+	k := w.spec.NumClasses
+	p := &masterpb.Predictions{
+		NumClasses:     int32(k),
+		RecordIndex:    make([]int64, 0, b.N),
+		PredictedClass: make([]int32, 0, b.N),
+		Probabilities:  make([]float32, 0, b.N*k),
+	}
+	off := 0
+	err = w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
+		logits := w.net.Forward(x, false)
+		n := len(labels)
+		if len(logits.Data) != n*k {
+			return fmt.Errorf("model output has %d values for %d records of %d classes", len(logits.Data), n, k)
+		}
+		for i := 0; i < n; i++ {
+			row := logits.Data[i*k : (i+1)*k]
+			p.RecordIndex = append(p.RecordIndex, b.Index[off+i])
+			p.PredictedClass = append(p.PredictedClass, int32(nn.Argmax(row)))
+			p.Probabilities = appendSoftmax(p.Probabilities, row)
+		}
+		off += n
+		report.Records += int64(n)
+		report.Steps++
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	report.Predictions = p
+	return nil
+}
+
+// appendSoftmax appends the softmax of logits to dst.
+func appendSoftmax(dst []float32, logits []float32) []float32 {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	for _, v := range logits {
+		dst = append(dst, float32(math.Exp(float64(v)-mx)/sum))
+	}
+	return dst
 }
 
 // shuffle permutes the records of b in place, reproducibly for a task.

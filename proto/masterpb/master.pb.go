@@ -385,8 +385,15 @@ type ReportTaskResultRequest struct {
 	Steps   int64   `protobuf:"varint,7,opt,name=steps,proto3" json:"steps,omitempty"`
 	// First corrupt record's error, to show the user where the data is bad.
 	FirstCorruptError string `protobuf:"bytes,8,opt,name=first_corrupt_error,json=firstCorruptError,proto3" json:"first_corrupt_error,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The model version of the parameters the worker last pulled for the task
+	// (training: before its last push); the master schedules evaluations
+	// during training (--evaluation_steps) from it.
+	ModelVersion int64 `protobuf:"varint,9,opt,name=model_version,json=modelVersion,proto3" json:"model_version,omitempty"`
+	// Prediction tasks: one entry per record the worker read (corrupt records
+	// are absent), accepted only with the task's accepted successful report.
+	Predictions   *Predictions `protobuf:"bytes,10,opt,name=predictions,proto3" json:"predictions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReportTaskResultRequest) Reset() {
@@ -475,6 +482,93 @@ func (x *ReportTaskResultRequest) GetFirstCorruptError() string {
 	return ""
 }
 
+func (x *ReportTaskResultRequest) GetModelVersion() int64 {
+	if x != nil {
+		return x.ModelVersion
+	}
+	return 0
+}
+
+func (x *ReportTaskResultRequest) GetPredictions() *Predictions {
+	if x != nil {
+		return x.Predictions
+	}
+	return nil
+}
+
+// Predictions of one prediction task, parallel arrays of one entry per
+// record: a 512-record task of a 10-class model is about 25 KB.
+type Predictions struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Source record numbers (the input order).
+	RecordIndex []int64 `protobuf:"varint,1,rep,packed,name=record_index,json=recordIndex,proto3" json:"record_index,omitempty"`
+	// Predicted class of each record.
+	PredictedClass []int32 `protobuf:"varint,2,rep,packed,name=predicted_class,json=predictedClass,proto3" json:"predicted_class,omitempty"`
+	// Class probabilities, num_classes per record, record after record.
+	NumClasses    int32     `protobuf:"varint,3,opt,name=num_classes,json=numClasses,proto3" json:"num_classes,omitempty"`
+	Probabilities []float32 `protobuf:"fixed32,4,rep,packed,name=probabilities,proto3" json:"probabilities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Predictions) Reset() {
+	*x = Predictions{}
+	mi := &file_master_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Predictions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Predictions) ProtoMessage() {}
+
+func (x *Predictions) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Predictions.ProtoReflect.Descriptor instead.
+func (*Predictions) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Predictions) GetRecordIndex() []int64 {
+	if x != nil {
+		return x.RecordIndex
+	}
+	return nil
+}
+
+func (x *Predictions) GetPredictedClass() []int32 {
+	if x != nil {
+		return x.PredictedClass
+	}
+	return nil
+}
+
+func (x *Predictions) GetNumClasses() int32 {
+	if x != nil {
+		return x.NumClasses
+	}
+	return 0
+}
+
+func (x *Predictions) GetProbabilities() []float32 {
+	if x != nil {
+		return x.Probabilities
+	}
+	return nil
+}
+
 type ReportTaskResultResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -483,7 +577,7 @@ type ReportTaskResultResponse struct {
 
 func (x *ReportTaskResultResponse) Reset() {
 	*x = ReportTaskResultResponse{}
-	mi := &file_master_proto_msgTypes[5]
+	mi := &file_master_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +589,7 @@ func (x *ReportTaskResultResponse) String() string {
 func (*ReportTaskResultResponse) ProtoMessage() {}
 
 func (x *ReportTaskResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[5]
+	mi := &file_master_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +602,7 @@ func (x *ReportTaskResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportTaskResultResponse.ProtoReflect.Descriptor instead.
 func (*ReportTaskResultResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{5}
+	return file_master_proto_rawDescGZIP(), []int{6}
 }
 
 type ReportEvaluationMetricsRequest struct {
@@ -526,7 +620,7 @@ type ReportEvaluationMetricsRequest struct {
 
 func (x *ReportEvaluationMetricsRequest) Reset() {
 	*x = ReportEvaluationMetricsRequest{}
-	mi := &file_master_proto_msgTypes[6]
+	mi := &file_master_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -538,7 +632,7 @@ func (x *ReportEvaluationMetricsRequest) String() string {
 func (*ReportEvaluationMetricsRequest) ProtoMessage() {}
 
 func (x *ReportEvaluationMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[6]
+	mi := &file_master_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -551,7 +645,7 @@ func (x *ReportEvaluationMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportEvaluationMetricsRequest.ProtoReflect.Descriptor instead.
 func (*ReportEvaluationMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{6}
+	return file_master_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReportEvaluationMetricsRequest) GetWorkerId() int32 {
@@ -597,7 +691,7 @@ type ReportEvaluationMetricsResponse struct {
 
 func (x *ReportEvaluationMetricsResponse) Reset() {
 	*x = ReportEvaluationMetricsResponse{}
-	mi := &file_master_proto_msgTypes[7]
+	mi := &file_master_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +703,7 @@ func (x *ReportEvaluationMetricsResponse) String() string {
 func (*ReportEvaluationMetricsResponse) ProtoMessage() {}
 
 func (x *ReportEvaluationMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[7]
+	mi := &file_master_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +716,7 @@ func (x *ReportEvaluationMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportEvaluationMetricsResponse.ProtoReflect.Descriptor instead.
 func (*ReportEvaluationMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{7}
+	return file_master_proto_rawDescGZIP(), []int{8}
 }
 
 type HeartbeatRequest struct {
@@ -636,7 +730,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +742,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +755,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{8}
+	return file_master_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() int32 {
@@ -688,7 +782,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +794,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +807,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{9}
+	return file_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -748,7 +842,7 @@ const file_master_proto_rawDesc = "" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04TASK\x10\x01\x12\b\n" +
 	"\x04WAIT\x10\x02\x12\b\n" +
-	"\x04DONE\x10\x03\"\x89\x02\n" +
+	"\x04DONE\x10\x03\"\xef\x02\n" +
 	"\x17ReportTaskResultRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12\x14\n" +
@@ -757,7 +851,16 @@ const file_master_proto_rawDesc = "" +
 	"\x0fcorrupt_records\x18\x05 \x01(\x03R\x0ecorruptRecords\x12\x19\n" +
 	"\bloss_sum\x18\x06 \x01(\x01R\alossSum\x12\x14\n" +
 	"\x05steps\x18\a \x01(\x03R\x05steps\x12.\n" +
-	"\x13first_corrupt_error\x18\b \x01(\tR\x11firstCorruptError\"\x1a\n" +
+	"\x13first_corrupt_error\x18\b \x01(\tR\x11firstCorruptError\x12#\n" +
+	"\rmodel_version\x18\t \x01(\x03R\fmodelVersion\x12?\n" +
+	"\vpredictions\x18\n" +
+	" \x01(\v2\x1d.elasticdl.master.PredictionsR\vpredictions\"\xa0\x01\n" +
+	"\vPredictions\x12!\n" +
+	"\frecord_index\x18\x01 \x03(\x03R\vrecordIndex\x12'\n" +
+	"\x0fpredicted_class\x18\x02 \x03(\x05R\x0epredictedClass\x12\x1f\n" +
+	"\vnum_classes\x18\x03 \x01(\x05R\n" +
+	"numClasses\x12$\n" +
+	"\rprobabilities\x18\x04 \x03(\x02R\rprobabilities\"\x1a\n" +
 	"\x18ReportTaskResultResponse\"\x9e\x02\n" +
 	"\x1eReportEvaluationMetricsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
@@ -800,7 +903,7 @@ func file_master_proto_rawDescGZIP() []byte {
 }
 
 var file_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_master_proto_goTypes = []any{
 	(TaskType)(0),                           // 0: elasticdl.master.TaskType
 	(GetTaskResponse_Action)(0),             // 1: elasticdl.master.GetTaskResponse.Action
@@ -809,32 +912,34 @@ var file_master_proto_goTypes = []any{
 	(*GetTaskRequest)(nil),                  // 4: elasticdl.master.GetTaskRequest
 	(*GetTaskResponse)(nil),                 // 5: elasticdl.master.GetTaskResponse
 	(*ReportTaskResultRequest)(nil),         // 6: elasticdl.master.ReportTaskResultRequest
-	(*ReportTaskResultResponse)(nil),        // 7: elasticdl.master.ReportTaskResultResponse
-	(*ReportEvaluationMetricsRequest)(nil),  // 8: elasticdl.master.ReportEvaluationMetricsRequest
-	(*ReportEvaluationMetricsResponse)(nil), // 9: elasticdl.master.ReportEvaluationMetricsResponse
-	(*HeartbeatRequest)(nil),                // 10: elasticdl.master.HeartbeatRequest
-	(*HeartbeatResponse)(nil),               // 11: elasticdl.master.HeartbeatResponse
-	nil,                                     // 12: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	(*Predictions)(nil),                     // 7: elasticdl.master.Predictions
+	(*ReportTaskResultResponse)(nil),        // 8: elasticdl.master.ReportTaskResultResponse
+	(*ReportEvaluationMetricsRequest)(nil),  // 9: elasticdl.master.ReportEvaluationMetricsRequest
+	(*ReportEvaluationMetricsResponse)(nil), // 10: elasticdl.master.ReportEvaluationMetricsResponse
+	(*HeartbeatRequest)(nil),                // 11: elasticdl.master.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 12: elasticdl.master.HeartbeatResponse
+	nil,                                     // 13: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
 }
 var file_master_proto_depIdxs = []int32{
 	0,  // 0: elasticdl.master.Task.type:type_name -> elasticdl.master.TaskType
 	2,  // 1: elasticdl.master.Task.shard:type_name -> elasticdl.master.Shard
 	1,  // 2: elasticdl.master.GetTaskResponse.action:type_name -> elasticdl.master.GetTaskResponse.Action
 	3,  // 3: elasticdl.master.GetTaskResponse.task:type_name -> elasticdl.master.Task
-	12, // 4: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
-	4,  // 5: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
-	6,  // 6: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
-	8,  // 7: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
-	10, // 8: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
-	5,  // 9: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
-	7,  // 10: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
-	9,  // 11: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
-	11, // 12: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	7,  // 4: elasticdl.master.ReportTaskResultRequest.predictions:type_name -> elasticdl.master.Predictions
+	13, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	4,  // 6: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
+	6,  // 7: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
+	9,  // 8: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
+	11, // 9: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
+	5,  // 10: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
+	8,  // 11: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
+	10, // 12: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
+	12, // 13: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
+	10, // [10:14] is the sub-list for method output_type
+	6,  // [6:10] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -848,7 +953,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -89,8 +89,11 @@ type Model struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Version         int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	DenseParameters []*Tensor              `protobuf:"bytes,2,rep,name=dense_parameters,json=denseParameters,proto3" json:"dense_parameters,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Sparse embedding tables; every shard gets every table's info and holds
+	// the rows whose id mod num_ps is its index.
+	EmbeddingTableInfos []*EmbeddingTableInfo `protobuf:"bytes,3,rep,name=embedding_table_infos,json=embeddingTableInfos,proto3" json:"embedding_table_infos,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Model) Reset() {
@@ -137,6 +140,311 @@ func (x *Model) GetDenseParameters() []*Tensor {
 	return nil
 }
 
+func (x *Model) GetEmbeddingTableInfos() []*EmbeddingTableInfo {
+	if x != nil {
+		return x.EmbeddingTableInfos
+	}
+	return nil
+}
+
+// EmbeddingTableInfo describes one sparse embedding table.
+type EmbeddingTableInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Dim   int64                  `protobuf:"varint,2,opt,name=dim,proto3" json:"dim,omitempty"`
+	// "uniform:LO,HI" (default uniform:-0.05,0.05), "normal:MEAN,STDDEV",
+	// "zeros" or "constant:V". Row id of table T starts from values drawn
+	// from a generator seeded by (T, id) alone, so every PS creates the same
+	// initial row.
+	Initializer   string `protobuf:"bytes,3,opt,name=initializer,proto3" json:"initializer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbeddingTableInfo) Reset() {
+	*x = EmbeddingTableInfo{}
+	mi := &file_pserver_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbeddingTableInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbeddingTableInfo) ProtoMessage() {}
+
+func (x *EmbeddingTableInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbeddingTableInfo.ProtoReflect.Descriptor instead.
+func (*EmbeddingTableInfo) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EmbeddingTableInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EmbeddingTableInfo) GetDim() int64 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *EmbeddingTableInfo) GetInitializer() string {
+	if x != nil {
+		return x.Initializer
+	}
+	return ""
+}
+
+// IndexedSlices: gradient rows of one embedding table. values is [k, dim]
+// (its name is the table's), ids has k entries; ids may repeat (summed).
+type IndexedSlices struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        *Tensor                `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"`
+	Ids           []int64                `protobuf:"varint,2,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexedSlices) Reset() {
+	*x = IndexedSlices{}
+	mi := &file_pserver_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexedSlices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexedSlices) ProtoMessage() {}
+
+func (x *IndexedSlices) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexedSlices.ProtoReflect.Descriptor instead.
+func (*IndexedSlices) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *IndexedSlices) GetValues() *Tensor {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *IndexedSlices) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type PullEmbeddingVectorsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ids           []int64                `protobuf:"varint,2,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullEmbeddingVectorsRequest) Reset() {
+	*x = PullEmbeddingVectorsRequest{}
+	mi := &file_pserver_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullEmbeddingVectorsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullEmbeddingVectorsRequest) ProtoMessage() {}
+
+func (x *PullEmbeddingVectorsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullEmbeddingVectorsRequest.ProtoReflect.Descriptor instead.
+func (*PullEmbeddingVectorsRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PullEmbeddingVectorsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PullEmbeddingVectorsRequest) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+type PullEmbeddingVectorsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// [len(ids), dim], row i for ids[i].
+	Rows          *Tensor `protobuf:"bytes,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PullEmbeddingVectorsResponse) Reset() {
+	*x = PullEmbeddingVectorsResponse{}
+	mi := &file_pserver_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PullEmbeddingVectorsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PullEmbeddingVectorsResponse) ProtoMessage() {}
+
+func (x *PullEmbeddingVectorsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PullEmbeddingVectorsResponse.ProtoReflect.Descriptor instead.
+func (*PullEmbeddingVectorsResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PullEmbeddingVectorsResponse) GetRows() *Tensor {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+// EmbeddingTableCheckpoint is one table's rows held by a shard.
+type EmbeddingTableCheckpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Info  *EmbeddingTableInfo    `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	// The rows' ids, increasing.
+	Ids []int64 `protobuf:"varint,2,rep,packed,name=ids,proto3" json:"ids,omitempty"`
+	// [len(ids), dim].
+	Values *Tensor `protobuf:"bytes,3,opt,name=values,proto3" json:"values,omitempty"`
+	// Per-row update counts (Adam's bias correction, decay); empty when no
+	// slots are stored.
+	Steps []int64 `protobuf:"varint,4,rep,packed,name=steps,proto3" json:"steps,omitempty"`
+	// Optimizer slots, each [len(ids), dim], named like ParameterSlots'.
+	Slots         []*Tensor `protobuf:"bytes,5,rep,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbeddingTableCheckpoint) Reset() {
+	*x = EmbeddingTableCheckpoint{}
+	mi := &file_pserver_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbeddingTableCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbeddingTableCheckpoint) ProtoMessage() {}
+
+func (x *EmbeddingTableCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbeddingTableCheckpoint.ProtoReflect.Descriptor instead.
+func (*EmbeddingTableCheckpoint) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EmbeddingTableCheckpoint) GetInfo() *EmbeddingTableInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *EmbeddingTableCheckpoint) GetIds() []int64 {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *EmbeddingTableCheckpoint) GetValues() *Tensor {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *EmbeddingTableCheckpoint) GetSteps() []int64 {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *EmbeddingTableCheckpoint) GetSlots() []*Tensor {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 // Checkpoint is one PS shard's state, the content of
 // <checkpoint_dir>/version-<version>/variables-<shard>-of-<num_shards>.ckpt.
 // The master's final model is a Checkpoint too (shard 0 of 1, no slots).
@@ -153,14 +461,16 @@ type Checkpoint struct {
 	Slots []*ParameterSlots `protobuf:"bytes,5,rep,name=slots,proto3" json:"slots,omitempty"`
 	// The optimizer spec that produced the slots (informational: restoring
 	// into another optimizer kind drops the slots).
-	Optimizer     string `protobuf:"bytes,6,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Optimizer string `protobuf:"bytes,6,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
+	// Sparse embedding tables, sorted by name (rows of this shard only).
+	EmbeddingTables []*EmbeddingTableCheckpoint `protobuf:"bytes,7,rep,name=embedding_tables,json=embeddingTables,proto3" json:"embedding_tables,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -172,7 +482,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -185,7 +495,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{2}
+	return file_pserver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Checkpoint) GetVersion() int64 {
@@ -230,6 +540,13 @@ func (x *Checkpoint) GetOptimizer() string {
 	return ""
 }
 
+func (x *Checkpoint) GetEmbeddingTables() []*EmbeddingTableCheckpoint {
+	if x != nil {
+		return x.EmbeddingTables
+	}
+	return nil
+}
+
 // ParameterSlots is the optimizer state of one parameter.
 type ParameterSlots struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -246,7 +563,7 @@ type ParameterSlots struct {
 
 func (x *ParameterSlots) Reset() {
 	*x = ParameterSlots{}
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +575,7 @@ func (x *ParameterSlots) String() string {
 func (*ParameterSlots) ProtoMessage() {}
 
 func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +588,7 @@ func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParameterSlots.ProtoReflect.Descriptor instead.
 func (*ParameterSlots) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{3}
+	return file_pserver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ParameterSlots) GetName() string {
@@ -306,7 +623,7 @@ type PushModelResponse struct {
 
 func (x *PushModelResponse) Reset() {
 	*x = PushModelResponse{}
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +635,7 @@ func (x *PushModelResponse) String() string {
 func (*PushModelResponse) ProtoMessage() {}
 
 func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +648,7 @@ func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushModelResponse.ProtoReflect.Descriptor instead.
 func (*PushModelResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{4}
+	return file_pserver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PushModelResponse) GetAccepted() bool {
@@ -358,7 +675,7 @@ type PullDenseParametersRequest struct {
 
 func (x *PullDenseParametersRequest) Reset() {
 	*x = PullDenseParametersRequest{}
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +687,7 @@ func (x *PullDenseParametersRequest) String() string {
 func (*PullDenseParametersRequest) ProtoMessage() {}
 
 func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +700,7 @@ func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersRequest.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{5}
+	return file_pserver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PullDenseParametersRequest) GetVersion() int64 {
@@ -406,7 +723,7 @@ type PullDenseParametersResponse struct {
 
 func (x *PullDenseParametersResponse) Reset() {
 	*x = PullDenseParametersResponse{}
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +735,7 @@ func (x *PullDenseParametersResponse) String() string {
 func (*PullDenseParametersResponse) ProtoMessage() {}
 
 func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +748,7 @@ func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersResponse.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{6}
+	return file_pserver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PullDenseParametersResponse) GetInitialized() bool {
@@ -459,15 +776,17 @@ type PushGradientsRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The model version (of this shard) the gradients were computed on.
-	Version       int64     `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Gradients     []*Tensor `protobuf:"bytes,3,rep,name=gradients,proto3" json:"gradients,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Version   int64     `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Gradients []*Tensor `protobuf:"bytes,3,rep,name=gradients,proto3" json:"gradients,omitempty"`
+	// Embedding gradients, at most one entry per table.
+	EmbeddingGradients []*IndexedSlices `protobuf:"bytes,4,rep,name=embedding_gradients,json=embeddingGradients,proto3" json:"embedding_gradients,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PushGradientsRequest) Reset() {
 	*x = PushGradientsRequest{}
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +798,7 @@ func (x *PushGradientsRequest) String() string {
 func (*PushGradientsRequest) ProtoMessage() {}
 
 func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +811,7 @@ func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsRequest.ProtoReflect.Descriptor instead.
 func (*PushGradientsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{7}
+	return file_pserver_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PushGradientsRequest) GetWorkerId() int32 {
@@ -516,6 +835,13 @@ func (x *PushGradientsRequest) GetGradients() []*Tensor {
 	return nil
 }
 
+func (x *PushGradientsRequest) GetEmbeddingGradients() []*IndexedSlices {
+	if x != nil {
+		return x.EmbeddingGradients
+	}
+	return nil
+}
+
 type PushGradientsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Accepted bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
@@ -527,7 +853,7 @@ type PushGradientsResponse struct {
 
 func (x *PushGradientsResponse) Reset() {
 	*x = PushGradientsResponse{}
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +865,7 @@ func (x *PushGradientsResponse) String() string {
 func (*PushGradientsResponse) ProtoMessage() {}
 
 func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +878,7 @@ func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsResponse.ProtoReflect.Descriptor instead.
 func (*PushGradientsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{8}
+	return file_pserver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PushGradientsResponse) GetAccepted() bool {
@@ -577,10 +903,29 @@ const file_pserver_proto_rawDesc = "" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\x03R\x04dims\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\fR\acontent\"g\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\"\xc2\x01\n" +
 	"\x05Model\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12D\n" +
-	"\x10dense_parameters\x18\x02 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\xf8\x01\n" +
+	"\x10dense_parameters\x18\x02 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\x12Y\n" +
+	"\x15embedding_table_infos\x18\x03 \x03(\v2%.elasticdl.pserver.EmbeddingTableInfoR\x13embeddingTableInfos\"\\\n" +
+	"\x12EmbeddingTableInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03dim\x18\x02 \x01(\x03R\x03dim\x12 \n" +
+	"\vinitializer\x18\x03 \x01(\tR\vinitializer\"T\n" +
+	"\rIndexedSlices\x121\n" +
+	"\x06values\x18\x01 \x01(\v2\x19.elasticdl.pserver.TensorR\x06values\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\x03R\x03ids\"C\n" +
+	"\x1bPullEmbeddingVectorsRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\x03R\x03ids\"M\n" +
+	"\x1cPullEmbeddingVectorsResponse\x12-\n" +
+	"\x04rows\x18\x01 \x01(\v2\x19.elasticdl.pserver.TensorR\x04rows\"\xe1\x01\n" +
+	"\x18EmbeddingTableCheckpoint\x129\n" +
+	"\x04info\x18\x01 \x01(\v2%.elasticdl.pserver.EmbeddingTableInfoR\x04info\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\x03R\x03ids\x121\n" +
+	"\x06values\x18\x03 \x01(\v2\x19.elasticdl.pserver.TensorR\x06values\x12\x14\n" +
+	"\x05steps\x18\x04 \x03(\x03R\x05steps\x12/\n" +
+	"\x05slots\x18\x05 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"\xd0\x02\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x14\n" +
@@ -589,7 +934,8 @@ const file_pserver_proto_rawDesc = "" +
 	"num_shards\x18\x03 \x01(\x05R\tnumShards\x12D\n" +
 	"\x10dense_parameters\x18\x04 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\x127\n" +
 	"\x05slots\x18\x05 \x03(\v2!.elasticdl.pserver.ParameterSlotsR\x05slots\x12\x1c\n" +
-	"\toptimizer\x18\x06 \x01(\tR\toptimizer\"i\n" +
+	"\toptimizer\x18\x06 \x01(\tR\toptimizer\x12V\n" +
+	"\x10embedding_tables\x18\a \x03(\v2+.elasticdl.pserver.EmbeddingTableCheckpointR\x0fembeddingTables\"i\n" +
 	"\x0eParameterSlots\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x03R\x04step\x12/\n" +
@@ -602,18 +948,20 @@ const file_pserver_proto_rawDesc = "" +
 	"\x1bPullDenseParametersResponse\x12 \n" +
 	"\vinitialized\x18\x01 \x01(\bR\vinitialized\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12D\n" +
-	"\x10dense_parameters\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\x86\x01\n" +
+	"\x10dense_parameters\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\xd9\x01\n" +
 	"\x14PushGradientsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x127\n" +
-	"\tgradients\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\tgradients\"M\n" +
+	"\tgradients\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\tgradients\x12Q\n" +
+	"\x13embedding_gradients\x18\x04 \x03(\v2 .elasticdl.pserver.IndexedSlicesR\x12embeddingGradients\"M\n" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion2\xb0\x02\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion2\xa9\x03\n" +
 	"\aPserver\x12K\n" +
 	"\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n" +
 	"\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12b\n" +
-	"\rPushGradients\x12'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
+	"\rPushGradients\x12'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponse\x12w\n" +
+	"\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
 
 var (
 	file_pserver_proto_rawDescOnce sync.Once
@@ -627,36 +975,51 @@ func file_pserver_proto_rawDescGZIP() []byte {
 	return file_pserver_proto_rawDescData
 }
 
-var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_pserver_proto_goTypes = []any{
-	(*Tensor)(nil),                      // 0: elasticdl.pserver.Tensor
-	(*Model)(nil),                       // 1: elasticdl.pserver.Model
-	(*Checkpoint)(nil),                  // 2: elasticdl.pserver.Checkpoint
-	(*ParameterSlots)(nil),              // 3: elasticdl.pserver.ParameterSlots
-	(*PushModelResponse)(nil),           // 4: elasticdl.pserver.PushModelResponse
-	(*PullDenseParametersRequest)(nil),  // 5: elasticdl.pserver.PullDenseParametersRequest
-	(*PullDenseParametersResponse)(nil), // 6: elasticdl.pserver.PullDenseParametersResponse
-	(*PushGradientsRequest)(nil),        // 7: elasticdl.pserver.PushGradientsRequest
-	(*PushGradientsResponse)(nil),       // 8: elasticdl.pserver.PushGradientsResponse
+	(*Tensor)(nil),                       // 0: elasticdl.pserver.Tensor
+	(*Model)(nil),                        // 1: elasticdl.pserver.Model
+	(*EmbeddingTableInfo)(nil),           // 2: elasticdl.pserver.EmbeddingTableInfo
+	(*IndexedSlices)(nil),                // 3: elasticdl.pserver.IndexedSlices
+	(*PullEmbeddingVectorsRequest)(nil),  // 4: elasticdl.pserver.PullEmbeddingVectorsRequest
+	(*PullEmbeddingVectorsResponse)(nil), // 5: elasticdl.pserver.PullEmbeddingVectorsResponse
+	(*EmbeddingTableCheckpoint)(nil),     // 6: elasticdl.pserver.EmbeddingTableCheckpoint
+	(*Checkpoint)(nil),                   // 7: elasticdl.pserver.Checkpoint
+	(*ParameterSlots)(nil),               // 8: elasticdl.pserver.ParameterSlots
+	(*PushModelResponse)(nil),            // 9: elasticdl.pserver.PushModelResponse
+	(*PullDenseParametersRequest)(nil),   // 10: elasticdl.pserver.PullDenseParametersRequest
+	(*PullDenseParametersResponse)(nil),  // 11: elasticdl.pserver.PullDenseParametersResponse
+	(*PushGradientsRequest)(nil),         // 12: elasticdl.pserver.PushGradientsRequest
+	(*PushGradientsResponse)(nil),        // 13: elasticdl.pserver.PushGradientsResponse
 }
 var file_pserver_proto_depIdxs = []int32{
-	0, // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	0, // 1: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	3, // 2: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
-	0, // 3: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
-	0, // 4: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	0, // 5: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
-	1, // 6: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
-	5, // 7: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
-	7, // 8: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
-	4, // 9: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	6, // 10: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	8, // 11: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	9, // [9:12] is the sub-list for method output_type
-	6, // [6:9] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	0,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	2,  // 1: elasticdl.pserver.Model.embedding_table_infos:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	0,  // 2: elasticdl.pserver.IndexedSlices.values:type_name -> elasticdl.pserver.Tensor
+	0,  // 3: elasticdl.pserver.PullEmbeddingVectorsResponse.rows:type_name -> elasticdl.pserver.Tensor
+	2,  // 4: elasticdl.pserver.EmbeddingTableCheckpoint.info:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	0,  // 5: elasticdl.pserver.EmbeddingTableCheckpoint.values:type_name -> elasticdl.pserver.Tensor
+	0,  // 6: elasticdl.pserver.EmbeddingTableCheckpoint.slots:type_name -> elasticdl.pserver.Tensor
+	0,  // 7: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	8,  // 8: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
+	6,  // 9: elasticdl.pserver.Checkpoint.embedding_tables:type_name -> elasticdl.pserver.EmbeddingTableCheckpoint
+	0,  // 10: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
+	0,  // 11: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	0,  // 12: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
+	3,  // 13: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
+	1,  // 14: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
+	10, // 15: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
+	12, // 16: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
+	4,  // 17: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
+	9,  // 18: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	11, // 19: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	13, // 20: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	5,  // 21: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
+	18, // [18:22] is the sub-list for method output_type
+	14, // [14:18] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_pserver_proto_init() }
@@ -670,7 +1033,7 @@ func file_pserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pserver_proto_rawDesc), len(file_pserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,9 +22,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Pserver_PushModel_FullMethodName           = "/elasticdl.pserver.Pserver/PushModel"
-	Pserver_PullDenseParameters_FullMethodName = "/elasticdl.pserver.Pserver/PullDenseParameters"
-	Pserver_PushGradients_FullMethodName       = "/elasticdl.pserver.Pserver/PushGradients"
+	Pserver_PushModel_FullMethodName            = "/elasticdl.pserver.Pserver/PushModel"
+	Pserver_PullDenseParameters_FullMethodName  = "/elasticdl.pserver.Pserver/PullDenseParameters"
+	Pserver_PushGradients_FullMethodName        = "/elasticdl.pserver.Pserver/PushGradients"
+	Pserver_PullEmbeddingVectors_FullMethodName = "/elasticdl.pserver.Pserver/PullEmbeddingVectors"
 )
 
 // PserverClient is the client API for Pserver service.
@@ -39,6 +40,10 @@ type PserverClient interface {
 	PullDenseParameters(ctx context.Context, in *PullDenseParametersRequest, opts ...grpc.CallOption) (*PullDenseParametersResponse, error)
 	// PushGradients applies gradients computed on model version `version`.
 	PushGradients(ctx context.Context, in *PushGradientsRequest, opts ...grpc.CallOption) (*PushGradientsResponse, error)
+	// PullEmbeddingVectors returns the rows of an embedding table for ids
+	// (all of which must belong to this shard: id mod num_ps == shard),
+	// creating missing rows with the table's deterministic initializer.
+	PullEmbeddingVectors(ctx context.Context, in *PullEmbeddingVectorsRequest, opts ...grpc.CallOption) (*PullEmbeddingVectorsResponse, error)
 }
 
 type pserverClient struct {
@@ -79,6 +84,16 @@ func (c *pserverClient) PushGradients(ctx context.Context, in *PushGradientsRequ
 	return out, nil
 }
 
+func (c *pserverClient) PullEmbeddingVectors(ctx context.Context, in *PullEmbeddingVectorsRequest, opts ...grpc.CallOption) (*PullEmbeddingVectorsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PullEmbeddingVectorsResponse)
+	err := c.cc.Invoke(ctx, Pserver_PullEmbeddingVectors_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PserverServer is the server API for Pserver service.
 // All implementations must embed UnimplementedPserverServer
 // for forward compatibility.
@@ -91,6 +106,10 @@ type PserverServer interface {
 	PullDenseParameters(context.Context, *PullDenseParametersRequest) (*PullDenseParametersResponse, error)
 	// PushGradients applies gradients computed on model version `version`.
 	PushGradients(context.Context, *PushGradientsRequest) (*PushGradientsResponse, error)
+	// PullEmbeddingVectors returns the rows of an embedding table for ids
+	// (all of which must belong to this shard: id mod num_ps == shard),
+	// creating missing rows with the table's deterministic initializer.
+	PullEmbeddingVectors(context.Context, *PullEmbeddingVectorsRequest) (*PullEmbeddingVectorsResponse, error)
 	mustEmbedUnimplementedPserverServer()
 }
 
@@ -109,6 +128,9 @@ func (UnimplementedPserverServer) PullDenseParameters(context.Context, *PullDens
 }
 func (UnimplementedPserverServer) PushGradients(context.Context, *PushGradientsRequest) (*PushGradientsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PushGradients not implemented")
+}
+func (UnimplementedPserverServer) PullEmbeddingVectors(context.Context, *PullEmbeddingVectorsRequest) (*PullEmbeddingVectorsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PullEmbeddingVectors not implemented")
 }
 func (UnimplementedPserverServer) mustEmbedUnimplementedPserverServer() {}
 func (UnimplementedPserverServer) testEmbeddedByValue()                 {}
@@ -185,6 +207,24 @@ func _Pserver_PushGradients_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Pserver_PullEmbeddingVectors_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PullEmbeddingVectorsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).PullEmbeddingVectors(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_PullEmbeddingVectors_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).PullEmbeddingVectors(ctx, req.(*PullEmbeddingVectorsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Pserver_ServiceDesc is the grpc.ServiceDesc for Pserver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -203,6 +243,10 @@ var Pserver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PushGradients",
 			Handler:    _Pserver_PushGradients_Handler,
+		},
+		{
+			MethodName: "PullEmbeddingVectors",
+			Handler:    _Pserver_PullEmbeddingVectors_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

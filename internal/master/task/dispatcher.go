@@ -50,7 +50,10 @@ type Dispatcher struct {
 	epoch  int // latest epoch whose tasks were created
 	epochs []epochState
 
-	evals map[int64]*EvalStats // by model version
+	evals map[int64]*EvalStats       // by model version
+	preds map[int64]*PredictionStats // by pass
+	// nextPred numbers prediction passes.
+	nextPred int64
 
 	err error
 
@@ -65,15 +68,24 @@ type Dispatcher struct {
 // queued. It fails if there are no shards, a shard has no records, an empty
 // or duplicate name, RecordsPerTask <= 0, NumEpochs < 1, MaxAttempts < 1,
 // MaxRequeues < 0 or TaskTimeout < 0.
+//
+// NumEpochs == 0 makes a dispatcher without training (evaluation-only or
+// prediction-only jobs): Training must then be empty, and the work is what
+// AddEvaluation and AddPrediction queue.
 func New(cfg Config) (*Dispatcher, error) {
-	if err := validateShards(cfg.Training); err != nil {
+	if cfg.NumEpochs < 0 {
+		return nil, fmt.Errorf("task config: NumEpochs must be >= 0, got %d", cfg.NumEpochs)
+	}
+	if cfg.NumEpochs == 0 {
+		if len(cfg.Training) != 0 {
+			return nil, fmt.Errorf("task config: NumEpochs is 0 (no training) but %d training shards are given", len(cfg.Training))
+		}
+	} else if err := validateShards(cfg.Training); err != nil {
 		return nil, fmt.Errorf("task config: training shards: %w", err)
 	}
 	switch {
 	case cfg.RecordsPerTask <= 0:
 		return nil, fmt.Errorf("task config: RecordsPerTask must be > 0, got %d", cfg.RecordsPerTask)
-	case cfg.NumEpochs < 1:
-		return nil, fmt.Errorf("task config: NumEpochs must be >= 1, got %d", cfg.NumEpochs)
 	case cfg.MaxAttempts < 1:
 		return nil, fmt.Errorf("task config: MaxAttempts must be >= 1, got %d", cfg.MaxAttempts)
 	case cfg.MaxRequeues < 0:
@@ -88,6 +100,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		doing:       make(map[int64]struct{}),
 		byWorker:    make(map[int][]int64),
 		evals:       make(map[int64]*EvalStats),
+		preds:       make(map[int64]*PredictionStats),
 	}
 	if d.maxRequeues == 0 {
 		d.maxRequeues = 10 * cfg.MaxAttempts
@@ -95,7 +108,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	for _, s := range cfg.Training {
 		d.epochTotal += s.Records
 	}
-	d.createEpoch()
+	if cfg.NumEpochs > 0 {
+		d.createEpoch()
+	}
 	return d, nil
 }
 
@@ -194,6 +209,43 @@ func (d *Dispatcher) AddEvaluation(shards []Shard, recordsPerTask int64, version
 	}
 	d.evals[version] = &EvalStats{ModelVersion: version, Tasks: len(ids)}
 	return nil
+}
+
+// AddPrediction queues one prediction pass over shards and returns its
+// number (1, 2, ...; see Prediction). Prediction tasks share the evaluation
+// queue: they are served before training tasks and, within a pass, in
+// record order (the order their IDs were created in), so a caller writing
+// results in input order buffers little. They follow the same failure rules
+// as the other tasks. It fails on invalid shards, recordsPerTask <= 0, or
+// once the job has failed.
+func (d *Dispatcher) AddPrediction(shards []Shard, recordsPerTask int64) (int64, error) {
+	if d.err != nil {
+		return 0, fmt.Errorf("add prediction: job has failed: %w", d.err)
+	}
+	if err := validateShards(shards); err != nil {
+		return 0, fmt.Errorf("add prediction: %w", err)
+	}
+	if recordsPerTask <= 0 {
+		return 0, fmt.Errorf("add prediction: recordsPerTask must be > 0, got %d", recordsPerTask)
+	}
+	d.nextPred++
+	pass := d.nextPred
+	ids := d.cut(shards, recordsPerTask, Task{Type: Prediction, ModelVersion: pass})
+	for _, id := range ids {
+		d.evalTodo.pushBack(id)
+	}
+	d.preds[pass] = &PredictionStats{Pass: pass, Tasks: len(ids)}
+	return pass, nil
+}
+
+// Prediction returns the progress of prediction pass number pass (see
+// AddPrediction), and whether such a pass exists.
+func (d *Dispatcher) Prediction(pass int64) (PredictionStats, bool) {
+	s, ok := d.preds[pass]
+	if !ok {
+		return PredictionStats{}, false
+	}
+	return *s, true
 }
 
 // Get hands worker its next assignment: an evaluation task if any is
@@ -308,6 +360,12 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 		d.corrupt += r.Corrupt
 		d.lossSum += r.LossSum
 		d.steps += r.Steps
+	case Prediction:
+		s := d.preds[e.task.ModelVersion]
+		s.TasksDone++
+		s.Complete = s.TasksDone == s.Tasks
+		s.Records += r.Records
+		s.Corrupt += r.Corrupt
 	default:
 		s := d.evals[e.task.ModelVersion]
 		s.TasksDone++
@@ -417,7 +475,7 @@ func (d *Dispatcher) Err() error { return d.err }
 // evaluation task is waiting or held. It is false once the job has failed.
 func (d *Dispatcher) Finished() bool {
 	return d.err == nil && d.epoch == d.cfg.NumEpochs &&
-		d.epochs[d.epoch-1].tasksDone == d.epochs[d.epoch-1].tasks &&
+		(d.epoch == 0 || d.epochs[d.epoch-1].tasksDone == d.epochs[d.epoch-1].tasks) &&
 		d.trainTodo.len() == 0 && d.evalTodo.len() == 0 && len(d.doing) == 0
 }
 

@@ -35,7 +35,7 @@ type Type int
 const (
 	Training Type = iota
 	Evaluation
-	Prediction // reserved for later use; no Dispatcher method creates it yet
+	Prediction // created by Dispatcher.AddPrediction
 )
 
 func (t Type) String() string {
@@ -64,7 +64,8 @@ type Task struct {
 	// counted separately and do not change it.
 	Attempt int
 	// ModelVersion is the model version an evaluation task evaluates (the
-	// version passed to AddEvaluation); 0 for training tasks.
+	// version passed to AddEvaluation); for a prediction task, the number of
+	// its pass (AddPrediction); 0 for training tasks.
 	ModelVersion int64
 }
 
@@ -88,7 +89,9 @@ type Config struct {
 	Training []Shard
 	// RecordsPerTask is minibatch_size × num_minibatches_per_task (e.g. 64×8).
 	RecordsPerTask int64
-	// NumEpochs is the number of passes over the training data (>= 1).
+	// NumEpochs is the number of passes over the training data (>= 1), or 0
+	// for a job without training (Training empty): evaluation or prediction
+	// only.
 	NumEpochs int
 	// MaxAttempts is how many error reports a single task may receive; the
 	// MaxAttempts-th failure makes the job fail (Err). Worker deaths and
@@ -244,6 +247,15 @@ type EvalStats struct {
 	Records, Corrupt int64
 	LossSum          float64
 	Steps            int64
+}
+
+// PredictionStats is the progress of one prediction pass.
+type PredictionStats struct {
+	Pass             int64
+	Tasks            int
+	TasksDone        int
+	Complete         bool
+	Records, Corrupt int64
 }
 
 // Errors returned by Report, wrapped with context; test with errors.Is.

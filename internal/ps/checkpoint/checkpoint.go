@@ -409,7 +409,112 @@ func check(c *pserverpb.Checkpoint, version int64, index, numShards int) error {
 			return fmt.Errorf("parameter %q has slots %v, others have %v", name, names, slotNames)
 		}
 	}
+	return checkTables(c.GetEmbeddingTables(), index, numShards)
+}
+
+// checkTables checks a shard's embedding tables: unique names, a positive
+// dim, unique non-negative ids of this shard (id mod numShards == index),
+// values and slots of [len(ids), dim], steps for every row or none.
+func checkTables(tables []*pserverpb.EmbeddingTableCheckpoint, index, numShards int) error {
+	seen := map[string]bool{}
+	for _, et := range tables {
+		name, dim := et.GetInfo().GetName(), et.GetInfo().GetDim()
+		if name == "" || seen[name] {
+			return fmt.Errorf("embedding table name %q empty or repeated", name)
+		}
+		seen[name] = true
+		if dim < 1 {
+			return fmt.Errorf("embedding table %q: dim %d", name, dim)
+		}
+		n := int64(len(et.GetIds()))
+		ids := make(map[int64]bool, n)
+		for _, id := range et.GetIds() {
+			if id < 0 || id%int64(numShards) != int64(index) || ids[id] {
+				return fmt.Errorf("embedding table %q: id %d negative, repeated or not of shard %d of %d", name, id, index, numShards)
+			}
+			ids[id] = true
+		}
+		want := []int64{n, dim}
+		if v := et.GetValues(); v == nil || !slices.Equal(v.GetDims(), want) || int64(len(v.GetContent())) != 4*n*dim {
+			return fmt.Errorf("embedding table %q: values are not [%d, %d]", name, n, dim)
+		}
+		if len(et.GetSteps()) != 0 && int64(len(et.GetSteps())) != n {
+			return fmt.Errorf("embedding table %q: %d steps for %d rows", name, len(et.GetSteps()), n)
+		}
+		for _, t := range et.GetSlots() {
+			if !slices.Equal(t.GetDims(), want) || int64(len(t.GetContent())) != 4*n*dim {
+				return fmt.Errorf("embedding table %q: slot %q is not [%d, %d]", name, t.GetName(), n, dim)
+			}
+		}
+	}
 	return nil
+}
+
+// tablesForShard re-shards embedding tables: the rows of shard index of
+// numPS (id mod numPS == index) gathered from every shard's tables. A
+// table's slots are kept only when every shard stored the same slot names
+// and steps.
+func tablesForShard(shards []*pserverpb.Checkpoint, index, numPS int) []*pserverpb.EmbeddingTableCheckpoint {
+	type acc struct {
+		out      *pserverpb.EmbeddingTableCheckpoint
+		slotKeys []string
+		slotsOK  bool
+	}
+	byName := map[string]*acc{}
+	var names []string
+	for _, c := range shards {
+		for _, et := range c.GetEmbeddingTables() {
+			name := et.GetInfo().GetName()
+			dim := int(et.GetInfo().GetDim())
+			a := byName[name]
+			keys := make([]string, len(et.GetSlots()))
+			for i, t := range et.GetSlots() {
+				keys[i] = t.GetName()
+			}
+			if a == nil {
+				a = &acc{out: &pserverpb.EmbeddingTableCheckpoint{Info: et.GetInfo(), Values: &pserverpb.Tensor{Name: name}}, slotKeys: keys, slotsOK: true}
+				for _, k := range keys {
+					a.out.Slots = append(a.out.Slots, &pserverpb.Tensor{Name: k})
+				}
+				byName[name] = a
+				names = append(names, name)
+			}
+			if !slices.Equal(keys, a.slotKeys) || (len(keys) > 0) != (len(et.GetSteps()) > 0) {
+				a.slotsOK = false
+			}
+			rb := 4 * dim
+			for k, id := range et.GetIds() {
+				if id%int64(numPS) != int64(index) {
+					continue
+				}
+				a.out.Ids = append(a.out.Ids, id)
+				a.out.Values.Content = append(a.out.Values.Content, et.GetValues().GetContent()[k*rb:(k+1)*rb]...)
+				if a.slotsOK {
+					if len(et.GetSteps()) > 0 {
+						a.out.Steps = append(a.out.Steps, et.GetSteps()[k])
+					}
+					for i, t := range et.GetSlots() {
+						a.out.Slots[i].Content = append(a.out.Slots[i].Content, t.GetContent()[k*rb:(k+1)*rb]...)
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	out := make([]*pserverpb.EmbeddingTableCheckpoint, 0, len(names))
+	for _, name := range names {
+		a := byName[name]
+		dims := []int64{int64(len(a.out.Ids)), a.out.GetInfo().GetDim()}
+		a.out.Values.Dims = dims
+		if !a.slotsOK {
+			a.out.Slots, a.out.Steps = nil, nil
+		}
+		for _, t := range a.out.Slots {
+			t.Dims = dims
+		}
+		out = append(out, a.out)
+	}
+	return out
 }
 
 // ForShard returns what shard index of numPS holds of s: the parameters
@@ -435,6 +540,7 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 			out.Optimizer = c.GetOptimizer()
 		}
 	}
+	out.EmbeddingTables = tablesForShard(s.Shards, index, numPS)
 	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	slices.SortFunc(out.Slots, func(a, b *pserverpb.ParameterSlots) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out, nil

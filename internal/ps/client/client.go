@@ -31,6 +31,15 @@
 // Gradient pushes are retried on Unavailable too, so a push whose reply
 // was lost after the PS applied it may be applied twice; async SGD
 // tolerates that noise.
+//
+// # Embedding tables
+//
+// PushModelWithTables registers sparse embedding tables on every shard;
+// PullEmbeddings and PushSparse route each id to shard id mod NumShards,
+// in parallel, and PullEmbeddings reassembles rows in the caller's order.
+// A relaunched empty shard is re-initialized as above, its tables
+// registered again; its rows restart from their deterministic initial
+// values unless the PS restored a checkpoint.
 package client
 
 import (
@@ -96,6 +105,10 @@ type Client struct {
 
 	mu     sync.Mutex
 	layout *layout // split of the params slice seen last
+	// tables are the embedding tables registered by PushModelWithTables;
+	// every PushModel (re-initializations included) carries them.
+	tables []*pserverpb.EmbeddingTableInfo
+	dims   map[string]int
 }
 
 // shardConn is one shard's connection and what this client knows of it.
@@ -213,7 +226,10 @@ func (c *Client) PushModel(ctx context.Context, params []*nn.Param) error {
 // pushModel initializes s with group's values tagged version, recording
 // whether it took them.
 func (c *Client) pushModel(ctx context.Context, s *shardConn, group []*nn.Param, version int64) (accepted bool, err error) {
-	req := &pserverpb.Model{Version: version, DenseParameters: make([]*pserverpb.Tensor, len(group))}
+	c.mu.Lock()
+	tables := c.tables
+	c.mu.Unlock()
+	req := &pserverpb.Model{Version: version, DenseParameters: make([]*pserverpb.Tensor, len(group)), EmbeddingTableInfos: tables}
 	for i, p := range group {
 		if p.Value == nil {
 			return false, fmt.Errorf("ps client: parameter %q has no value", p.Name)
@@ -408,6 +424,10 @@ func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (ac
 }
 
 func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, workerID int) (bool, error) {
+	return c.pushShardSparse(ctx, s, group, nil, workerID)
+}
+
+func (c *Client) pushShardSparse(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int) (bool, error) {
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
 	for len(s.pushBuf) < len(group) {
@@ -431,12 +451,18 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 		s.mu.Unlock()
 		var resp *pserverpb.PushGradientsResponse
 		err := c.call(ctx, s, "push gradients", func(ctx context.Context) (err error) {
-			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads})
+			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads, EmbeddingGradients: sparse})
 			return err
 		})
 		if status.Code(err) == codes.FailedPrecondition {
 			// An empty, relaunched shard: restore it from our values, which
 			// are what these gradients were computed on, then push again.
+			if len(group) == 0 { // a sparse-only push
+				if err := c.initEmpty(ctx, s, &reinits, bo); err != nil {
+					return false, err
+				}
+				continue
+			}
 			if !have {
 				return false, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
 			}

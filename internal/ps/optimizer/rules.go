@@ -47,28 +47,37 @@ func (o *SGD) String() string {
 // Apply implements Optimizer.
 func (o *SGD) Apply(name string, param, grad []float32, lrScale float32) error {
 	return o.apply(name, param, grad, lrScale, func(st *state, p, g []float32, scale float64) {
-		lr := float32(o.LearningRate * scale)
-		g = g[:len(p)] // lets the compiler drop bounds checks
-		if o.Momentum == 0 {
-			for i, gi := range g {
-				p[i] -= lr * gi
-			}
-			return
+		o.kernel(p, g, st.slots, scale)
+	})
+}
+
+// ApplyRow implements RowOptimizer.
+func (o *SGD) ApplyRow(param, grad []float32, slots [][]float32, step int64, lrScale float32) {
+	o.kernel(param, grad, slots, float64(lrScale))
+}
+
+func (o *SGD) kernel(p, g []float32, slots [][]float32, scale float64) {
+	lr := float32(o.LearningRate * scale)
+	g = g[:len(p)] // lets the compiler drop bounds checks
+	if o.Momentum == 0 {
+		for i, gi := range g {
+			p[i] -= lr * gi
 		}
-		m := float32(o.Momentum)
-		v := st.slots[0][:len(p)]
-		if o.Nesterov {
-			for i, gi := range g {
-				v[i] = m*v[i] - lr*gi
-				p[i] += m*v[i] - lr*gi
-			}
-			return
-		}
+		return
+	}
+	m := float32(o.Momentum)
+	v := slots[0][:len(p)]
+	if o.Nesterov {
 		for i, gi := range g {
 			v[i] = m*v[i] - lr*gi
-			p[i] += v[i]
+			p[i] += m*v[i] - lr*gi
 		}
-	})
+		return
+	}
+	for i, gi := range g {
+		v[i] = m*v[i] - lr*gi
+		p[i] += v[i]
+	}
 }
 
 // Adam is Keras/TF2 Adam with TF's "epsilon hat" formulation: with t the
@@ -119,32 +128,42 @@ func (o *Adam) String() string {
 // Apply implements Optimizer.
 func (o *Adam) Apply(name string, param, grad []float32, lrScale float32) error {
 	return o.apply(name, param, grad, lrScale, func(st *state, p, g []float32, scale float64) {
-		t := float64(st.step)
-		// Bias correction in float64: b^t underflows gracefully and 1-b^t
-		// keeps its precision for small t.
-		lrt := float32(o.LearningRate * scale * math.Sqrt(1-math.Pow(o.Beta2, t)) / (1 - math.Pow(o.Beta1, t)))
-		// 1-b in float64 first: float32(0.999) is off by 1.3e-8, which would
-		// be a 1.3e-5 relative error in 1-b2.
-		c1, c2, eps := float32(1-o.Beta1), float32(1-o.Beta2), float32(o.Epsilon)
-		g = g[:len(p)]
-		m, v := st.slots[0][:len(p)], st.slots[1][:len(p)]
-		var vhat []float32
-		if o.AMSGrad {
-			vhat = st.slots[2][:len(p)]
-		}
-		for i := range p {
-			gi := g[i]
-			// TF's kernel form: m += (g-m)*(1-b1), the same as b1*m+(1-b1)*g.
-			m[i] += (gi - m[i]) * c1
-			v[i] += (gi*gi - v[i]) * c2
-			den := v[i]
-			if vhat != nil {
-				den = max(vhat[i], v[i])
-				vhat[i] = den
-			}
-			p[i] -= lrt * m[i] / (sqrt32(den) + eps)
-		}
+		o.kernel(p, g, st.slots, st.step, scale)
 	})
+}
+
+// ApplyRow implements RowOptimizer: "lazy Adam", step is the row's own
+// update count.
+func (o *Adam) ApplyRow(param, grad []float32, slots [][]float32, step int64, lrScale float32) {
+	o.kernel(param, grad, slots, step, float64(lrScale))
+}
+
+func (o *Adam) kernel(p, g []float32, slots [][]float32, step int64, scale float64) {
+	t := float64(step)
+	// Bias correction in float64: b^t underflows gracefully and 1-b^t
+	// keeps its precision for small t.
+	lrt := float32(o.LearningRate * scale * math.Sqrt(1-math.Pow(o.Beta2, t)) / (1 - math.Pow(o.Beta1, t)))
+	// 1-b in float64 first: float32(0.999) is off by 1.3e-8, which would
+	// be a 1.3e-5 relative error in 1-b2.
+	c1, c2, eps := float32(1-o.Beta1), float32(1-o.Beta2), float32(o.Epsilon)
+	g = g[:len(p)]
+	m, v := slots[0][:len(p)], slots[1][:len(p)]
+	var vhat []float32
+	if o.AMSGrad {
+		vhat = slots[2][:len(p)]
+	}
+	for i := range p {
+		gi := g[i]
+		// TF's kernel form: m += (g-m)*(1-b1), the same as b1*m+(1-b1)*g.
+		m[i] += (gi - m[i]) * c1
+		v[i] += (gi*gi - v[i]) * c2
+		den := v[i]
+		if vhat != nil {
+			den = max(vhat[i], v[i])
+			vhat[i] = den
+		}
+		p[i] -= lrt * m[i] / (sqrt32(den) + eps)
+	}
 }
 
 // Adagrad is Keras/TF2 Adagrad: acc += g²; param -= lr*g/(sqrt(acc)+eps),
@@ -183,14 +202,23 @@ func (o *Adagrad) String() string {
 // Apply implements Optimizer.
 func (o *Adagrad) Apply(name string, param, grad []float32, lrScale float32) error {
 	return o.apply(name, param, grad, lrScale, func(st *state, p, g []float32, scale float64) {
-		lr, eps := float32(o.LearningRate*scale), float32(o.Epsilon)
-		g = g[:len(p)]
-		acc := st.slots[0][:len(p)]
-		for i, gi := range g {
-			acc[i] += gi * gi
-			p[i] -= lr * gi / (sqrt32(acc[i]) + eps)
-		}
+		o.kernel(p, g, st.slots, scale)
 	})
+}
+
+// ApplyRow implements RowOptimizer.
+func (o *Adagrad) ApplyRow(param, grad []float32, slots [][]float32, step int64, lrScale float32) {
+	o.kernel(param, grad, slots, float64(lrScale))
+}
+
+func (o *Adagrad) kernel(p, g []float32, slots [][]float32, scale float64) {
+	lr, eps := float32(o.LearningRate*scale), float32(o.Epsilon)
+	g = g[:len(p)]
+	acc := slots[0][:len(p)]
+	for i, gi := range g {
+		acc[i] += gi * gi
+		p[i] -= lr * gi / (sqrt32(acc[i]) + eps)
+	}
 }
 
 func checkLR(kind string, lr float64) error {
