@@ -15,6 +15,8 @@ if [[ ! -e "$S" ]]; then
   rig_log "nothing to stop: $S does not exist"
   exit 0
 fi
+# Process nodes (procnodes.sh) first, with any pod processes they left behind.
+"$K8S_RIG_DIR/procnodes.sh" --stop
 for ((i = ${#K8S_RIG_COMPONENTS[@]} - 1; i >= 0; i--)); do
   c=${K8S_RIG_COMPONENTS[i]}
   if pid=$(rig_pid "$c"); then

@@ -1,0 +1,395 @@
+// Command procnode is a virtual-kubelet (v1.13.0) node whose pods run as local
+// processes: it registers a Node, and every pod the scheduler binds to it has
+// its containers started as child processes (command + args of the container,
+// environment resolved as a kubelet would, one process group each, output to a
+// per-container log file). See README.md next to this file.
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
+	vkslog "github.com/virtual-kubelet/virtual-kubelet/log/slog"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+)
+
+// LabelProcessNode is set to "true" on every process node; e2e tests target
+// these nodes with `nodeSelector: {elasticdl.io/process-node: "true"}`.
+const LabelProcessNode = "elasticdl.io/process-node"
+
+// multiFlag collects a repeatable flag; each value may also be a comma-separated list.
+type multiFlag []string
+
+func (m *multiFlag) String() string { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*m = append(*m, s)
+		}
+	}
+	return nil
+}
+
+// rawMultiFlag is repeatable, values are taken verbatim (for --env K=V where V may contain commas).
+type rawMultiFlag []string
+
+func (m *rawMultiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *rawMultiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "procnode: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		kubeconfig   = flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of an identity that may manage nodes, leases and pods (the rig's admin.kubeconfig)")
+		name         = flag.String("name", "", "node name (required)")
+		cpu          = flag.String("cpu", "4", "node capacity/allocatable cpu")
+		mem          = flag.String("memory", "8Gi", "node capacity/allocatable memory")
+		maxPods      = flag.String("pods", "110", "node capacity/allocatable pods")
+		rootDir      = flag.String("root-dir", "", "directory for per-pod dirs and logs (required)")
+		listen       = flag.String("listen", "127.0.0.1:0", "address of the kubelet API (logs, exec, port-forward); port 0 picks a free one, published as the node's kubelet endpoint")
+		clientCA     = flag.String("client-ca", "", "if set, the kubelet API requires client certificates signed by this CA (the apiserver's kubelet client cert)")
+		restartInit  = flag.Duration("restart-backoff", time.Second, "first delay before restarting a container (restartPolicy Always/OnFailure); doubles per restart")
+		restartMax   = flag.Duration("restart-backoff-max", 30*time.Second, "maximum restart delay")
+		shutdown     = flag.Duration("shutdown-grace", 3*time.Second, "on SIGTERM/SIGINT of procnode: time between SIGTERM and SIGKILL to every pod process group")
+		podEnv       = flag.Bool("pod-env", false, "also set POD_NAME, POD_NAMESPACE, POD_UID, POD_IP, NODE_NAME in every container unless the pod defines them (a real kubelet does not)")
+		saToken      = flag.Bool("sa-token", true, "write each pod's ServiceAccount token (TokenRequest bound to the pod), ca.crt and a kubeconfig into its pod dir and set KUBECONFIG unless the container sets it")
+		workers      = flag.Int("workers", 4, "pod sync workers")
+		logLevel     = flag.String("log-level", "info", "debug, info, warn, error")
+		kubeletVer   = flag.String("kubelet-version", "v1.35.4", "reported in node.status.nodeInfo.kubeletVersion")
+		podLabels    multiFlag
+		taints       multiFlag
+		imageMap     multiFlag
+		passEnv      multiFlag
+		extraEnv     rawMultiFlag
+		defaultsPass = "PATH,HOME,USER,LANG,LC_ALL,TZ,TMPDIR,GOCOVERDIR,GOTRACEBACK,GODEBUG,GORACE"
+	)
+	flag.Var(&podLabels, "labels", "extra node labels k=v (repeatable, comma-separated)")
+	flag.Var(&taints, "taints", "node taints key[=value]:Effect (repeatable, comma-separated)")
+	flag.Var(&imageMap, "image-map", "IMAGE=PATH: containers of IMAGE run the local binary PATH (repeatable, comma-separated); see README for the matching rule")
+	flag.Var(&passEnv, "pass-env", "variables copied from procnode's own environment into every container (default "+defaultsPass+")")
+	flag.Var(&extraEnv, "env", "K=V set in every container unless the pod sets K (repeatable)")
+	flag.Parse()
+	if len(passEnv) == 0 {
+		_ = passEnv.Set(defaultsPass)
+	}
+	if *name == "" || *rootDir == "" {
+		flag.Usage()
+		return errors.New("--name and --root-dir are required")
+	}
+	if flag.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl})).With("node", *name)
+	vklog.L = vkslog.FromSlog(logger)
+	klog.SetSlogLogger(logger)
+
+	images, err := parseImageMap(imageMap)
+	if err != nil {
+		return err
+	}
+	fixedEnv := map[string]string{}
+	var fixedOrder []string
+	for _, kv := range extraEnv {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--env %q: want K=V", kv)
+		}
+		if _, dup := fixedEnv[k]; !dup {
+			fixedOrder = append(fixedOrder, k)
+		}
+		fixedEnv[k] = v
+	}
+	capacity := corev1.ResourceList{}
+	for res, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: *cpu, corev1.ResourceMemory: *mem, corev1.ResourcePods: *maxPods} {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return fmt.Errorf("%s quantity %q: %w", res, v, err)
+		}
+		capacity[res] = q
+	}
+	nodeLabels := map[string]string{
+		LabelProcessNode:         "true",
+		"type":                   "procnode",
+		"kubernetes.io/hostname": *name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     runtime.GOARCH,
+	}
+	for _, kv := range podLabels {
+		k, v, _ := strings.Cut(kv, "=")
+		nodeLabels[k] = v
+	}
+	var nodeTaints []corev1.Taint
+	for _, t := range taints {
+		kv, eff, ok := strings.Cut(t, ":")
+		if !ok {
+			return fmt.Errorf("--taints %q: want key[=value]:Effect", t)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		nodeTaints = append(nodeTaints, corev1.Taint{Key: k, Value: v, Effect: corev1.TaintEffect(eff)})
+	}
+
+	absRoot, err := filepath.Abs(*rootDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(absRoot, "pods"), 0o755); err != nil {
+		return err
+	}
+
+	restCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	restCfg.QPS, restCfg.Burst = 100, 200
+	restCfg.UserAgent = "procnode/" + *name
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	apiHost, apiPort, caPEM, err := apiserverEndpoint(restCfg)
+	if err != nil {
+		return err
+	}
+
+	// The kubelet API: our own listener so the port is known (and free) before
+	// the Node is registered with it as its kubelet endpoint.
+	tlsCfg, err := servingTLS(*name, *clientCA)
+	if err != nil {
+		return err
+	}
+	ln, err := tls.Listen("tcp", *listen, tlsCfg)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", *listen, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+
+	now := metav1.Now()
+	nodeSpec := corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        *name,
+			Labels:      nodeLabels,
+			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{Taints: nodeTaints},
+		Status: corev1.NodeStatus{
+			Phase:       corev1.NodeRunning,
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: "127.0.0.1"},
+				{Type: corev1.NodeHostName, Address: *name},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: int32(port)}},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem:         "linux",
+				Architecture:            runtime.GOARCH,
+				KubeletVersion:          *kubeletVer,
+				ContainerRuntimeVersion: "procnode://v1",
+				OSImage:                 "local processes",
+			},
+			Conditions: []corev1.NodeCondition{
+				// Ready from the start (so the node lifecycle controller never
+				// taints it not-ready); nodeutil re-asserts it once running.
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "procnode is ready", LastHeartbeatTime: now, LastTransitionTime: now},
+				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", LastHeartbeatTime: now, LastTransitionTime: now},
+				{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", LastHeartbeatTime: now, LastTransitionTime: now},
+				{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID", LastHeartbeatTime: now, LastTransitionTime: now},
+				{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "RouteCreated", LastHeartbeatTime: now, LastTransitionTime: now},
+			},
+		},
+	}
+
+	var prov *Provider
+	newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+		prov = NewProvider(Config{
+			NodeName:       *name,
+			RootDir:        absRoot,
+			Images:         images,
+			PassEnv:        passEnv,
+			FixedEnv:       fixedEnv,
+			FixedEnvOrder:  fixedOrder,
+			PodEnv:         *podEnv,
+			SAToken:        *saToken,
+			APIHost:        apiHost,
+			APIPort:        apiPort,
+			APIServerURL:   restCfg.Host,
+			CAData:         caPEM,
+			BackoffInitial: *restartInit,
+			BackoffMax:     *restartMax,
+			Logger:         logger,
+		}, client, pc)
+		return prov, nil, nil
+	}
+	vkNode, err := nodeutil.NewNode(*name, newProvider,
+		nodeutil.WithClient(client),
+		func(c *nodeutil.NodeConfig) error {
+			c.NodeSpec = nodeSpec
+			c.NumWorkers = *workers
+			// We resolve env ourselves: VK's resolver gives status.podIP = ""
+			// (the pod has no IP yet when it is created).
+			c.SkipDownwardAPIResolution = true
+			return nil
+		},
+	)
+	if err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
+		RunInContainer:    prov.RunInContainer,
+		AttachToContainer: prov.AttachToContainer,
+		GetContainerLogs:  prov.GetContainerLogs,
+		GetPods:           prov.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) {
+			return prov.podLister.List(labels.Everything())
+		},
+		PortForward:           prov.PortForward,
+		StreamIdleTimeout:     30 * time.Minute,
+		StreamCreationTimeout: 30 * time.Second,
+	}, true))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		s := <-sigs
+		logger.Info("signal received; stopping pods and exiting", "signal", s.String())
+		cancel()
+	}()
+
+	logger.Info("starting", "kubelet-port", port, "root-dir", absRoot, "capacity", fmt.Sprintf("cpu=%s memory=%s pods=%s", *cpu, *mem, *maxPods), "images", images.String())
+	errc := make(chan error, 1)
+	go func() { errc <- vkNode.Run(ctx) }()
+	go func() {
+		if err := vkNode.WaitReady(ctx, 0); err == nil {
+			logger.Info("node ready")
+		}
+	}()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		cancel()
+	}
+	srv.Close()
+	prov.Shutdown(*shutdown)
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		return runErr
+	}
+	return nil
+}
+
+// apiserverEndpoint returns host and port of the apiserver (for
+// KUBERNETES_SERVICE_HOST/PORT in containers) and its CA in PEM.
+func apiserverEndpoint(c *rest.Config) (string, string, []byte, error) {
+	u, err := url.Parse(c.Host)
+	if err != nil || u.Host == "" {
+		return "", "", nil, fmt.Errorf("apiserver URL %q: %v", c.Host, err)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "443"
+		if u.Scheme == "http" {
+			port = "80"
+		}
+	}
+	ca := c.CAData
+	if len(ca) == 0 && c.CAFile != "" {
+		if ca, err = os.ReadFile(c.CAFile); err != nil {
+			return "", "", nil, err
+		}
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return "", "", nil, fmt.Errorf("apiserver port %q", port)
+	}
+	return host, port, ca, nil
+}
+
+// servingTLS makes a throwaway self-signed serving certificate (the apiserver
+// in the rig does not verify kubelet serving certs: no
+// --kubelet-certificate-authority) and, with clientCA, requires client certs
+// signed by it.
+func servingTLS(name, clientCA string) (*tls.Config, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: name},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{name, "localhost"},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}},
+		ClientAuth:   tls.NoClientCert,
+	}
+	if clientCA != "" {
+		pem, err := os.ReadFile(clientCA)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificates in %s", clientCA)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Conditions the provider owns (as the kubelet does). Others on the pod
+// (PodScheduled, DisruptionTarget, readiness gates, ...) are kept as the API
+// server has them.
+var ownedConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReadyToStartContainers: true,
+	corev1.PodInitialized:            true,
+	corev1.ContainersReady:           true,
+	corev1.PodReady:                  true,
+}
+
+// mergedStatus is base (the API server's status) with the kubelet-owned
+// parts replaced by the provider's view. r.mu must be held.
+func (r *podRec) mergedStatus(base *corev1.PodStatus) corev1.PodStatus {
+	st := *base.DeepCopy()
+	terminal := r.terminating && r.isDone()
+
+	st.HostIP = localIP
+	st.HostIPs = []corev1.HostIP{{IP: localIP}}
+	if r.sandboxUp {
+		st.PodIP = localIP
+		st.PodIPs = []corev1.PodIP{{IP: localIP}}
+		if st.StartTime == nil && r.startTime != nil {
+			t := *r.startTime
+			st.StartTime = &t
+		}
+	}
+	st.InitContainerStatuses = r.statuses(r.inits)
+	st.ContainerStatuses = r.statuses(r.ctrs)
+	st.Phase = r.phase(terminal)
+
+	done := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
+	var conds []corev1.PodCondition
+	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+		if ok {
+			c = corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
+		}
+		conds = append(conds, c)
+	}
+	cond(corev1.PodReadyToStartContainers, r.sandboxUp && !terminal, "", "")
+	var initPending []string
+	for _, c := range r.inits {
+		if !(c.state.Terminated != nil && c.state.Terminated.ExitCode == 0) {
+			initPending = append(initPending, c.spec.Name)
+		}
+	}
+	cond(corev1.PodInitialized, r.initsDone, "ContainersNotInitialized",
+		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(initPending, " ")))
+	var unready []string
+	for _, c := range r.ctrs {
+		if c.state.Running == nil {
+			unready = append(unready, c.spec.Name)
+		}
+	}
+	ready, reason, msg := len(unready) == 0, "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	if done {
+		ready, reason, msg = false, "PodCompleted", ""
+	}
+	cond(corev1.ContainersReady, ready, reason, msg)
+	podReady := ready
+	if ready {
+		var gates []string
+		for _, g := range r.pod.Spec.ReadinessGates {
+			ok := false
+			for _, c := range base.Conditions {
+				if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+					ok = true
+				}
+			}
+			if !ok {
+				gates = append(gates, string(g.ConditionType))
+			}
+		}
+		if len(gates) > 0 {
+			podReady, reason, msg = false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gates[0])
+		}
+	}
+	cond(corev1.PodReady, podReady, reason, msg)
+
+	// Merge: replace owned conditions in place (keeping the transition time
+	// when the status did not change), keep all others.
+	t := now()
+	mine := map[corev1.PodConditionType]corev1.PodCondition{}
+	for _, c := range conds {
+		mine[c.Type] = c
+	}
+	var out []corev1.PodCondition
+	seen := map[corev1.PodConditionType]bool{}
+	for _, old := range base.Conditions {
+		if !ownedConditions[old.Type] {
+			out = append(out, old)
+			continue
+		}
+		c := mine[old.Type]
+		c.ObservedGeneration = old.ObservedGeneration
+		if c.Status == old.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = t
+		}
+		out = append(out, c)
+		seen[old.Type] = true
+	}
+	for _, c := range conds {
+		if !seen[c.Type] {
+			c.LastTransitionTime = t
+			out = append(out, c)
+		}
+	}
+	st.Conditions = out
+	return st
+}
+
+func (r *podRec) statuses(cs []*container) []corev1.ContainerStatus {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, 0, len(cs))
+	for _, c := range cs {
+		running := c.state.Running != nil
+		ready := running
+		if c.isInit {
+			ready = c.state.Terminated != nil && c.state.Terminated.ExitCode == 0
+		}
+		started := running
+		s := corev1.ContainerStatus{
+			Name:                 c.spec.Name,
+			Image:                c.spec.Image,
+			ImageID:              "procnode://" + c.spec.Image,
+			ContainerID:          c.id,
+			State:                *c.state.DeepCopy(),
+			LastTerminationState: *c.last.DeepCopy(),
+			Ready:                ready,
+			RestartCount:         c.restarts,
+			Started:              &started,
+		}
+		if s.State.Terminated != nil && s.State.Terminated.ContainerID == "" {
+			s.State.Terminated.ContainerID = c.id
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// phase follows the kubelet's getPhase: podIsTerminal means the pod was
+// deleted and its processes are gone (nothing will restart).
+func (r *podRec) phase(podIsTerminal bool) corev1.PodPhase {
+	policy := r.pod.Spec.RestartPolicy
+	if !r.initsDone {
+		for _, c := range r.inits {
+			failed := (c.state.Terminated != nil && c.state.Terminated.ExitCode != 0) ||
+				(c.state.Waiting != nil && c.last.Terminated != nil && c.last.Terminated.ExitCode != 0)
+			if failed && policy == corev1.RestartPolicyNever {
+				return corev1.PodFailed
+			}
+		}
+		if podIsTerminal {
+			return corev1.PodFailed
+		}
+		return corev1.PodPending
+	}
+	var waiting, running, stopped, succeeded int
+	for _, c := range r.ctrs {
+		switch {
+		case c.state.Running != nil:
+			running++
+		case c.state.Terminated != nil:
+			stopped++
+			if c.state.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case c.last.Terminated != nil: // waiting to restart
+			stopped++
+			if c.last.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		default:
+			waiting++
+		}
+	}
+	switch {
+	case podIsTerminal:
+		if waiting == 0 && running == 0 && stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		return corev1.PodFailed
+	case waiting > 0:
+		return corev1.PodPending
+	case running > 0:
+		return corev1.PodRunning
+	case stopped > 0:
+		if policy == corev1.RestartPolicyAlways {
+			return corev1.PodRunning
+		}
+		if stopped == succeeded {
+			return corev1.PodSucceeded
+		}
+		if policy == corev1.RestartPolicyOnFailure {
+			return corev1.PodRunning
+		}
+		return corev1.PodFailed
+	}
+	return corev1.PodPending
+}

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Adds N process nodes to the rig started by up.sh, each with CPU cores and
+# MEM memory (Kubernetes quantities): one procnode (virtual-kubelet v1.13.0
+# provider, hack/k8s-rig/procnode/) per node, which runs the containers of
+# pods bound to it as local processes (see procnode/README.md).
+#
+#   hack/k8s-rig/procnodes.sh 2 4 8Gi     # procnode-0..1, 4 CPU, 8Gi each
+#   hack/k8s-rig/procnodes.sh --stop      # stop them (down.sh does this)
+#   hack/k8s-rig/procnodes.sh --build     # only build; prints the binary
+#
+# Nodes carry the label elasticdl.io/process-node=true (and type=procnode);
+# target them with `nodeSelector: {elasticdl.io/process-node: "true"}`.
+# Env: K8S_RIG_STATE, K8S_RIG_PROCNODE_PREFIX (procnode),
+# K8S_RIG_PROCNODE_MAX_PODS (110), K8S_RIG_PROCNODE_IMAGE_MAP (comma-separated
+# IMAGE=PATH, e.g. elasticdl:latest=$PWD/bin/elasticdl),
+# K8S_RIG_PROCNODE_ARGS (extra procnode flags, word-split), K8S_RIG_CACHE,
+# K8S_RIG_PROCNODE_BIN (use this binary instead of building).
+set -euo pipefail
+K8S_RIG_ME=procnodes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+S=$K8S_RIG_STATE
+
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+# ---- build (cached like build.sh: key = go version + the module's files) -----------------
+build_procnode() {
+  if [[ -n "${K8S_RIG_PROCNODE_BIN:-}" ]]; then echo "$K8S_RIG_PROCNODE_BIN"; return; fi
+  local src="$K8S_RIG_DIR/procnode" root=${K8S_RIG_CACHE:-$HOME/.cache/elasticdl-k8s-rig} key out tmp t
+  command -v go >/dev/null || rig_die "go not found in PATH"
+  key=$(
+    cd "$src"
+    {
+      go version
+      for f in go.mod go.sum $(ls *.go | grep -v '_test\.go$'); do printf '== %s\n' "$f"; cat "$f"; done
+    } | sha256sum | cut -c1-16
+  )
+  out="$root/procnode-$key"
+  if [[ "${K8S_RIG_FORCE:-}" != 1 && -x "$out/procnode" ]]; then echo "$out/procnode"; return; fi
+  mkdir -p "$root"
+  exec 8>"$root/procnode-$key.lock"
+  flock 8
+  if [[ "${K8S_RIG_FORCE:-}" != 1 && -x "$out/procnode" ]]; then echo "$out/procnode"; return; fi
+  tmp=$(mktemp -d "$root/.build-procnode-$key.XXXXXX")
+  t=$SECONDS
+  rig_log "building procnode into $out (~1 min with a warm Go build cache, ~4 min cold)"
+  if ! (cd "$src" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -mod=readonly -ldflags "-s -w" -o "$tmp/procnode" .); then
+    rm -rf "$tmp"; rig_die "procnode build failed"
+  fi
+  rm -rf "$out"
+  mv "$tmp" "$out"
+  rig_log "built procnode in $((SECONDS - t)) s"
+  echo "$out/procnode"
+}
+
+# ---- stop: procnodes, then any pod process group a killed procnode left behind -----------
+stop_all() {
+  local f c pid dir pg p
+  [[ -d "$S/pids" ]] || return 0
+  for f in "$S"/pids/procnode-*.pid; do
+    [[ -e "$f" ]] || continue
+    c=$(basename "$f" .pid)
+    if pid=$(rig_pid "$c"); then rig_log "stopping $c (pid $pid)"; fi
+    rig_stop "$c" "${K8S_RIG_GRACE:-10}"
+  done
+  # procnode removes NAME.pgid when a container's process exits; a file left
+  # means procnode died without cleaning up. Only processes whose environment
+  # names that pod dir (PROCNODE_POD_DIR) are killed.
+  for f in "$S"/procnodes/*/pods/*/*.pgid; do
+    [[ -e "$f" ]] || continue
+    dir=$(dirname "$f"); pg=$(<"$f")
+    [[ "$pg" =~ ^[0-9]+$ ]] || continue
+    for p in $(ps -eo pid=,pgid= | awk -v g="$pg" '$2 == g { print $1 }'); do
+      if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "PROCNODE_POD_DIR=$dir"; then
+        rig_log "killing leftover pod process $p (group $pg, $dir)"
+        kill -KILL "$p" 2>/dev/null || true
+      fi
+    done
+    rm -f "$f"
+  done
+}
+
+case "${1:-}" in
+  --stop) stop_all; exit 0 ;;
+  --build) build_procnode; exit 0 ;;
+  -h|--help|'') usage ;;
+esac
+[[ $# -eq 3 ]] || usage
+n=$1 cpu=$2 mem=$3
+[[ "$n" =~ ^[0-9]+$ ]] || rig_die "N must be a number, got '$n'"
+prefix=${K8S_RIG_PROCNODE_PREFIX:-procnode}
+max_pods=${K8S_RIG_PROCNODE_MAX_PODS:-110}
+BIN=$(rig_bin)
+rig_running kube-apiserver || rig_die "kube-apiserver of $S is not running (hack/k8s-rig/up.sh)"
+PN=$(build_procnode)
+t0=$(date +%s.%N)
+elapsed() { awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+extra=()
+if [[ -n "${K8S_RIG_PROCNODE_IMAGE_MAP:-}" ]]; then
+  IFS=, read -ra maps <<<"$K8S_RIG_PROCNODE_IMAGE_MAP"
+  for m in "${maps[@]}"; do [[ -n "$m" ]] && extra+=(--image-map "$m"); done
+fi
+# shellcheck disable=SC2206
+[[ -n "${K8S_RIG_PROCNODE_ARGS:-}" ]] && extra+=(${K8S_RIG_PROCNODE_ARGS})
+
+names=()
+for ((i = 0; i < n; i++)); do
+  name=$prefix-$i
+  c=procnode-$name
+  names+=("$name")
+  if rig_running "$c"; then
+    rig_log "$c is already running (pid $(rig_pid "$c")); left as it is"
+    continue
+  fi
+  root="$S/procnodes/$name"
+  mkdir -p "$root"
+  # --root-dir names the state dir, so rig_pid/down.sh recognise the process.
+  rig_start "$c" "$PN" \
+    --kubeconfig "$S/admin.kubeconfig" \
+    --name "$name" --cpu "$cpu" --memory "$mem" --pods "$max_pods" \
+    --root-dir "$root" \
+    --client-ca "$S/pki/ca.crt" \
+    "${extra[@]}"
+done
+
+# Wait for every node to exist and be Ready.
+deadline=$((SECONDS + 60))
+for name in "${names[@]}"; do
+  while :; do
+    if ! rig_running "procnode-$name"; then
+      rig_tail_log "procnode-$name"
+      rig_die "procnode-$name exited"
+    fi
+    st=$(rig_kubectl get node "$name" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null || true)
+    [[ "$st" == True ]] && break
+    ((SECONDS < deadline)) || { rig_tail_log "procnode-$name"; rig_die "node $name not Ready in 60 s"; }
+    sleep 0.2
+  done
+done
+((n > 0)) && rig_log "$n process node(s) ${prefix}-0..$((n - 1)) Ready with cpu=$cpu memory=$mem in $(elapsed) s; logs $S/logs/procnode-*.log, pods under $S/procnodes/"
+exit 0
