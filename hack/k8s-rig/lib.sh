@@ -49,8 +49,15 @@ rig_pid() {
   [[ -f "$f" ]] || return 1
   pid=$(<"$f")
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [[ -r "/proc/$pid/cmdline" ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$K8S_RIG_STATE/" || return 1
+  # Right after the fork the command line is still the shell's (or briefly
+  # unreadable): give a just-started component a moment before deciding.
+  local try ok=
+  for try in 1 2 3 4 5 6 7 8 9 10; do
+    [[ -r "/proc/$pid/cmdline" ]] || return 1
+    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$K8S_RIG_STATE/"; then ok=1; break; fi
+    sleep 0.1
+  done
+  [[ -n "$ok" ]] || return 1
   # A zombie (exited, not yet reaped) is not running.
   [[ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]] || return 1
   echo "$pid"
