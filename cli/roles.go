@@ -63,8 +63,19 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "checkpoint every this many versions of the shard (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")
 	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "checkpoint directory to start from when --checkpoint_dir has none")
+	useAsync := fs.Bool("use_async", true, "asynchronous SGD; false: sync SGD")
+	fs.IntVar(&cfg.GradsToWait, "grads_to_wait", 1, "sync SGD: gradient pushes averaged into one update (capped by --live_workers)")
+	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", 0, "sync SGD: reject gradients computed more than this many versions ago")
+	fs.IntVar(&cfg.LiveWorkers, "live_workers", -1, "sync SGD: live workers at start (the master updates it; -1: unknown)")
+	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", false, "async SGD: scale the learning rate of a gradient by 1/staleness")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	cfg.Sync = !*useAsync
+	if cfg.Sync {
+		if err := ps.CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {
+			return usageError{err}
+		}
 	}
 	if numPS < 1 || index < 0 || index >= numPS {
 		return usageError{fmt.Errorf("--ps_id=%d --num_ps_pods=%d: need 0 <= ps_id < num_ps_pods", index, numPS)}

@@ -41,6 +41,10 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "each PS checkpoints every this many versions (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")
 	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "checkpoint directory (e.g. a previous job's OUTPUT/model) to start from when --checkpoint_dir has none")
+	fs.BoolVar(&cfg.UseAsync, "use_async", cfg.UseAsync, "asynchronous SGD; false: sync SGD, one averaged update per --grads_to_wait gradient pushes")
+	fs.IntVar(&cfg.GradsToWait, "grads_to_wait", cfg.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by the live workers)")
+	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", cfg.SyncVersionTolerance, "sync SGD: a gradient computed more than this many versions ago is rejected and its minibatch redone")
+	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", cfg.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
 	backend := fs.String("backend", "local", "where the job runs: local (child processes)")
 	verbose := fs.Bool("verbose", false, "debug logging")
@@ -85,7 +89,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 
 // checkDataFile turns a missing file into an error that says how to get it.
 func checkDataFile(flag, path string) error {
-	if path == "" {
+	if path == "" || strings.Contains(path, "://") { // URIs (synthetic-ctr://, csv://) are checked by data.Open
 		return nil
 	}
 	_, err := os.Stat(path)

@@ -33,6 +33,11 @@ type Spec struct {
 	// Optimizer is the default optimizer spec string, e.g.
 	// "adam:learning_rate=0.001"; it is parsed by the optimizer package.
 	Optimizer string
+	// Sparse, when set, makes this a recommender model with embeddings
+	// (see SparseSpec): InputShape is then [dense features], and Build may
+	// be nil, in which case Register sets it to a Build whose Sequential
+	// only carries the dense parameters (their names and shapes).
+	Sparse *SparseSpec
 }
 
 // ErrInvalidSpec is wrapped by Register for malformed specs.
@@ -49,7 +54,14 @@ func (s Spec) Validate() error {
 	if strings.TrimSpace(s.Name) == "" {
 		return fmt.Errorf("empty name: %w", ErrInvalidSpec)
 	}
-	if s.Build == nil {
+	if s.Sparse != nil {
+		if err := s.Sparse.validate(s.Name); err != nil {
+			return err
+		}
+		if len(s.InputShape) != 1 {
+			return fmt.Errorf("model %q: sparse model InputShape %v, want [dense features]: %w", s.Name, s.InputShape, ErrInvalidSpec)
+		}
+	} else if s.Build == nil {
 		return fmt.Errorf("model %q: nil Build: %w", s.Name, ErrInvalidSpec)
 	}
 	if len(s.InputShape) == 0 {
@@ -95,6 +107,9 @@ func (s Spec) CheckBuild() (err error) {
 			err = fmt.Errorf("model %q: building or running the network: %v: %w", s.Name, r, ErrInvalidSpec)
 		}
 	}()
+	if s.Sparse != nil {
+		return s.checkSparseBuild()
+	}
 	net := s.Build(rand.New(rand.NewSource(1)))
 	if net == nil {
 		return fmt.Errorf("model %q: Build returned nil: %w", s.Name, ErrInvalidSpec)
@@ -110,6 +125,11 @@ func (s Spec) CheckBuild() (err error) {
 // through a returned Spec.
 func (s Spec) clone() Spec {
 	s.InputShape = slices.Clone(s.InputShape)
+	if s.Sparse != nil {
+		ss := *s.Sparse
+		ss.Embeddings = slices.Clone(ss.Embeddings)
+		s.Sparse = &ss
+	}
 	return s
 }
 
@@ -128,6 +148,9 @@ func NewRegistry() *Registry {
 func (r *Registry) Register(s Spec) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("register model: %w", err)
+	}
+	if s.Sparse != nil && s.Build == nil {
+		s.Build = denseBuild(s.Sparse)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

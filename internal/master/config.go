@@ -60,6 +60,17 @@ type Config struct {
 	KeepCheckpointMax    int
 	CheckpointDirForInit string
 
+	// UseAsync false selects sync SGD on every PS: the average of
+	// GradsToWait pushes (capped by the live workers, which the master
+	// tells the PS) is applied as one update; a push more than
+	// SyncVersionTolerance versions stale is rejected and redone by its
+	// worker. LRStalenessModulation (async only) scales the learning rate
+	// of a push by 1/max(1, staleness). See ps.Config.
+	UseAsync              bool
+	GradsToWait           int
+	SyncVersionTolerance  int64
+	LRStalenessModulation bool
+
 	// Output receives the trained model and job_summary.json.
 	Output string
 	// ListenAddr is where the master's gRPC service listens.
@@ -87,6 +98,8 @@ func DefaultConfig() Config {
 		HeartbeatTimeout:        time.Minute,
 		RelaunchOnWorkerFailure: 1,
 		MaxPSRelaunches:         10,
+		UseAsync:                true,
+		GradsToWait:             1,
 		ListenAddr:              "127.0.0.1:0",
 		ProgressInterval:        5 * time.Second,
 	}
@@ -162,6 +175,14 @@ func (c *Config) Validate() error {
 	}
 	if err := ps.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
 		errs = append(errs, err)
+	}
+	if !c.UseAsync {
+		if err := ps.CheckSyncFlags(c.GradsToWait, c.SyncVersionTolerance); err != nil {
+			errs = append(errs, err)
+		}
+		if c.LRStalenessModulation {
+			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
+		}
 	}
 	if c.Output == "" {
 		bad("output", "required: where the model and job_summary.json go")

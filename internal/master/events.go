@@ -56,6 +56,7 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 			m.summary.Workers.Lost++
 		}
 		exit.LiveWorkers = len(m.workers)
+		m.sendLiveWorkersLocked(false)
 		if len(requeued) > 0 {
 			m.summary.Tasks.Requeued += int64(len(requeued))
 			m.log.Info("tasks of a lost worker back to todo", "instance", name, "tasks", len(requeued))

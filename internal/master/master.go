@@ -32,6 +32,7 @@ import (
 	"elasticdl/internal/master/task"
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/ps/client"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -89,6 +90,16 @@ type Master struct {
 	done                     chan struct{}
 	masterAddr               string
 	psAddrs                  []string
+	// liveGen orders the live-worker counts sent to the PS (sync SGD).
+	liveGen int64
+	// liveSending: the initial workers are launched (the PS started with
+	// --live_workers=NumWorkers), so launches and exits update the PS.
+	liveSending bool
+	// liveMu guards the queue of live-worker updates (never held while
+	// taking mu).
+	liveMu      sync.Mutex
+	livePending []liveUpdate
+	liveRunning bool
 	// trainingStart/End bound the training phase, for throughput.
 	trainingStart, trainingEnd time.Time
 }
@@ -313,6 +324,16 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 	if !sameShape(src.FeatureShape(), spec.InputShape) {
 		return 0, fmt.Errorf("%s: records have shape %v, model %s expects %v", uri, src.FeatureShape(), spec.Name, spec.InputShape)
 	}
+	if spec.Sparse != nil {
+		cs, ok := src.(data.CategoricalSource)
+		if !ok {
+			return 0, fmt.Errorf("%s: records have no categorical ids, model %s expects %d", uri, spec.Name, spec.Sparse.NumCategorical)
+		}
+		if cs.NumCategorical() != spec.Sparse.NumCategorical {
+			return 0, fmt.Errorf("%s: records have %d categorical ids, model %s expects %d",
+				uri, cs.NumCategorical(), spec.Name, spec.Sparse.NumCategorical)
+		}
+	}
 	if src.Len() == 0 {
 		return 0, fmt.Errorf("%s: no records", uri)
 	}
@@ -507,6 +528,10 @@ func (m *Master) run(ctx context.Context, listenAddr string) error {
 			return err
 		}
 	}
+	m.mu.Lock()
+	m.liveSending = true
+	m.sendLiveWorkersLocked(false)
+	m.mu.Unlock()
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -596,6 +621,18 @@ func (m *Master) launchPS(ctx context.Context, index int) error {
 			"--master_addr=" + m.masterAddr,
 		},
 	}
+	if !m.cfg.UseAsync {
+		live := len(m.workers)
+		if m.nextWorkerID == 0 {
+			live = m.cfg.NumWorkers // the first PS start before the workers
+		}
+		spec.Args = append(spec.Args, "--use_async=false",
+			"--grads_to_wait="+strconv.Itoa(m.cfg.GradsToWait),
+			"--sync_version_tolerance="+strconv.FormatInt(m.cfg.SyncVersionTolerance, 10),
+			"--live_workers="+strconv.Itoa(live))
+	} else if m.cfg.LRStalenessModulation {
+		spec.Args = append(spec.Args, "--lr_staleness_modulation")
+	}
 	for _, f := range []struct{ flag, value string }{
 		{"checkpoint_dir", m.cfg.CheckpointDir},
 		{"checkpoint_steps", strconv.FormatInt(m.cfg.CheckpointSteps, 10)},
@@ -645,5 +682,69 @@ func (m *Master) launchWorker(ctx context.Context, index int) error {
 		m.mu.Unlock()
 		return fmt.Errorf("launch %s: %w", spec.Name(), err)
 	}
+	m.mu.Lock()
+	m.sendLiveWorkersLocked(false)
+	m.mu.Unlock()
 	return nil
+}
+
+// liveWorkersTimeout bounds one SetLiveWorkers round (retries of an
+// unavailable PS included); a PS relaunched meanwhile gets the count from
+// its --live_workers flag.
+const liveWorkersTimeout = 30 * time.Second
+
+// sendLiveWorkersLocked tells every PS, in the background and in call
+// order, how many workers are alive now (sync SGD only), so that no
+// version waits for a gone worker; flush also makes them apply what they
+// have accumulated (end of training). Called on every worker launch and
+// exit; each call carries a higher generation, so that a PS never takes an
+// older count over a newer one. Caller holds m.mu.
+func (m *Master) sendLiveWorkersLocked(flush bool) {
+	if m.cfg.UseAsync || !m.liveSending {
+		return
+	}
+	m.liveGen++
+	u := liveUpdate{live: len(m.workers), gen: m.liveGen, flush: flush, addrs: slices.Clone(m.psAddrs)}
+	m.liveMu.Lock()
+	defer m.liveMu.Unlock()
+	m.livePending = append(m.livePending, u)
+	if !m.liveRunning {
+		m.liveRunning = true
+		go m.drainLiveUpdates()
+	}
+}
+
+type liveUpdate struct {
+	live  int
+	gen   int64
+	flush bool
+	addrs []string
+}
+
+func (m *Master) drainLiveUpdates() {
+	for {
+		m.liveMu.Lock()
+		if len(m.livePending) == 0 {
+			m.liveRunning = false
+			m.liveMu.Unlock()
+			return
+		}
+		u := m.livePending[0]
+		m.livePending = m.livePending[1:]
+		m.liveMu.Unlock()
+		if err := m.setLiveWorkers(context.Background(), u.addrs, u.live, u.gen, u.flush); err != nil {
+			m.log.Warn("telling the PS the live workers", "live", u.live, "flush", u.flush, "err", err)
+		}
+	}
+}
+
+func (m *Master) setLiveWorkers(ctx context.Context, addrs []string, live int, gen int64, flush bool) error {
+	ctx, cancel := context.WithTimeout(ctx, liveWorkersTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, addrs)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.SetLiveWorkers(ctx, live, gen, flush)
 }

@@ -131,7 +131,15 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 	m.mu.Lock()
 	addrs := append([]string(nil), m.psAddrs...)
+	m.liveGen++
+	live, gen := len(m.workers), m.liveGen
 	m.mu.Unlock()
+	if !m.cfg.UseAsync {
+		// Sync SGD: no gradient is left unapplied in an accumulator.
+		if err := m.setLiveWorkers(ctx, addrs, live, gen, true); err != nil {
+			return "", 0, fmt.Errorf("flush accumulated gradients: %w", err)
+		}
+	}
 	c, err := client.Dial(ctx, addrs)
 	if err != nil {
 		return "", 0, err

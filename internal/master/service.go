@@ -147,6 +147,11 @@ func (m *Master) advanceLocked() {
 	}
 	if m.trainingEnd.IsZero() {
 		m.trainingEnd = m.now()
+		if m.cfg.training() && !m.cfg.UseAsync {
+			// Sync SGD: apply the gradients of the last, incomplete
+			// version before the final evaluation pulls the model.
+			m.sendLiveWorkersLocked(true)
+		}
 	}
 	if m.cfg.ValidationData != "" && !m.evalScheduled {
 		m.evalScheduled = true

@@ -12,6 +12,8 @@ const (
 	pushInvalid       = "invalid"
 	pushUninitialized = "uninitialized"
 	pushFailed        = "failed"
+	pushRejected      = "rejected"    // sync: too stale, nothing applied
+	pushAccumulated   = "accumulated" // sync: summed towards the current version
 
 	pullFull          = "full"
 	pullCurrent       = "current"
@@ -30,6 +32,7 @@ type metrics struct {
 	models *prometheus.CounterVec
 	ckpts  *prometheus.CounterVec
 	stale  prometheus.Histogram
+	syncN  prometheus.Histogram
 
 	reg *prometheus.Registry
 	all []prometheus.Collector // registered so far, for unregister
@@ -60,12 +63,17 @@ func newMetrics(reg *prometheus.Registry, index int, version func() int64) (*met
 			Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64}, ConstLabels: labels,
 		}),
 	}
+	m.syncN = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "elasticdl", Subsystem: "ps", Name: "sync_update_gradients",
+		Help:    "Sync SGD: gradients averaged into each applied update.",
+		Buckets: []float64{1, 2, 3, 4, 6, 8, 16, 32}, ConstLabels: labels,
+	})
 	versionGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "elasticdl", Subsystem: "ps", Name: "model_version",
 		Help: "The shard's model version; -1 before initialization.", ConstLabels: labels,
 	}, func() float64 { return float64(version()) })
 	m.reg = reg
-	for _, c := range []prometheus.Collector{m.pushes, m.pulls, m.models, m.ckpts, m.stale, versionGauge} {
+	for _, c := range []prometheus.Collector{m.pushes, m.pulls, m.models, m.ckpts, m.stale, m.syncN, versionGauge} {
 		if err := reg.Register(c); err != nil {
 			m.unregister() // leave the registry as we found it
 			return nil, err
@@ -112,5 +120,11 @@ func (m *metrics) checkpoint(outcome string) {
 func (m *metrics) staleness(versions int64) {
 	if m != nil && versions >= 0 {
 		m.stale.Observe(float64(versions))
+	}
+}
+
+func (m *metrics) syncUpdate(n int) {
+	if m != nil {
+		m.syncN.Observe(float64(n))
 	}
 }

@@ -55,6 +55,32 @@ type Config struct {
 	// CheckpointDirForInit is restored from when CheckpointDir has no
 	// complete version (a warm start); it must hold one.
 	CheckpointDirForInit string
+
+	// Sync selects sync SGD (--use_async=false; see sync.go): the average
+	// of GradsToWait pushes (capped by the live workers) is applied as one
+	// update, and a push more than SyncVersionTolerance versions stale is
+	// rejected. The zero Config is async.
+	Sync                 bool
+	GradsToWait          int
+	SyncVersionTolerance int64
+	// LiveWorkers is the initial live-worker count (sync); < 0: unknown
+	// until the master's first SetLiveWorkers.
+	LiveWorkers int
+	// LRStalenessModulation (async) scales the learning rate of a push by
+	// 1/max(1, staleness), staleness being the versions applied since the
+	// one the gradients were computed on.
+	LRStalenessModulation bool
+}
+
+// CheckSyncFlags validates the sync SGD settings.
+func CheckSyncFlags(gradsToWait int, tolerance int64) error {
+	if gradsToWait < 1 {
+		return fmt.Errorf("--grads_to_wait=%d: must be >= 1", gradsToWait)
+	}
+	if tolerance < 0 {
+		return fmt.Errorf("--sync_version_tolerance=%d: must be >= 0", tolerance)
+	}
+	return nil
 }
 
 // Server is one PS shard. It implements pserverpb.PserverServer.
@@ -67,6 +93,12 @@ type Server struct {
 	log          *slog.Logger
 	metrics      *metrics // nil when disabled
 	saver        *saver   // nil when checkpointing is off
+	lrModulation bool     // async: lr scaled by 1/staleness
+
+	// sync is nil in async mode; syncMu guards it and, in sync mode,
+	// serializes every version bump.
+	sync   *syncState
+	syncMu sync.Mutex
 
 	// table is nil until the first PushModel; after that it is never
 	// replaced (a relaunched PS is a new Server), so readers need no lock
@@ -114,6 +146,22 @@ func NewServer(cfg Config) (*Server, error) {
 		log:   log.With("ps", cfg.Index),
 	}
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
+	if cfg.Sync {
+		if err := CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {
+			return nil, fmt.Errorf("ps: %w", err)
+		}
+	}
+	if !cfg.Sync {
+		s.lrModulation = cfg.LRStalenessModulation
+	} else {
+		s.sync = &syncState{
+			gradsToWait: cfg.GradsToWait,
+			tolerance:   cfg.SyncVersionTolerance,
+			live:        max(cfg.LiveWorkers, -1),
+			acc:         make(map[*param][]float32),
+			sparse:      make(map[*embTable]*sparseAcc),
+		}
+	}
 	if cfg.Registry != nil {
 		m, err := newMetrics(cfg.Registry, cfg.Index, s.Version)
 		if err != nil {
@@ -277,9 +325,17 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		s.metrics.push(pushInvalid)
 		return nil, err
 	}
-	// Sync SGD would go here instead: accumulate until enough workers have
-	// pushed for the current version, rejecting stale pushes.
-	v, err := s.applyAsync(t, targets, req.GetGradients(), sparse)
+	if s.sync != nil {
+		return s.pushSync(t, req, targets, sparse)
+	}
+	lrScale := float32(1)
+	if s.lrModulation {
+		// Staleness as seen now; a concurrent push may still land first.
+		if stale := t.version.Load() - req.GetVersion(); stale > 1 {
+			lrScale = 1 / float32(stale)
+		}
+	}
+	v, err := s.applyAsync(t, targets, req.GetGradients(), sparse, lrScale)
 	if err != nil {
 		s.metrics.push(pushFailed)
 		return nil, err
@@ -320,27 +376,40 @@ func (t *table) validate(grads []*pserverpb.Tensor) ([]*param, error) {
 
 // applyAsync applies each validated gradient under its parameter's lock and
 // returns the new version.
-func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tensor, sparse []sparseGrad) (int64, error) {
+func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tensor, sparse []sparseGrad, lrScale float32) (int64, error) {
 	for i, p := range targets {
-		if err := p.apply(s.opt, grads[i]); err != nil {
+		if err := p.apply(s.opt, grads[i], lrScale); err != nil {
 			// Validation makes this unreachable short of an optimizer bug;
 			// earlier gradients of this push are already applied.
 			return 0, status.Errorf(codes.Internal, "apply gradient %q: %v", p.name, err)
 		}
 	}
 	for _, g := range sparse {
+		if lrScale != 1 {
+			// Row optimizers take no learning-rate scale: scale the
+			// gradient instead (the same for SGD).
+			for j := range g.grads {
+				g.grads[j] *= lrScale
+			}
+		}
 		g.t.apply(s.rule, g.ids, g.grads)
 	}
+	return s.bumpVersion(t), nil
+}
+
+// bumpVersion adds one to the shard's version and offers a checkpoint when
+// one is due.
+func (s *Server) bumpVersion(t *table) int64 {
 	v := t.version.Add(1)
 	if s.saver.due(v) {
 		// Copying here, not in the writer, labels the snapshot with the
 		// version that triggered it; only the file I/O is deferred.
 		s.saver.offer(s.snapshot(t, v))
 	}
-	return v, nil
+	return v
 }
 
-func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor) error {
+func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale float32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.grad) != len(p.data) {
@@ -349,7 +418,7 @@ func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor) error {
 	if err := wire.DecodeInto(g, p.grad); err != nil {
 		return err
 	}
-	return opt.Apply(p.name, p.data, p.grad, 1)
+	return opt.Apply(p.name, p.data, p.grad, lrScale)
 }
 
 // ServerOptions are the gRPC server options every elasticdl server uses
@@ -387,7 +456,9 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	g := grpc.NewServer(ServerOptions()...)
 	s.Register(g)
 	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String(),
-		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps)
+		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps,
+		"use_async", !cfg.Sync, "grads_to_wait", cfg.GradsToWait, "sync_version_tolerance", cfg.SyncVersionTolerance,
+		"live_workers", cfg.LiveWorkers, "lr_staleness_modulation", cfg.LRStalenessModulation)
 
 	done := make(chan struct{})
 	stopped := make(chan struct{})

@@ -51,12 +51,16 @@ type Worker struct {
 	log    *slog.Logger
 	net    *nn.Sequential
 	params []*nn.Param
+	sparse *sparseState // sparse (recommender) models only; net is then nil
 
 	master  masterpb.MasterClient
 	conn    *grpc.ClientConn
 	ps      *client.Client
 	sources map[string]data.Source
 	current atomic.Int64 // task in progress, for heartbeats
+	// rejected counts gradient pushes the PS declined (sync SGD, stale);
+	// each was redone.
+	rejected atomic.Int64
 }
 
 // New checks the configuration and builds the model.
@@ -87,15 +91,22 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 	if logger == nil {
 		logger = slog.Default()
 	}
-	net := spec.Build(rand.New(rand.NewSource(cfg.Seed)))
-	return &Worker{
+	w := &Worker{
 		cfg:     cfg,
 		spec:    spec,
 		log:     logger.With("worker", cfg.WorkerID),
-		net:     net,
-		params:  net.Params(),
 		sources: map[string]data.Source{},
-	}, nil
+	}
+	if spec.IsSparse() {
+		if w.sparse, err = newSparseState(spec, cfg.Seed); err != nil {
+			return nil, err
+		}
+		w.params = w.sparse.net.Params()
+	} else {
+		w.net = spec.Build(rand.New(rand.NewSource(cfg.Seed)))
+		w.params = w.net.Params()
+	}
+	return w, nil
 }
 
 // Run works until the master says the job is done (nil), ctx ends, or the
@@ -123,7 +134,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 
-	if err := w.ps.PushModel(ctx, w.params); err != nil {
+	if w.sparse != nil {
+		err = w.ps.PushModelWithTables(ctx, w.params, w.sparse.tables)
+	} else {
+		err = w.ps.PushModel(ctx, w.params)
+	}
+	if err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}
 
@@ -178,7 +194,7 @@ func (w *Worker) loop(ctx context.Context) error {
 		}
 		switch resp.Action {
 		case masterpb.GetTaskResponse_DONE:
-			w.log.Info("job done, exiting")
+			w.log.Info("job done, exiting", "rejected_pushes", w.rejected.Load())
 			return nil
 		case masterpb.GetTaskResponse_WAIT:
 			select {
@@ -235,11 +251,23 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 	var taskErr error
 	switch t.Type {
 	case masterpb.TaskType_TRAINING:
-		taskErr = w.train(ctx, t, report)
+		if w.sparse != nil {
+			taskErr = w.trainSparse(ctx, t, report)
+		} else {
+			taskErr = w.train(ctx, t, report)
+		}
 	case masterpb.TaskType_EVALUATION:
-		taskErr = w.evaluate(ctx, t, report)
+		if w.sparse != nil {
+			taskErr = w.evaluateSparse(ctx, t, report)
+		} else {
+			taskErr = w.evaluate(ctx, t, report)
+		}
 	case masterpb.TaskType_PREDICTION:
-		taskErr = w.predict(ctx, t, report)
+		if w.sparse != nil {
+			taskErr = w.predictSparse(ctx, t, report)
+		} else {
+			taskErr = w.predict(ctx, t, report)
+		}
 	default:
 		taskErr = fmt.Errorf("task type %v is not supported by this worker", t.Type)
 	}
@@ -315,26 +343,42 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	// shuffling data loader would; the master already shuffles task order.
 	shuffle(b, t.Id, t.Epoch)
 	return w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
-		if _, err := w.ps.Pull(ctx, w.params); err != nil {
-			return &fatalError{fmt.Errorf("pull parameters: %w", err)}
+		// Sync SGD may reject gradients computed on a stale model: re-pull
+		// and redo the minibatch, pushing only to the shards that rejected.
+		for attempt := 0; ; attempt++ {
+			if _, err := w.ps.Pull(ctx, w.params); err != nil {
+				return &fatalError{fmt.Errorf("pull parameters: %w", err)}
+			}
+			w.net.ZeroGrads()
+			logits := w.net.Forward(x, true)
+			loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
+			if err != nil {
+				return err
+			}
+			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+				return fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
+			}
+			w.net.Backward(dlogits)
+			push := w.ps.Push
+			if attempt > 0 {
+				push = w.ps.PushRejected
+			}
+			accepted, err := push(ctx, w.params, w.cfg.WorkerID)
+			if err != nil {
+				return &fatalError{fmt.Errorf("push gradients: %w", err)}
+			}
+			if accepted {
+				report.Records += int64(len(labels))
+				report.LossSum += float64(loss)
+				report.Steps++
+				return nil
+			}
+			w.rejected.Add(1)
+			w.log.Debug("stale gradients rejected by the PS; redoing the minibatch", "task", t.Id, "attempt", attempt+1, "rejected_total", w.rejected.Load())
+			if attempt >= maxRejectedPushes {
+				return &fatalError{fmt.Errorf("push gradients: rejected %d times in a row", attempt+1)}
+			}
 		}
-		w.net.ZeroGrads()
-		logits := w.net.Forward(x, true)
-		loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
-		if err != nil {
-			return err
-		}
-		if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-			return fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
-		}
-		w.net.Backward(dlogits)
-		if _, err := w.ps.Push(ctx, w.params, w.cfg.WorkerID); err != nil {
-			return &fatalError{fmt.Errorf("push gradients: %w", err)}
-		}
-		report.Records += int64(len(labels))
-		report.LossSum += float64(loss)
-		report.Steps++
-		return nil
 	})
 }
 

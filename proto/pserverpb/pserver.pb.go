@@ -24,6 +24,116 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SetLiveWorkersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Live workers (>= 0).
+	LiveWorkers int32 `protobuf:"varint,1,opt,name=live_workers,json=liveWorkers,proto3" json:"live_workers,omitempty"`
+	// Increases with every call of one master; a call with a lower
+	// generation than one already seen is ignored (calls may overtake each
+	// other). 0 is always applied.
+	Generation int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Apply whatever gradients are accumulated now, as one averaged update.
+	Flush         bool `protobuf:"varint,3,opt,name=flush,proto3" json:"flush,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLiveWorkersRequest) Reset() {
+	*x = SetLiveWorkersRequest{}
+	mi := &file_pserver_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLiveWorkersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLiveWorkersRequest) ProtoMessage() {}
+
+func (x *SetLiveWorkersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLiveWorkersRequest.ProtoReflect.Descriptor instead.
+func (*SetLiveWorkersRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetLiveWorkersRequest) GetLiveWorkers() int32 {
+	if x != nil {
+		return x.LiveWorkers
+	}
+	return 0
+}
+
+func (x *SetLiveWorkersRequest) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SetLiveWorkersRequest) GetFlush() bool {
+	if x != nil {
+		return x.Flush
+	}
+	return false
+}
+
+type SetLiveWorkersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The shard's version after the call.
+	Version       int64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLiveWorkersResponse) Reset() {
+	*x = SetLiveWorkersResponse{}
+	mi := &file_pserver_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLiveWorkersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLiveWorkersResponse) ProtoMessage() {}
+
+func (x *SetLiveWorkersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLiveWorkersResponse.ProtoReflect.Descriptor instead.
+func (*SetLiveWorkersResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetLiveWorkersResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Tensor: a dense float32 tensor as raw little-endian bytes plus its shape.
 type Tensor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -36,7 +146,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_pserver_proto_msgTypes[0]
+	mi := &file_pserver_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -48,7 +158,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[0]
+	mi := &file_pserver_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -61,7 +171,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{0}
+	return file_pserver_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Tensor) GetName() string {
@@ -98,7 +208,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_pserver_proto_msgTypes[1]
+	mi := &file_pserver_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +220,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[1]
+	mi := &file_pserver_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +233,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{1}
+	return file_pserver_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Model) GetVersion() int64 {
@@ -163,7 +273,7 @@ type EmbeddingTableInfo struct {
 
 func (x *EmbeddingTableInfo) Reset() {
 	*x = EmbeddingTableInfo{}
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -175,7 +285,7 @@ func (x *EmbeddingTableInfo) String() string {
 func (*EmbeddingTableInfo) ProtoMessage() {}
 
 func (x *EmbeddingTableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -188,7 +298,7 @@ func (x *EmbeddingTableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddingTableInfo.ProtoReflect.Descriptor instead.
 func (*EmbeddingTableInfo) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{2}
+	return file_pserver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EmbeddingTableInfo) GetName() string {
@@ -224,7 +334,7 @@ type IndexedSlices struct {
 
 func (x *IndexedSlices) Reset() {
 	*x = IndexedSlices{}
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +346,7 @@ func (x *IndexedSlices) String() string {
 func (*IndexedSlices) ProtoMessage() {}
 
 func (x *IndexedSlices) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +359,7 @@ func (x *IndexedSlices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexedSlices.ProtoReflect.Descriptor instead.
 func (*IndexedSlices) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{3}
+	return file_pserver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IndexedSlices) GetValues() *Tensor {
@@ -276,7 +386,7 @@ type PullEmbeddingVectorsRequest struct {
 
 func (x *PullEmbeddingVectorsRequest) Reset() {
 	*x = PullEmbeddingVectorsRequest{}
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -288,7 +398,7 @@ func (x *PullEmbeddingVectorsRequest) String() string {
 func (*PullEmbeddingVectorsRequest) ProtoMessage() {}
 
 func (x *PullEmbeddingVectorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -301,7 +411,7 @@ func (x *PullEmbeddingVectorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullEmbeddingVectorsRequest.ProtoReflect.Descriptor instead.
 func (*PullEmbeddingVectorsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{4}
+	return file_pserver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PullEmbeddingVectorsRequest) GetName() string {
@@ -328,7 +438,7 @@ type PullEmbeddingVectorsResponse struct {
 
 func (x *PullEmbeddingVectorsResponse) Reset() {
 	*x = PullEmbeddingVectorsResponse{}
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +450,7 @@ func (x *PullEmbeddingVectorsResponse) String() string {
 func (*PullEmbeddingVectorsResponse) ProtoMessage() {}
 
 func (x *PullEmbeddingVectorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +463,7 @@ func (x *PullEmbeddingVectorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullEmbeddingVectorsResponse.ProtoReflect.Descriptor instead.
 func (*PullEmbeddingVectorsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{5}
+	return file_pserver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PullEmbeddingVectorsResponse) GetRows() *Tensor {
@@ -382,7 +492,7 @@ type EmbeddingTableCheckpoint struct {
 
 func (x *EmbeddingTableCheckpoint) Reset() {
 	*x = EmbeddingTableCheckpoint{}
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +504,7 @@ func (x *EmbeddingTableCheckpoint) String() string {
 func (*EmbeddingTableCheckpoint) ProtoMessage() {}
 
 func (x *EmbeddingTableCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +517,7 @@ func (x *EmbeddingTableCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddingTableCheckpoint.ProtoReflect.Descriptor instead.
 func (*EmbeddingTableCheckpoint) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{6}
+	return file_pserver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EmbeddingTableCheckpoint) GetInfo() *EmbeddingTableInfo {
@@ -470,7 +580,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +592,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +605,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{7}
+	return file_pserver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Checkpoint) GetVersion() int64 {
@@ -563,7 +673,7 @@ type ParameterSlots struct {
 
 func (x *ParameterSlots) Reset() {
 	*x = ParameterSlots{}
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +685,7 @@ func (x *ParameterSlots) String() string {
 func (*ParameterSlots) ProtoMessage() {}
 
 func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +698,7 @@ func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParameterSlots.ProtoReflect.Descriptor instead.
 func (*ParameterSlots) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{8}
+	return file_pserver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ParameterSlots) GetName() string {
@@ -623,7 +733,7 @@ type PushModelResponse struct {
 
 func (x *PushModelResponse) Reset() {
 	*x = PushModelResponse{}
-	mi := &file_pserver_proto_msgTypes[9]
+	mi := &file_pserver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +745,7 @@ func (x *PushModelResponse) String() string {
 func (*PushModelResponse) ProtoMessage() {}
 
 func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[9]
+	mi := &file_pserver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +758,7 @@ func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushModelResponse.ProtoReflect.Descriptor instead.
 func (*PushModelResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{9}
+	return file_pserver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PushModelResponse) GetAccepted() bool {
@@ -675,7 +785,7 @@ type PullDenseParametersRequest struct {
 
 func (x *PullDenseParametersRequest) Reset() {
 	*x = PullDenseParametersRequest{}
-	mi := &file_pserver_proto_msgTypes[10]
+	mi := &file_pserver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +797,7 @@ func (x *PullDenseParametersRequest) String() string {
 func (*PullDenseParametersRequest) ProtoMessage() {}
 
 func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[10]
+	mi := &file_pserver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +810,7 @@ func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersRequest.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{10}
+	return file_pserver_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PullDenseParametersRequest) GetVersion() int64 {
@@ -723,7 +833,7 @@ type PullDenseParametersResponse struct {
 
 func (x *PullDenseParametersResponse) Reset() {
 	*x = PullDenseParametersResponse{}
-	mi := &file_pserver_proto_msgTypes[11]
+	mi := &file_pserver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +845,7 @@ func (x *PullDenseParametersResponse) String() string {
 func (*PullDenseParametersResponse) ProtoMessage() {}
 
 func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[11]
+	mi := &file_pserver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +858,7 @@ func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersResponse.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{11}
+	return file_pserver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PullDenseParametersResponse) GetInitialized() bool {
@@ -786,7 +896,7 @@ type PushGradientsRequest struct {
 
 func (x *PushGradientsRequest) Reset() {
 	*x = PushGradientsRequest{}
-	mi := &file_pserver_proto_msgTypes[12]
+	mi := &file_pserver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +908,7 @@ func (x *PushGradientsRequest) String() string {
 func (*PushGradientsRequest) ProtoMessage() {}
 
 func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[12]
+	mi := &file_pserver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +921,7 @@ func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsRequest.ProtoReflect.Descriptor instead.
 func (*PushGradientsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{12}
+	return file_pserver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PushGradientsRequest) GetWorkerId() int32 {
@@ -843,8 +953,11 @@ func (x *PushGradientsRequest) GetEmbeddingGradients() []*IndexedSlices {
 }
 
 type PushGradientsResponse struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Accepted bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False (sync SGD only) when the gradients were computed on a version
+	// more than --sync_version_tolerance behind the shard's: nothing was
+	// applied, and the worker re-pulls and recomputes the minibatch.
+	Accepted bool `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	// The shard's version after this push.
 	Version       int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -853,7 +966,7 @@ type PushGradientsResponse struct {
 
 func (x *PushGradientsResponse) Reset() {
 	*x = PushGradientsResponse{}
-	mi := &file_pserver_proto_msgTypes[13]
+	mi := &file_pserver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +978,7 @@ func (x *PushGradientsResponse) String() string {
 func (*PushGradientsResponse) ProtoMessage() {}
 
 func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[13]
+	mi := &file_pserver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +991,7 @@ func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsResponse.ProtoReflect.Descriptor instead.
 func (*PushGradientsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{13}
+	return file_pserver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PushGradientsResponse) GetAccepted() bool {
@@ -899,7 +1012,15 @@ var File_pserver_proto protoreflect.FileDescriptor
 
 const file_pserver_proto_rawDesc = "" +
 	"\n" +
-	"\rpserver.proto\x12\x11elasticdl.pserver\"J\n" +
+	"\rpserver.proto\x12\x11elasticdl.pserver\"p\n" +
+	"\x15SetLiveWorkersRequest\x12!\n" +
+	"\flive_workers\x18\x01 \x01(\x05R\vliveWorkers\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x12\x14\n" +
+	"\x05flush\x18\x03 \x01(\bR\x05flush\"2\n" +
+	"\x16SetLiveWorkersResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\"J\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\x03R\x04dims\x12\x18\n" +
@@ -956,12 +1077,13 @@ const file_pserver_proto_rawDesc = "" +
 	"\x13embedding_gradients\x18\x04 \x03(\v2 .elasticdl.pserver.IndexedSlicesR\x12embeddingGradients\"M\n" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion2\xa9\x03\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion2\x90\x04\n" +
 	"\aPserver\x12K\n" +
 	"\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n" +
 	"\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12b\n" +
 	"\rPushGradients\x12'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponse\x12w\n" +
-	"\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
+	"\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponse\x12e\n" +
+	"\x0eSetLiveWorkers\x12(.elasticdl.pserver.SetLiveWorkersRequest\x1a).elasticdl.pserver.SetLiveWorkersResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
 
 var (
 	file_pserver_proto_rawDescOnce sync.Once
@@ -975,48 +1097,52 @@ func file_pserver_proto_rawDescGZIP() []byte {
 	return file_pserver_proto_rawDescData
 }
 
-var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_pserver_proto_goTypes = []any{
-	(*Tensor)(nil),                       // 0: elasticdl.pserver.Tensor
-	(*Model)(nil),                        // 1: elasticdl.pserver.Model
-	(*EmbeddingTableInfo)(nil),           // 2: elasticdl.pserver.EmbeddingTableInfo
-	(*IndexedSlices)(nil),                // 3: elasticdl.pserver.IndexedSlices
-	(*PullEmbeddingVectorsRequest)(nil),  // 4: elasticdl.pserver.PullEmbeddingVectorsRequest
-	(*PullEmbeddingVectorsResponse)(nil), // 5: elasticdl.pserver.PullEmbeddingVectorsResponse
-	(*EmbeddingTableCheckpoint)(nil),     // 6: elasticdl.pserver.EmbeddingTableCheckpoint
-	(*Checkpoint)(nil),                   // 7: elasticdl.pserver.Checkpoint
-	(*ParameterSlots)(nil),               // 8: elasticdl.pserver.ParameterSlots
-	(*PushModelResponse)(nil),            // 9: elasticdl.pserver.PushModelResponse
-	(*PullDenseParametersRequest)(nil),   // 10: elasticdl.pserver.PullDenseParametersRequest
-	(*PullDenseParametersResponse)(nil),  // 11: elasticdl.pserver.PullDenseParametersResponse
-	(*PushGradientsRequest)(nil),         // 12: elasticdl.pserver.PushGradientsRequest
-	(*PushGradientsResponse)(nil),        // 13: elasticdl.pserver.PushGradientsResponse
+	(*SetLiveWorkersRequest)(nil),        // 0: elasticdl.pserver.SetLiveWorkersRequest
+	(*SetLiveWorkersResponse)(nil),       // 1: elasticdl.pserver.SetLiveWorkersResponse
+	(*Tensor)(nil),                       // 2: elasticdl.pserver.Tensor
+	(*Model)(nil),                        // 3: elasticdl.pserver.Model
+	(*EmbeddingTableInfo)(nil),           // 4: elasticdl.pserver.EmbeddingTableInfo
+	(*IndexedSlices)(nil),                // 5: elasticdl.pserver.IndexedSlices
+	(*PullEmbeddingVectorsRequest)(nil),  // 6: elasticdl.pserver.PullEmbeddingVectorsRequest
+	(*PullEmbeddingVectorsResponse)(nil), // 7: elasticdl.pserver.PullEmbeddingVectorsResponse
+	(*EmbeddingTableCheckpoint)(nil),     // 8: elasticdl.pserver.EmbeddingTableCheckpoint
+	(*Checkpoint)(nil),                   // 9: elasticdl.pserver.Checkpoint
+	(*ParameterSlots)(nil),               // 10: elasticdl.pserver.ParameterSlots
+	(*PushModelResponse)(nil),            // 11: elasticdl.pserver.PushModelResponse
+	(*PullDenseParametersRequest)(nil),   // 12: elasticdl.pserver.PullDenseParametersRequest
+	(*PullDenseParametersResponse)(nil),  // 13: elasticdl.pserver.PullDenseParametersResponse
+	(*PushGradientsRequest)(nil),         // 14: elasticdl.pserver.PushGradientsRequest
+	(*PushGradientsResponse)(nil),        // 15: elasticdl.pserver.PushGradientsResponse
 }
 var file_pserver_proto_depIdxs = []int32{
-	0,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	2,  // 1: elasticdl.pserver.Model.embedding_table_infos:type_name -> elasticdl.pserver.EmbeddingTableInfo
-	0,  // 2: elasticdl.pserver.IndexedSlices.values:type_name -> elasticdl.pserver.Tensor
-	0,  // 3: elasticdl.pserver.PullEmbeddingVectorsResponse.rows:type_name -> elasticdl.pserver.Tensor
-	2,  // 4: elasticdl.pserver.EmbeddingTableCheckpoint.info:type_name -> elasticdl.pserver.EmbeddingTableInfo
-	0,  // 5: elasticdl.pserver.EmbeddingTableCheckpoint.values:type_name -> elasticdl.pserver.Tensor
-	0,  // 6: elasticdl.pserver.EmbeddingTableCheckpoint.slots:type_name -> elasticdl.pserver.Tensor
-	0,  // 7: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	8,  // 8: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
-	6,  // 9: elasticdl.pserver.Checkpoint.embedding_tables:type_name -> elasticdl.pserver.EmbeddingTableCheckpoint
-	0,  // 10: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
-	0,  // 11: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	0,  // 12: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
-	3,  // 13: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
-	1,  // 14: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
-	10, // 15: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
-	12, // 16: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
-	4,  // 17: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
-	9,  // 18: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	11, // 19: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	13, // 20: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	5,  // 21: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
-	18, // [18:22] is the sub-list for method output_type
-	14, // [14:18] is the sub-list for method input_type
+	2,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	4,  // 1: elasticdl.pserver.Model.embedding_table_infos:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	2,  // 2: elasticdl.pserver.IndexedSlices.values:type_name -> elasticdl.pserver.Tensor
+	2,  // 3: elasticdl.pserver.PullEmbeddingVectorsResponse.rows:type_name -> elasticdl.pserver.Tensor
+	4,  // 4: elasticdl.pserver.EmbeddingTableCheckpoint.info:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	2,  // 5: elasticdl.pserver.EmbeddingTableCheckpoint.values:type_name -> elasticdl.pserver.Tensor
+	2,  // 6: elasticdl.pserver.EmbeddingTableCheckpoint.slots:type_name -> elasticdl.pserver.Tensor
+	2,  // 7: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	10, // 8: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
+	8,  // 9: elasticdl.pserver.Checkpoint.embedding_tables:type_name -> elasticdl.pserver.EmbeddingTableCheckpoint
+	2,  // 10: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
+	2,  // 11: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	2,  // 12: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
+	5,  // 13: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
+	3,  // 14: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
+	12, // 15: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
+	14, // 16: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
+	6,  // 17: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
+	0,  // 18: elasticdl.pserver.Pserver.SetLiveWorkers:input_type -> elasticdl.pserver.SetLiveWorkersRequest
+	11, // 19: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	13, // 20: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	15, // 21: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	7,  // 22: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
+	1,  // 23: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1033,7 +1159,7 @@ func file_pserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pserver_proto_rawDesc), len(file_pserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

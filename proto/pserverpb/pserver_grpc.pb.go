@@ -26,6 +26,7 @@ const (
 	Pserver_PullDenseParameters_FullMethodName  = "/elasticdl.pserver.Pserver/PullDenseParameters"
 	Pserver_PushGradients_FullMethodName        = "/elasticdl.pserver.Pserver/PushGradients"
 	Pserver_PullEmbeddingVectors_FullMethodName = "/elasticdl.pserver.Pserver/PullEmbeddingVectors"
+	Pserver_SetLiveWorkers_FullMethodName       = "/elasticdl.pserver.Pserver/SetLiveWorkers"
 )
 
 // PserverClient is the client API for Pserver service.
@@ -44,6 +45,11 @@ type PserverClient interface {
 	// (all of which must belong to this shard: id mod num_ps == shard),
 	// creating missing rows with the table's deterministic initializer.
 	PullEmbeddingVectors(ctx context.Context, in *PullEmbeddingVectorsRequest, opts ...grpc.CallOption) (*PullEmbeddingVectorsResponse, error)
+	// SetLiveWorkers tells the shard how many workers are alive (sync SGD:
+	// a version waits for at most that many gradients). The master calls it
+	// on every worker launch and exit, and with flush=true when training
+	// ends, so that no accumulated gradient is left unapplied.
+	SetLiveWorkers(ctx context.Context, in *SetLiveWorkersRequest, opts ...grpc.CallOption) (*SetLiveWorkersResponse, error)
 }
 
 type pserverClient struct {
@@ -94,6 +100,16 @@ func (c *pserverClient) PullEmbeddingVectors(ctx context.Context, in *PullEmbedd
 	return out, nil
 }
 
+func (c *pserverClient) SetLiveWorkers(ctx context.Context, in *SetLiveWorkersRequest, opts ...grpc.CallOption) (*SetLiveWorkersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLiveWorkersResponse)
+	err := c.cc.Invoke(ctx, Pserver_SetLiveWorkers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PserverServer is the server API for Pserver service.
 // All implementations must embed UnimplementedPserverServer
 // for forward compatibility.
@@ -110,6 +126,11 @@ type PserverServer interface {
 	// (all of which must belong to this shard: id mod num_ps == shard),
 	// creating missing rows with the table's deterministic initializer.
 	PullEmbeddingVectors(context.Context, *PullEmbeddingVectorsRequest) (*PullEmbeddingVectorsResponse, error)
+	// SetLiveWorkers tells the shard how many workers are alive (sync SGD:
+	// a version waits for at most that many gradients). The master calls it
+	// on every worker launch and exit, and with flush=true when training
+	// ends, so that no accumulated gradient is left unapplied.
+	SetLiveWorkers(context.Context, *SetLiveWorkersRequest) (*SetLiveWorkersResponse, error)
 	mustEmbedUnimplementedPserverServer()
 }
 
@@ -131,6 +152,9 @@ func (UnimplementedPserverServer) PushGradients(context.Context, *PushGradientsR
 }
 func (UnimplementedPserverServer) PullEmbeddingVectors(context.Context, *PullEmbeddingVectorsRequest) (*PullEmbeddingVectorsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PullEmbeddingVectors not implemented")
+}
+func (UnimplementedPserverServer) SetLiveWorkers(context.Context, *SetLiveWorkersRequest) (*SetLiveWorkersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLiveWorkers not implemented")
 }
 func (UnimplementedPserverServer) mustEmbedUnimplementedPserverServer() {}
 func (UnimplementedPserverServer) testEmbeddedByValue()                 {}
@@ -225,6 +249,24 @@ func _Pserver_PullEmbeddingVectors_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Pserver_SetLiveWorkers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLiveWorkersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).SetLiveWorkers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_SetLiveWorkers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).SetLiveWorkers(ctx, req.(*SetLiveWorkersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Pserver_ServiceDesc is the grpc.ServiceDesc for Pserver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -247,6 +289,10 @@ var Pserver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PullEmbeddingVectors",
 			Handler:    _Pserver_PullEmbeddingVectors_Handler,
+		},
+		{
+			MethodName: "SetLiveWorkers",
+			Handler:    _Pserver_SetLiveWorkers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

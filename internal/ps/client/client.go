@@ -134,6 +134,9 @@ type shardConn struct {
 	// pushBuf, avoiding a model-sized allocation per push.
 	pushMu  sync.Mutex
 	pushBuf []*pserverpb.Tensor
+	// rejected: the last push to this shard was declined (sync SGD, too
+	// stale); guarded by pushMu.
+	rejected bool
 }
 
 // Dial creates connections to every shard, addrs[i] being shard i. It does
@@ -400,8 +403,9 @@ func (c *Client) reinit(ctx context.Context, s *shardConn, group []*nn.Param, at
 
 // Push sends each parameter's Grad to its shard, all shards in parallel,
 // tagged with the version of the shard the worker last pulled. accepted is
-// false if any shard declined the gradients (sync mode, later); async
-// shards accept stale gradients. A shard rejects an invalid push as a
+// false if any shard declined the gradients (sync SGD: too stale; re-pull,
+// recompute and send with PushRejected); async shards accept stale
+// gradients. A shard rejects an invalid push as a
 // whole (codes.InvalidArgument, nothing applied), but other shards may
 // have applied theirs.
 func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
@@ -474,6 +478,7 @@ func (c *Client) pushShardSparse(ctx context.Context, s *shardConn, group []*nn.
 		if err != nil {
 			return false, err
 		}
+		s.rejected = !resp.GetAccepted()
 		return resp.GetAccepted(), nil
 	}
 }
@@ -602,4 +607,53 @@ func (b *expBackoff) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// PushRejected pushes the parameters' gradients again, but only to the
+// shards that rejected this client's last push (sync SGD: the worker
+// re-pulled and recomputed the minibatch; shards that accepted the first
+// computation must not count the minibatch twice). accepted is false if
+// any of them rejected again.
+func (c *Client) PushRejected(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
+	l, err := c.layoutFor(params)
+	if err != nil {
+		return false, err
+	}
+	var mu sync.Mutex
+	accepted = true
+	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
+		s.pushMu.Lock()
+		rejected := s.rejected
+		s.pushMu.Unlock()
+		if !rejected {
+			return nil
+		}
+		ok, err := c.pushShard(ctx, s, group, workerID)
+		if !ok {
+			mu.Lock()
+			accepted = false
+			mu.Unlock()
+		}
+		return err
+	})
+	return accepted && err == nil, err
+}
+
+// SetLiveWorkers tells every shard how many workers are alive (sync SGD;
+// see ps.Server.SetLiveWorkers), retrying unavailable shards until ctx
+// ends. generation orders the calls of one caller; flush makes each shard
+// apply what it has accumulated.
+func (c *Client) SetLiveWorkers(ctx context.Context, live int, generation int64, flush bool) error {
+	errs := make([]error, len(c.shards))
+	var wg sync.WaitGroup
+	for i, s := range c.shards {
+		wg.Go(func() {
+			errs[i] = c.call(ctx, s, "set live workers", func(ctx context.Context) error {
+				_, err := s.rpc.SetLiveWorkers(ctx, &pserverpb.SetLiveWorkersRequest{LiveWorkers: int32(live), Generation: generation, Flush: flush})
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
