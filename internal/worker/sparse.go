@@ -109,7 +109,13 @@ func (w *Worker) trainSparse(ctx context.Context, t *masterpb.Task, report *mast
 			for i, e := range s.embs {
 				s.grads[i].IDs, s.grads[i].Values = e.Grad()
 			}
-			accepted, err := w.ps.PushSparse(ctx, w.params, s.grads, w.cfg.WorkerID)
+			push := w.ps.PushSparse
+			if attempt > 0 {
+				// A redo goes only to the shards that rejected: the others
+				// already counted this minibatch.
+				push = w.ps.PushSparseRejected
+			}
+			accepted, err := push(ctx, w.params, s.grads, w.cfg.WorkerID)
 			if err != nil {
 				return &fatalError{fmt.Errorf("push gradients: %w", err)}
 			}
@@ -119,9 +125,6 @@ func (w *Worker) trainSparse(ctx context.Context, t *masterpb.Task, report *mast
 				report.Steps++
 				return nil
 			}
-			// TODO(sync SGD): the redo pushes to every shard again; shards
-			// that accepted the first push then apply this minibatch twice.
-			// It needs a sparse PushRejected in the PS client.
 			w.rejected.Add(1)
 			if attempt >= maxRejectedPushes {
 				return &fatalError{fmt.Errorf("push gradients: rejected %d times in a row", attempt+1)}

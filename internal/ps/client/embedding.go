@@ -186,6 +186,18 @@ func (c *Client) initEmpty(ctx context.Context, s *shardConn, reinits *int, bo *
 // shard rejects an invalid push as a whole (InvalidArgument, nothing
 // applied); other shards may have applied theirs.
 func (c *Client) PushSparse(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int) (accepted bool, err error) {
+	return c.pushSparse(ctx, params, sparse, workerID, false)
+}
+
+// PushSparseRejected is PushSparse to the shards that rejected this
+// client's last push only (sync SGD's redo of a minibatch, as
+// PushRejected): a shard that accepted the first computation must not
+// count the minibatch twice.
+func (c *Client) PushSparseRejected(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int) (accepted bool, err error) {
+	return c.pushSparse(ctx, params, sparse, workerID, true)
+}
+
+func (c *Client) pushSparse(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, onlyRejected bool) (accepted bool, err error) {
 	n := len(c.shards)
 	// No params: an empty layout, not remembered, so that a later
 	// re-initialization still pushes the dense values Pull saw.
@@ -244,7 +256,19 @@ func (c *Client) PushSparse(ctx context.Context, params []*nn.Param, sparse []Sp
 	}
 	var mu sync.Mutex
 	accepted = true
-	err = c.eachShard(func(i int) bool { return len(l.groups[i]) > 0 || len(perShard[i]) > 0 }, func(s *shardConn) error {
+	want := func(i int) bool {
+		if len(l.groups[i]) == 0 && len(perShard[i]) == 0 {
+			return false
+		}
+		if !onlyRejected {
+			return true
+		}
+		s := c.shards[i]
+		s.pushMu.Lock()
+		defer s.pushMu.Unlock()
+		return s.rejected
+	}
+	err = c.eachShard(want, func(s *shardConn) error {
 		ok, err := c.pushShardSparse(ctx, s, l.groups[s.index], perShard[s.index], workerID)
 		if !ok {
 			mu.Lock()

@@ -93,3 +93,40 @@ func TestPushRejectedGoesToRejectingShardsOnly(t *testing.T) {
 		}
 	}
 }
+
+// The sparse path's redo, like PushRejected, reaches only the shards that
+// rejected the first push.
+func TestPushSparseRejectedGoesToRejectingShardsOnly(t *testing.T) {
+	procs := []*psProc{startSyncPS(t, 0, 2), startSyncPS(t, 1, 2)}
+	addrs := []string{procs[0].addr, procs[1].addr}
+	ctx := ctxT(t, 10*time.Second)
+	a, b := dial(t, addrs), dial(t, addrs)
+	model := testModel()
+	if err := a.PushModel(ctx, model); err != nil {
+		t.Fatal(err)
+	}
+	other := zeroValues(model)
+	if _, err := b.Pull(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.Push(ctx, other[2:], 1); err != nil || !ok {
+		t.Fatalf("b's push: %v %v", ok, err)
+	}
+	for _, p := range model {
+		for i := range p.Grad.Data {
+			p.Grad.Data[i] = 1
+		}
+	}
+	if ok, err := a.PushSparse(ctx, model, nil, 0); err != nil || ok {
+		t.Fatalf("a's stale push: accepted=%v err=%v, want rejected", ok, err)
+	}
+	if _, err := a.Pull(ctx, model); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.PushSparseRejected(ctx, model, nil, 0); err != nil || !ok {
+		t.Fatalf("redo: accepted=%v err=%v", ok, err)
+	}
+	if v0, v1 := procs[0].srv.Version(), procs[1].srv.Version(); v0 != 1 || v1 != 2 {
+		t.Fatalf("versions after the redo %d %d, want 1 (not pushed twice) 2", v0, v1)
+	}
+}
