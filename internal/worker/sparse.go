@@ -133,86 +133,20 @@ func (w *Worker) trainSparse(ctx context.Context, t *masterpb.Task, report *mast
 	})
 }
 
-func (w *Worker) evaluateSparse(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
-	b, err := w.read(t, report)
-	if err != nil {
-		return err
+// inferBatches runs the model forward, without training, over b's
+// minibatches (pulling the embedding rows first for a sparse model) and
+// hands fn each minibatch's logits and labels: evaluation and prediction
+// are then written once for both kinds of model.
+func (w *Worker) inferBatches(ctx context.Context, b *data.Batch, fn func(logits *nn.Tensor, labels []int32) error) error {
+	if w.sparse == nil {
+		return w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
+			return fn(w.net.Forward(x, false), labels)
+		})
 	}
-	if _, err := w.ps.Pull(ctx, w.params); err != nil {
-		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
-	}
-	var correct, lossSum float64
-	err = w.sparseMinibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
+	return w.sparseMinibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
 		if err := w.lookup(ctx, ids); err != nil {
 			return err
 		}
-		logits := w.sparse.net.Forward(x, false)
-		loss, _, err := nn.SoftmaxCrossEntropy(logits, labels)
-		if err != nil {
-			return err
-		}
-		correct += float64(nn.CountCorrect(logits, labels))
-		lossSum += float64(loss) * float64(len(labels))
-		report.Records += int64(len(labels))
-		report.Steps++
-		return nil
+		return fn(w.sparse.net.Forward(x, false), labels)
 	})
-	if err != nil {
-		return err
-	}
-	report.LossSum = lossSum
-	_, err = w.master.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{
-		WorkerId:     int32(w.cfg.WorkerID),
-		TaskId:       t.Id,
-		ModelVersion: w.ps.Version(),
-		Records:      report.Records,
-		Sums:         map[string]float64{"correct": correct, "loss": lossSum},
-	})
-	if err != nil {
-		return &fatalError{fmt.Errorf("report evaluation metrics of task %d: %w", t.Id, err)}
-	}
-	return nil
-}
-
-func (w *Worker) predictSparse(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
-	b, err := w.read(t, report)
-	if err != nil {
-		return err
-	}
-	if _, err := w.ps.Pull(ctx, w.params); err != nil {
-		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
-	}
-	k := w.spec.NumClasses
-	p := &masterpb.Predictions{
-		NumClasses:     int32(k),
-		RecordIndex:    make([]int64, 0, b.N),
-		PredictedClass: make([]int32, 0, b.N),
-		Probabilities:  make([]float32, 0, b.N*k),
-	}
-	off := 0
-	err = w.sparseMinibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
-		if err := w.lookup(ctx, ids); err != nil {
-			return err
-		}
-		logits := w.sparse.net.Forward(x, false)
-		n := len(labels)
-		if len(logits.Data) != n*k {
-			return fmt.Errorf("model output has %d values for %d records of %d classes", len(logits.Data), n, k)
-		}
-		for i := 0; i < n; i++ {
-			row := logits.Data[i*k : (i+1)*k]
-			p.RecordIndex = append(p.RecordIndex, b.Index[off+i])
-			p.PredictedClass = append(p.PredictedClass, int32(nn.Argmax(row)))
-			p.Probabilities = appendSoftmax(p.Probabilities, row)
-		}
-		off += n
-		report.Records += int64(n)
-		report.Steps++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	report.Predictions = p
-	return nil
 }

@@ -257,17 +257,9 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 			taskErr = w.train(ctx, t, report)
 		}
 	case masterpb.TaskType_EVALUATION:
-		if w.sparse != nil {
-			taskErr = w.evaluateSparse(ctx, t, report)
-		} else {
-			taskErr = w.evaluate(ctx, t, report)
-		}
+		taskErr = w.evaluate(ctx, t, report)
 	case masterpb.TaskType_PREDICTION:
-		if w.sparse != nil {
-			taskErr = w.predictSparse(ctx, t, report)
-		} else {
-			taskErr = w.predict(ctx, t, report)
-		}
+		taskErr = w.predict(ctx, t, report)
 	default:
 		taskErr = fmt.Errorf("task type %v is not supported by this worker", t.Type)
 	}
@@ -391,8 +383,7 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 	}
 	var correct, lossSum float64
-	err = w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
-		logits := w.net.Forward(x, false)
+	err = w.inferBatches(ctx, b, func(logits *nn.Tensor, labels []int32) error {
 		loss, _, err := nn.SoftmaxCrossEntropy(logits, labels)
 		if err != nil {
 			return err
@@ -439,8 +430,7 @@ func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb
 		Probabilities:  make([]float32, 0, b.N*k),
 	}
 	off := 0
-	err = w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
-		logits := w.net.Forward(x, false)
+	err = w.inferBatches(ctx, b, func(logits *nn.Tensor, labels []int32) error {
 		n := len(labels)
 		if len(logits.Data) != n*k {
 			return fmt.Errorf("model output has %d values for %d records of %d classes", len(logits.Data), n, k)
