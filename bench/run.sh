@@ -13,6 +13,9 @@ echo "== machine ceilings: memory copy, loopback TCP"
 go test ./bench -run '^$' -bench Ceiling -benchtime 2s
 echo "== parameter server push+pull of a 4 MiB model"
 go test -run '^$' -bench PushPull -benchtime 3s ./internal/ps/client
+echo "== PS embedding tables: lookup, update, memory per row"
+go test ./bench -run '^$' -bench 'EmbeddingPull|EmbeddingPush|EmbeddingApplyServer' -benchtime 3s
+go test ./bench -run '^$' -bench EmbeddingMemory -benchtime 1x
 echo "== task dispatcher, data reader"
 go test -run '^$' -bench GetReport ./internal/master/task
 go test -run '^$' -bench IDXRead -benchtime 2s -cpu 1 ./data
