@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 
-	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
 )
 
@@ -42,23 +40,13 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	fs.StringVar(&cfg.ModelDef, "model_def", "", "the model, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
 	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "the model to use: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
 	fs.StringVar(&cfg.Output, "output", "", "directory for job_summary.json and logs (default: a new temporary directory)")
-	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
-	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
-	fs.IntVar(&cfg.NumPS, "num_ps_pods", cfg.NumPS, "number of parameter servers")
-	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", cfg.MinibatchSize, "records per forward pass")
-	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")
-	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
-	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a worker silent for this long is stopped and replaced")
-	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
-	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
-	backend := fs.String("backend", "local", "where the job runs: local (child processes)")
-	verbose := fs.Bool("verbose", false, "debug logging")
+	var opts jobOptions
+	addJobFlags(fs, cfg, &opts, "records per forward pass")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *backend != "local" {
-		return usageError{fmt.Errorf("--backend=%s: not supported by this build (supported: local)", *backend)}
+	if err := opts.check(); err != nil {
+		return err
 	}
 	tempOutput := cfg.Output == ""
 	if tempOutput {
@@ -90,27 +78,9 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	} else if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	logDir := filepath.Join(cfg.Output, "logs")
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	logger := newLogger(env.Stderr, level)
-	be, err := local.New(local.Config{LogDir: logDir, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("local backend: %w", err)
-	}
-	m, err := master.New(*cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger})
-	if err != nil {
-		be.Close(context.Background())
+	return runJob(ctx, env, *cfg, opts, func() {
 		if tempOutput {
 			os.RemoveAll(cfg.Output) // nothing ran: leave nothing behind
 		}
-		return err
-	}
-	summary, runErr := m.Run(ctx)
-	if summary != nil {
-		printSummary(env, summary, cfg.Output, logDir)
-	}
-	return runErr
+	})
 }

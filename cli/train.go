@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
 )
 
@@ -25,18 +23,9 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
 	fs.Int64Var(&cfg.EvaluationSteps, "evaluation_steps", 0, "evaluate on --validation_data each time the model version crosses a multiple of this (0: only at the end)")
 	fs.StringVar(&cfg.Output, "output", "", "directory for the trained model, job_summary.json and logs")
-	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
-	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
-	fs.IntVar(&cfg.NumPS, "num_ps_pods", cfg.NumPS, "number of parameter servers")
 	fs.IntVar(&cfg.NumEpochs, "num_epochs", cfg.NumEpochs, "passes over the training data")
-	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", cfg.MinibatchSize, "records per gradient step")
-	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")
 	fs.StringVar(&cfg.Optimizer, "optimizer", "", "optimizer spec overriding the model's, e.g. 'sgd:learning_rate=0.1' or 'adam:learning_rate=0.001,amsgrad=true'")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")
-	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
-	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a worker silent for this long is stopped and replaced")
-	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: a relaunched PS (or a new job) restores the newest complete one")
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "each PS checkpoints every this many versions (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")
@@ -45,14 +34,13 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&cfg.GradsToWait, "grads_to_wait", cfg.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by the live workers)")
 	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", cfg.SyncVersionTolerance, "sync SGD: a gradient computed more than this many versions ago is rejected and its minibatch redone")
 	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", cfg.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
-	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
-	backend := fs.String("backend", "local", "where the job runs: local (child processes)")
-	verbose := fs.Bool("verbose", false, "debug logging")
+	var opts jobOptions
+	addJobFlags(fs, &cfg, &opts, "records per gradient step")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *backend != "local" {
-		return usageError{fmt.Errorf("--backend=%s: not supported by this build (supported: local)", *backend)}
+	if err := opts.check(); err != nil {
+		return err
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
@@ -65,26 +53,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	logDir := filepath.Join(cfg.Output, "logs")
-	level := slog.LevelInfo
-	if *verbose {
-		level = slog.LevelDebug
-	}
-	logger := newLogger(env.Stderr, level)
-	be, err := local.New(local.Config{LogDir: logDir, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("local backend: %w", err)
-	}
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger})
-	if err != nil {
-		be.Close(context.Background())
-		return err
-	}
-	summary, runErr := m.Run(ctx)
-	if summary != nil {
-		printSummary(env, summary, cfg.Output, logDir)
-	}
-	return runErr
+	return runJob(ctx, env, cfg, opts, nil)
 }
 
 // checkDataFile turns a missing file into an error that says how to get it.
