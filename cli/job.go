@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"elasticdl/internal/cluster/local"
+	"elasticdl/internal/master"
+)
+
+// jobOptions are the command-line settings of how a job runs, shared by
+// train, evaluate and predict, beside what they put in master.Config.
+type jobOptions struct {
+	backend string
+	verbose bool
+}
+
+// addJobFlags registers the flags every job-running command shares.
+// minibatchHelp says what a minibatch is for this command.
+func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchHelp string) {
+	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
+	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
+	fs.IntVar(&cfg.NumPS, "num_ps_pods", cfg.NumPS, "number of parameter servers")
+	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", cfg.MinibatchSize, minibatchHelp)
+	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")
+	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
+	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a worker silent for this long is stopped and replaced")
+	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
+	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
+	fs.StringVar(&o.backend, "backend", "local", "where the job runs: local (child processes)")
+	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
+}
+
+// check rejects settings this build cannot honour.
+func (o jobOptions) check() error {
+	if o.backend != "local" {
+		return usageError{fmt.Errorf("--backend=%s: not supported by this build (supported: local)", o.backend)}
+	}
+	return nil
+}
+
+// runJob runs cfg's job on the chosen backend and prints its summary.
+// notStarted is called when the job failed before anything was launched.
+func runJob(ctx context.Context, env Env, cfg master.Config, o jobOptions, notStarted func()) error {
+	logDir := filepath.Join(cfg.Output, "logs")
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := newLogger(env.Stderr, level)
+	be, err := local.New(local.Config{LogDir: logDir, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("local backend: %w", err)
+	}
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger})
+	if err != nil {
+		be.Close(context.Background())
+		if notStarted != nil {
+			notStarted()
+		}
+		return err
+	}
+	summary, runErr := m.Run(ctx)
+	if summary != nil {
+		printSummary(env, summary, cfg.Output, logDir)
+	}
+	return runErr
+}
