@@ -15,33 +15,48 @@ import (
 // and whose workers get only evaluation tasks.
 func runEvaluate(ctx context.Context, env Env, args []string) error {
 	cfg := master.DefaultConfig()
-	cfg.Mode = master.ModeEvaluate
-	cfg.JobName = "elasticdl-evaluate"
 	fs := newFlagSet(env, "evaluate")
-	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the model on: an IDX images file or a CSV file")
-	return runModelJob(ctx, env, fs, &cfg, args)
+	var opts jobOptions
+	addEvaluateFlags(fs, &cfg, &opts)
+	return runModelJob(ctx, env, fs, &cfg, &opts, args)
 }
 
 // runPredict writes the predictions of a saved model for every record of
 // --prediction_data to --prediction_outputs, in input order.
 func runPredict(ctx context.Context, env Env, args []string) error {
 	cfg := master.DefaultConfig()
-	cfg.Mode = master.ModePredict
-	cfg.JobName = "elasticdl-predict"
 	fs := newFlagSet(env, "predict")
-	fs.StringVar(&cfg.PredictionData, "prediction_data", "", "records to predict: an IDX images file or a CSV file (labels are read but not used)")
-	fs.StringVar(&cfg.PredictionOutputs, "prediction_outputs", "", "CSV file to write: a header, then one row per input record in input order: index,class,p0,...,pK-1")
-	return runModelJob(ctx, env, fs, &cfg, args)
+	var opts jobOptions
+	addPredictFlags(fs, &cfg, &opts)
+	return runModelJob(ctx, env, fs, &cfg, &opts, args)
 }
 
-// runModelJob is the part evaluate and predict share: a job on a saved
-// model, with the same master, workers and PS as training.
-func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Config, args []string) error {
+func addEvaluateFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
+	cfg.Mode = master.ModeEvaluate
+	cfg.JobName = "elasticdl-evaluate"
+	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the model on: an IDX images file or a CSV file")
+	addModelJobFlags(fs, cfg, opts)
+}
+
+func addPredictFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
+	cfg.Mode = master.ModePredict
+	cfg.JobName = "elasticdl-predict"
+	fs.StringVar(&cfg.PredictionData, "prediction_data", "", "records to predict: an IDX images file or a CSV file (labels are read but not used)")
+	fs.StringVar(&cfg.PredictionOutputs, "prediction_outputs", "", "CSV file to write: a header, then one row per input record in input order: index,class,p0,...,pK-1")
+	addModelJobFlags(fs, cfg, opts)
+}
+
+// addModelJobFlags registers what evaluate and predict share: a job on a
+// saved model, with the same master, workers and PS as training.
+func addModelJobFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.StringVar(&cfg.ModelDef, "model_def", "", "the model, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
 	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "the model to use: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
 	fs.StringVar(&cfg.Output, "output", "", "directory for job_summary.json and logs (default: a new temporary directory)")
-	var opts jobOptions
-	addJobFlags(fs, cfg, &opts, "records per forward pass")
+	addJobFlags(fs, cfg, opts, "records per forward pass")
+}
+
+// runModelJob parses and runs an evaluate or predict job.
+func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Config, opts *jobOptions, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -51,9 +66,15 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	tempOutput := cfg.Output == ""
 	if tempOutput {
 		cfg.Output = "(temporary)" // filled in below, once the flags are known good
+		if opts.backend == backendK8s {
+			cfg.Output = "/tmp/elasticdl-" + cfg.JobName // inside the master pod
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
+	}
+	if opts.backend == backendK8s {
+		return submitK8s(ctx, env, fs, *cfg, *opts)
 	}
 	for _, p := range []struct{ flag, path string }{{"validation_data", cfg.ValidationData}, {"prediction_data", cfg.PredictionData}} {
 		if err := checkDataFile(p.flag, p.path); err != nil {
@@ -78,7 +99,7 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	} else if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	return runJob(ctx, env, *cfg, opts, func() {
+	return runJob(ctx, env, *cfg, *opts, func() {
 		if tempOutput {
 			os.RemoveAll(cfg.Output) // nothing ran: leave nothing behind
 		}

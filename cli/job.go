@@ -16,7 +16,14 @@ import (
 type jobOptions struct {
 	backend string
 	verbose bool
+	k8s     k8sOptions
 }
+
+// The backends a job can run on.
+const (
+	backendLocal = "local"
+	backendK8s   = "k8s"
+)
 
 // addJobFlags registers the flags every job-running command shares.
 // minibatchHelp says what a minibatch is for this command.
@@ -28,19 +35,23 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")
 	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
 	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
-	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a worker silent for this long is stopped and replaced")
+	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a running worker silent for this long is stopped and replaced")
 	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
-	fs.StringVar(&o.backend, "backend", "local", "where the job runs: local (child processes)")
+	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
+	addK8sFlags(fs, &o.k8s)
 }
 
 // check rejects settings this build cannot honour.
 func (o jobOptions) check() error {
-	if o.backend != "local" {
-		return usageError{fmt.Errorf("--backend=%s: not supported by this build (supported: local)", o.backend)}
+	switch o.backend {
+	case backendLocal:
+		return nil
+	case backendK8s:
+		return o.k8s.check()
 	}
-	return nil
+	return usageError{fmt.Errorf("--backend=%s: unknown (local or k8s)", o.backend)}
 }
 
 // runJob runs cfg's job on the chosen backend and prints its summary.

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,6 +19,33 @@ const fashionMNISTDir = "/usr/share/datasets/fashion-mnist"
 func runTrain(ctx context.Context, env Env, args []string) error {
 	cfg := master.DefaultConfig()
 	fs := newFlagSet(env, "train")
+	var opts jobOptions
+	addTrainFlags(fs, &cfg, &opts)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := opts.check(); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	if opts.backend == backendK8s {
+		return submitK8s(ctx, env, fs, cfg, opts)
+	}
+	for _, p := range []struct{ flag, path string }{{"training_data", cfg.TrainingData}, {"validation_data", cfg.ValidationData}} {
+		if err := checkDataFile(p.flag, p.path); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	return runJob(ctx, env, cfg, opts, nil)
+}
+
+// addTrainFlags registers the flags of a training job.
+func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
 	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain) or a CSV file")
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
@@ -34,26 +62,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	fs.IntVar(&cfg.GradsToWait, "grads_to_wait", cfg.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by the live workers)")
 	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", cfg.SyncVersionTolerance, "sync SGD: a gradient computed more than this many versions ago is rejected and its minibatch redone")
 	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", cfg.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
-	var opts jobOptions
-	addJobFlags(fs, &cfg, &opts, "records per gradient step")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := opts.check(); err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
-		return usageError{err}
-	}
-	for _, p := range []struct{ flag, path string }{{"training_data", cfg.TrainingData}, {"validation_data", cfg.ValidationData}} {
-		if err := checkDataFile(p.flag, p.path); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
-		return fmt.Errorf("--output: %w", err)
-	}
-	return runJob(ctx, env, cfg, opts, nil)
+	addJobFlags(fs, cfg, opts, "records per gradient step")
 }
 
 // checkDataFile turns a missing file into an error that says how to get it.
@@ -84,19 +93,19 @@ func printSummary(env Env, s *master.Summary, output, logDir string) {
 	if s.Mode != master.ModeTrain && s.ModelVersion >= 0 && s.Status == "succeeded" {
 		fmt.Fprintf(w, "  model version %d\n", s.ModelVersion)
 	}
-	fmt.Fprintf(w, "  workers: %d launched, %d lost, %d relaunched; ps: %d launched, %d lost\n",
-		s.Workers.Launched, s.Workers.Lost, s.Workers.Relaunched, s.PS.Launched, s.PS.Lost)
+	fmt.Fprintf(w, "  workers: %d launched, %d lost (%d preempted), %d relaunched, at most %d running; ps: %d launched, %d lost\n",
+		s.Workers.Launched, s.Workers.Lost, s.Workers.Preempted, s.Workers.Relaunched, s.Workers.MaxRunning, s.PS.Launched, s.PS.Lost)
 	if s.CorruptRecords > 0 {
 		fmt.Fprintf(w, "  corrupt records skipped: %d (first: %s)\n", s.CorruptRecords, s.FirstCorruptRecord)
 	}
 	for _, e := range s.Evaluations {
 		if !e.Final {
-			fmt.Fprintf(w, "  evaluation at version %d (versions used %d-%d): accuracy %.4f, loss %.4f on %d records\n",
-				e.Version, e.MinVersionUsed, e.MaxVersionUsed, e.Accuracy, e.Loss, e.Records)
+			fmt.Fprintf(w, "  evaluation at version %d (versions used %d-%d): accuracy %.4f%s, loss %.4f on %d records\n",
+				e.Version, e.MinVersionUsed, e.MaxVersionUsed, e.Accuracy, aucText(e.AUC), e.Loss, e.Records)
 		}
 	}
 	if s.Eval != nil {
-		fmt.Fprintf(w, "  test accuracy %.4f, loss %.4f on %d records (model version %d)\n", s.Eval.Accuracy, s.Eval.Loss, s.Eval.Records, s.Eval.ModelVersion)
+		fmt.Fprintf(w, "  test accuracy %.4f%s, loss %.4f on %d records (model version %d)\n", s.Eval.Accuracy, aucText(s.Eval.AUC), s.Eval.Loss, s.Eval.Records, s.Eval.ModelVersion)
 	}
 	if s.Predictions != nil {
 		fmt.Fprintf(w, "  predictions: %s (%d rows, %d without a prediction: corrupt records)\n", s.Predictions.Path, s.Predictions.Records, s.Predictions.CorruptRecords)
@@ -105,4 +114,12 @@ func printSummary(env Env, s *master.Summary, output, logDir string) {
 		fmt.Fprintf(w, "  model: %s (version %d)\n", s.ModelPath, s.ModelVersion)
 	}
 	fmt.Fprintf(w, "  summary: %s\n  logs: %s\n", filepath.Join(output, "job_summary.json"), logDir)
+}
+
+// aucText is ", AUC x" when the model has one.
+func aucText(auc *float64) string {
+	if auc == nil {
+		return ""
+	}
+	return fmt.Sprintf(", AUC %.4f", *auc)
 }

@@ -26,6 +26,10 @@ type CTRConfig struct {
 	Zipf        float64 // exponent of the id distribution, 0 (uniform) to 10; larger is hotter
 	Pairs       int     // field pairs (0,1), (2,3), ... that interact in the hidden model, at most Categorical/2
 	Seed        uint64  // picks the hidden model and the records
+	// Offset shifts the records: record i is the generator's record
+	// Offset+i (same hidden model), so that held-out data is the records
+	// after a training range, e.g. records=20000&offset=100000.
+	Offset int64
 }
 
 // DefaultCTRConfig is the configuration of a bare "synthetic-ctr://" URI:
@@ -59,6 +63,8 @@ func (c CTRConfig) Validate() error {
 		return fmt.Errorf("zipf = %v: want 0 to 10", c.Zipf)
 	case c.Pairs < 0 || c.Pairs > c.Categorical/2:
 		return fmt.Errorf("pairs = %d: want 0 to categorical/2 = %d", c.Pairs, c.Categorical/2)
+	case c.Offset < 0 || c.Offset > math.MaxInt64-c.Records:
+		return fmt.Errorf("offset = %d: want 0 to 2^63-1-records", c.Offset)
 	}
 	return nil
 }
@@ -66,9 +72,13 @@ func (c CTRConfig) Validate() error {
 // URI returns the synthetic-ctr:// URI of the configuration, which Open
 // turns back into the same generator.
 func (c CTRConfig) URI() string {
-	return fmt.Sprintf("%s://?records=%d&dense=%d&categorical=%d&vocab=%d&zipf=%s&pairs=%d&seed=%d",
+	u := fmt.Sprintf("%s://?records=%d&dense=%d&categorical=%d&vocab=%d&zipf=%s&pairs=%d&seed=%d",
 		syntheticCTRScheme, c.Records, c.Dense, c.Categorical, c.Vocab,
 		strconv.FormatFloat(c.Zipf, 'g', -1, 64), c.Pairs, c.Seed)
+	if c.Offset != 0 {
+		u += fmt.Sprintf("&offset=%d", c.Offset)
+	}
+	return u
 }
 
 // Hidden model: the share of the logit's variance each part carries, and
@@ -224,10 +234,10 @@ const zipfCellCount = 1 << 16 // 256 KB of zipfCells; enough that ~85% of draws 
 
 // OpenSyntheticCTR opens a generator named by a URI of the form
 //
-//	synthetic-ctr://?records=N&dense=N&categorical=N&vocab=N&zipf=S&pairs=N&seed=N
+//	synthetic-ctr://?records=N&dense=N&categorical=N&vocab=N&zipf=S&pairs=N&seed=N&offset=N
 //
 // Every parameter is optional and defaults to DefaultCTRConfig's value
-// (records=1000000&dense=13&categorical=26&vocab=10000&zipf=1.1&pairs=3&seed=1);
+// (records=1000000&dense=13&categorical=26&vocab=10000&zipf=1.1&pairs=3&seed=1&offset=0);
 // see CTRConfig for their meaning and ranges. Unknown parameters are errors.
 // The source's Name is the URI, so workers that open it get the same records.
 func OpenSyntheticCTR(uri string) (*SyntheticCTR, error) {
@@ -245,7 +255,7 @@ func OpenSyntheticCTR(uri string) (*SyntheticCTR, error) {
 	}
 	cfg := DefaultCTRConfig()
 	ints := map[string]*int{"dense": &cfg.Dense, "categorical": &cfg.Categorical, "pairs": &cfg.Pairs}
-	int64s := map[string]*int64{"records": &cfg.Records, "vocab": &cfg.Vocab}
+	int64s := map[string]*int64{"records": &cfg.Records, "vocab": &cfg.Vocab, "offset": &cfg.Offset}
 	for _, k := range slices.Sorted(maps.Keys(q)) { // sorted: the same URI always gives the same error
 		if len(q[k]) != 1 {
 			return nil, fmt.Errorf("%s: parameter %q given %d times", uri, k, len(q[k]))
@@ -262,7 +272,7 @@ func OpenSyntheticCTR(uri string) (*SyntheticCTR, error) {
 		case k == "seed":
 			cfg.Seed, err = strconv.ParseUint(v, 10, 64)
 		default:
-			return nil, fmt.Errorf("%s: unknown parameter %q (want records, dense, categorical, vocab, zipf, pairs, seed)", uri, k)
+			return nil, fmt.Errorf("%s: unknown parameter %q (want records, dense, categorical, vocab, zipf, pairs, seed, offset)", uri, k)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: parameter %s=%q: want a number: %w", uri, k, v, err)
@@ -338,7 +348,7 @@ func (g *SyntheticCTR) TrueProbability(i int64) float64 {
 // record writes record i's dense features and ids into dense and ids and
 // returns its click probability and label.
 func (g *SyntheticCTR) record(i int64, dense []float32, ids []int64) (float64, int32) {
-	key := draw(g.recordsKey, uint64(i))
+	key := draw(g.recordsKey, uint64(g.cfg.Offset+i))
 	logit := ctrBias
 	for d := 0; d < len(dense); d += 2 {
 		z0, z1 := gaussPair(draw(key, uint64(d/2)))

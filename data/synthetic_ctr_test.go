@@ -411,3 +411,38 @@ func BenchmarkSyntheticCTRRead(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*batch/b.Elapsed().Seconds(), "records/s")
 }
+
+// TestSyntheticCTROffset: offset=K shifts the records of the same hidden
+// model, so records [K, K+n) of a long source are the records of
+// records=n&offset=K.
+func TestSyntheticCTROffset(t *testing.T) {
+	long, err := OpenSyntheticCTR("synthetic-ctr://?records=3000&seed=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, err := OpenSyntheticCTR("synthetic-ctr://?records=1000&offset=2000&seed=5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := long.Read(2000, 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := short.Read(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.Features, b.Features) || !slices.Equal(a.Categorical, b.Categorical) || !slices.Equal(a.Labels, b.Labels) {
+		t.Error("records=1000&offset=2000 differ from records [2000, 3000)")
+	}
+	if long.TrueProbability(2017) != short.TrueProbability(17) {
+		t.Error("TrueProbability ignores the offset")
+	}
+	cfg := short.Config()
+	if cfg.Offset != 2000 || !strings.Contains(cfg.URI(), "&offset=2000") || strings.Contains(long.Config().URI(), "offset") {
+		t.Errorf("URIs %q, %q", cfg.URI(), long.Config().URI())
+	}
+	if _, err := OpenSyntheticCTR("synthetic-ctr://?offset=-1"); err == nil {
+		t.Error("negative offset: no error")
+	}
+}

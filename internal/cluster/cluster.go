@@ -105,6 +105,13 @@ type Event struct {
 	Requested bool
 }
 
+// Endpoint is where a PS shard serves: Listen is the address the PS binds,
+// Dial the one workers and the master connect to (the same on one host; a
+// Service name or another host's address on a cluster).
+type Endpoint struct {
+	Listen, Dial string
+}
+
 // Backend launches and watches a job's instances.
 type Backend interface {
 	// Launch starts an instance; its progress arrives as Events.
@@ -115,9 +122,9 @@ type Backend interface {
 	// Events delivers instance events in order per instance. The channel is
 	// closed after Close returns.
 	Events() <-chan Event
-	// PSAddress is the stable host:port at which PS shard index serves,
-	// valid across relaunches of that shard.
-	PSAddress(index int) (string, error)
+	// PSAddress is where PS shard index serves, stable across relaunches
+	// of that shard.
+	PSAddress(index int) (Endpoint, error)
 	// Close stops every instance still running and waits for them.
 	Close(ctx context.Context) error
 }

@@ -183,7 +183,7 @@ func TestSaveModelWritesACheckpoint(t *testing.T) {
 	stale := filepath.Join(m.cfg.Output, "model")
 	writeMLPCheckpoint(t, stale, 999, nil)
 
-	m.psAddrs = []string{lis.Addr().String()}
+	m.psAddrs, m.psListen = []string{lis.Addr().String()}, []string{lis.Addr().String()}
 	path, version, err := m.saveModel(ctx)
 	if err != nil {
 		t.Fatal(err)

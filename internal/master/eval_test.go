@@ -11,7 +11,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"elasticdl/data"
 	"elasticdl/internal/cluster"
+	"elasticdl/model"
+	"elasticdl/model/zoo"
 	"elasticdl/proto/masterpb"
 )
 
@@ -317,5 +320,92 @@ func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 	}
 	if _, err := newPredictionWriter(filepath.Join(dir, "missing", "p.csv"), 10, 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing dir: %v", err)
+	}
+}
+
+// A binary model's workers send per-task score histograms; the master
+// merges them into the pass's AUC (summary eval and history), counting
+// only accepted tasks, and refuses histograms that do not merge.
+func TestEvaluationAUCFromHistograms(t *testing.T) {
+	init := t.TempDir()
+	writeMLPCheckpoint(t, init, 7, nil)
+	m, _, _ := newTestMaster(t, func(c *Config) {
+		c.Mode = ModeEvaluate
+		c.ValidationData = c.TrainingData
+		c.TrainingData = ""
+		c.CheckpointDirForInit = init
+	})
+	ctx := context.Background()
+	e1, e2 := getTask(t, m, 0), getTask(t, m, 1)
+	hist := func(tk *masterpb.Task, pos float64) (*masterpb.ScoreHistogram, *data.ScoreHistogram) {
+		n := tk.Shard.End - tk.Shard.Start
+		h := data.NewScoreHistogram()
+		for i := range n {
+			// Positives score pos + noise, negatives 0.3 + noise.
+			s, label := 0.3+0.4*float64(i%7)/7, int32(0)
+			if i%3 == 0 {
+				s, label = pos+0.4*float64(i%5)/5, 1
+			}
+			h.Add(s, label)
+		}
+		return &masterpb.ScoreHistogram{Positive: h.Positive, Negative: h.Negative}, h
+	}
+	bad := &masterpb.ScoreHistogram{Positive: []int64{1}, Negative: []int64{0}}
+	if _, err := m.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{WorkerId: 0, TaskId: e1.Id, Records: 1, ModelVersion: 7,
+		Sums: map[string]float64{"correct": 1}, ScoreHistogram: bad}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("histogram of 1 bucket: %v, want InvalidArgument", err)
+	}
+	want := data.NewScoreHistogram()
+	for w, tk := range []*masterpb.Task{e1, e2} {
+		p, h := hist(tk, 0.4+0.1*float64(w))
+		if err := want.Merge(h); err != nil {
+			t.Fatal(err)
+		}
+		n := tk.Shard.End - tk.Shard.Start
+		if _, err := m.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{WorkerId: int32(w), TaskId: tk.Id, Records: n, ModelVersion: 7,
+			Sums: map[string]float64{"correct": 0, "loss": 0}, ScoreHistogram: p}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: int32(w), TaskId: tk.Id, Records: n, ModelVersion: 7}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := m.buildSummary(nil, 0)
+	if s.Eval == nil || s.Eval.AUC == nil || *s.Eval.AUC != want.AUC() || len(s.Evaluations) != 1 || s.Evaluations[0].AUC == nil || *s.Evaluations[0].AUC != want.AUC() {
+		t.Fatalf("eval %+v, history %+v; want AUC %v", s.Eval, s.Evaluations, want.AUC())
+	}
+	if a := *s.Eval.AUC; !(a > 0.5 && a < 1) {
+		t.Errorf("AUC %v", a)
+	}
+}
+
+// Data whose shape does not fit a recommender model's schema (dense width,
+// number of categorical fields) fails the job before anything is launched.
+func TestSparseModelDataSchemaMismatch(t *testing.T) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ data, want string }{
+		{"synthetic-ctr://?records=100&categorical=10", "records have 10 categorical ids, model ctr.deepfm expects 26"},
+		{"synthetic-ctr://?records=100&dense=5", "records have shape [5], model ctr.deepfm expects [13]"},
+		{writeIDX(t, 10), "model ctr.deepfm expects [13]"},
+	} {
+		cfg := DefaultConfig()
+		cfg.ModelDef, cfg.TrainingData, cfg.Output = "ctr.deepfm", c.data, t.TempDir()
+		fb := newFakeBackend()
+		_, err := New(cfg, Deps{Backend: fb, Registry: reg})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: New() = %v, want %q", c.data, err, c.want)
+		}
+		if len(fb.launches()) != 0 {
+			t.Errorf("%s: launched %v", c.data, fb.launches())
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.ModelDef, cfg.TrainingData, cfg.Output = "ctr.deepfm", "synthetic-ctr://?records=100", t.TempDir()
+	cfg.ValidationData = "synthetic-ctr://?records=100&categorical=8"
+	if _, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg}); err == nil || !strings.Contains(err.Error(), "categorical ids") {
+		t.Errorf("validation data of another schema: %v", err)
 	}
 }

@@ -18,8 +18,10 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 		return
 	case cluster.Running:
 		m.mu.Lock()
-		if in := m.lookup(ev.Role, ev.ID); in != nil {
-			in.running = true
+		if in := m.lookup(ev.Role, ev.ID); in != nil && !in.running {
+			// Silence is measured from here: a pending pod is not silent.
+			in.running, in.lastSeen = true, m.now()
+			m.noteRunningLocked(ev.Role)
 		}
 		m.mu.Unlock()
 		m.log.Debug("instance running", "instance", name)
@@ -47,6 +49,13 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 		Requested: requested,
 	}
 	lost := !requested && ev.Reason != cluster.Completed
+	if lost && ev.Reason == cluster.Preempted {
+		if ev.Role == cluster.Worker {
+			m.summary.Workers.Preempted++
+		} else {
+			m.summary.PS.Preempted++
+		}
+	}
 	var index = in.index
 	switch ev.Role {
 	case cluster.Worker:
@@ -77,6 +86,13 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 	level("instance exited", "instance", name, "reason", ev.Reason, "exit_code", ev.ExitCode,
 		"message", ev.Message, "relaunch", decision.Relaunch, "decision", decision.Reason)
 
+	if lost {
+		msg := fmt.Sprintf("%s %s (exit %d): %s", name, ev.Reason, ev.ExitCode, ev.Message)
+		if decision.Relaunch {
+			msg += "; relaunching"
+		}
+		m.notify.Notify(true, notifyReason(ev.Role, ev.Reason), msg)
+	}
 	switch {
 	case decision.FailJob:
 		m.fail(fmt.Errorf("%s %s: %s", name, ev.Reason, decision.Reason))
@@ -97,6 +113,49 @@ func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 			m.fail(fmt.Errorf("relaunch after %s %s: %w", name, ev.Reason, err))
 		}
 	}
+}
+
+// notifyReason is the Kubernetes-style Event reason of a lost instance,
+// e.g. WorkerPreempted, PSOOMKilled.
+func notifyReason(r cluster.Role, why cluster.ExitReason) string {
+	role := "Worker"
+	if r == cluster.PS {
+		role = "PS"
+	}
+	switch why {
+	case cluster.Preempted:
+		return role + "Preempted"
+	case cluster.OOMKilled:
+		return role + "OOMKilled"
+	case cluster.Deleted:
+		return role + "Deleted"
+	case cluster.Killed:
+		return role + "Killed"
+	}
+	return role + "Failed"
+}
+
+// announceEpochsLocked notifies the end of each epoch whose tasks are all
+// done. Caller holds m.mu.
+func (m *Master) announceEpochsLocked() {
+	cov := m.disp.Coverage()
+	for m.epochsAnnounced < len(cov) && cov[m.epochsAnnounced].Finished {
+		c := cov[m.epochsAnnounced]
+		m.epochsAnnounced++
+		m.notify.Notify(false, "EpochFinished", fmt.Sprintf("epoch %d/%d: %d/%d records trained, %d twice, %d missed",
+			c.Epoch, m.cfg.NumEpochs, c.RecordsTrained, c.Records, c.RecordsTrainedTwice, c.RecordsMissed))
+	}
+}
+
+// noteRunningLocked updates what depends on the number of running
+// instances. Caller holds m.mu.
+func (m *Master) noteRunningLocked(r cluster.Role) {
+	if r != cluster.Worker {
+		return
+	}
+	n := m.runningWorkersLocked()
+	m.summary.Workers.MaxRunning = max(m.summary.Workers.MaxRunning, n)
+	m.sendLiveWorkersLocked(false)
 }
 
 func (m *Master) lookup(r cluster.Role, id int) *instance {
@@ -127,7 +186,7 @@ func (m *Master) tick(ctx context.Context) {
 	var silent []cluster.Event
 	if !m.finished {
 		for id, w := range m.workers {
-			if now.Sub(w.lastSeen) > m.cfg.HeartbeatTimeout {
+			if w.running && now.Sub(w.lastSeen) > m.cfg.HeartbeatTimeout {
 				silent = append(silent, cluster.Event{
 					Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed,
 					Message: fmt.Sprintf("silent for over %s: stopped by the master", m.cfg.HeartbeatTimeout),

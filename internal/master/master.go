@@ -45,7 +45,21 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Notifier, when set, is told what a user would want to see in the
+	// cluster's own tools: relaunches, preemptions, epoch ends, job end.
+	Notifier Notifier
 }
+
+// Notifier receives notable job events (Kubernetes Events on the master
+// pod). Notify may be called with the master's lock held: it must not block
+// (queue and return).
+type Notifier interface {
+	Notify(warning bool, reason, message string)
+}
+
+type nopNotifier struct{}
+
+func (nopNotifier) Notify(bool, string, string) {}
 
 // Master runs one job. Build it with New, then call Run once.
 type Master struct {
@@ -53,6 +67,7 @@ type Master struct {
 
 	cfg       Config
 	backend   cluster.Backend
+	notify    Notifier
 	log       *slog.Logger
 	now       func() time.Time
 	spec      model.Spec
@@ -89,7 +104,8 @@ type Master struct {
 	jobErr                   error
 	done                     chan struct{}
 	masterAddr               string
-	psAddrs                  []string
+	psAddrs                  []string // what workers and the master dial
+	psListen                 []string // what each PS binds
 	// liveGen orders the live-worker counts sent to the PS (sync SGD).
 	liveGen int64
 	// liveSending: the initial workers are launched (the PS started with
@@ -102,6 +118,8 @@ type Master struct {
 	liveRunning bool
 	// trainingStart/End bound the training phase, for throughput.
 	trainingStart, trainingEnd time.Time
+	// epochsAnnounced counts the epochs whose end was notified.
+	epochsAnnounced int
 }
 
 type instance struct {
@@ -116,6 +134,8 @@ type evalMetrics struct {
 	sums    map[string]float64
 	// version is the model version the worker evaluated (what it pulled).
 	version int64
+	// hist: binary models' score histogram (data.AUCBuckets buckets), for AUC.
+	hist *data.ScoreHistogram
 }
 
 func (e *evalMetrics) add(o evalMetrics) {
@@ -125,6 +145,12 @@ func (e *evalMetrics) add(o evalMetrics) {
 	e.records += o.records
 	for k, v := range o.sums {
 		e.sums[k] += v
+	}
+	if o.hist != nil {
+		if e.hist == nil {
+			e.hist = data.NewScoreHistogram()
+		}
+		_ = e.hist.Merge(o.hist) // sizes checked in ReportEvaluationMetrics
 	}
 }
 
@@ -152,14 +178,15 @@ func (p *evalPass) add(e evalMetrics) {
 }
 
 // result turns the pass's sums into metrics. The "correct" and "loss" sums
-// give accuracy and mean loss; metrics that are not per-record sums (AUC of
-// a binary model, from per-task histograms) would be computed here.
+// give accuracy and mean loss; a binary model's AUC comes from the merged
+// per-task score histograms.
 func (p *evalPass) result() EvalRecord {
 	r := EvalRecord{Version: p.version, MinVersionUsed: p.minUsed, MaxVersionUsed: p.maxUsed, Records: p.metrics.records, Final: p.final}
 	if n := float64(p.metrics.records); n > 0 {
 		r.Accuracy = p.metrics.sums["correct"] / n
 		r.Loss = p.metrics.sums["loss"] / n
 	}
+	r.AUC = aucOf(p.metrics.hist)
 	return r
 }
 
@@ -227,6 +254,10 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if now == nil {
 		now = time.Now
 	}
+	var notifier Notifier = nopNotifier{}
+	if deps.Notifier != nil {
+		notifier = deps.Notifier
+	}
 	initVersion, err := checkCheckpoints(cfg, spec, logger)
 	if err != nil {
 		return nil, err
@@ -234,6 +265,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	m := &Master{
 		cfg:          cfg,
 		backend:      deps.Backend,
+		notify:       notifier,
 		log:          logger,
 		now:          now,
 		spec:         spec,
@@ -475,10 +507,25 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		s.Predictions = &PredictionSummary{Path: m.cfg.PredictionOutputs, Records: m.pred.total, CorruptRecords: m.pred.corrupt}
 	}
 	m.mu.Unlock()
+	m.notifyEnd(s)
 	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
 		return s, errors.Join(runErr, err)
 	}
 	return s, runErr
+}
+
+// notifyEnd tells the notifier how the job ended, in one line.
+func (m *Master) notifyEnd(s *Summary) {
+	if s.Status != "succeeded" {
+		m.notify.Notify(true, "JobFailed", fmt.Sprintf("job %s failed after %.1fs: %s", s.Job, s.DurationSeconds, s.Error))
+		return
+	}
+	msg := fmt.Sprintf("job %s succeeded in %.1fs; workers %d launched, %d lost (%d preempted); ps %d launched, %d lost",
+		s.Job, s.DurationSeconds, s.Workers.Launched, s.Workers.Lost, s.Workers.Preempted, s.PS.Launched, s.PS.Lost)
+	if s.Eval != nil {
+		msg += fmt.Sprintf("; accuracy %.4f on %d records", s.Eval.Accuracy, s.Eval.Records)
+	}
+	m.notify.Notify(false, "JobSucceeded", msg)
 }
 
 func (m *Master) serve() (*grpc.Server, net.Listener, error) {
@@ -510,7 +557,8 @@ func (m *Master) run(ctx context.Context, listenAddr string) error {
 			m.mu.Unlock()
 			return fmt.Errorf("address of PS %d: %w", i, err)
 		}
-		m.psAddrs = append(m.psAddrs, addr)
+		m.psAddrs = append(m.psAddrs, addr.Dial)
+		m.psListen = append(m.psListen, addr.Listen)
 	}
 	m.mu.Unlock()
 
@@ -616,13 +664,13 @@ func (m *Master) launchPS(ctx context.Context, index int) error {
 		Args: []string{
 			"--ps_id=" + strconv.Itoa(index),
 			"--num_ps_pods=" + strconv.Itoa(m.cfg.NumPS),
-			"--addr=" + m.psAddrs[index],
+			"--addr=" + m.psListen[index],
 			"--optimizer=" + m.optimizer,
 			"--master_addr=" + m.masterAddr,
 		},
 	}
 	if !m.cfg.UseAsync {
-		live := len(m.workers)
+		live := m.runningWorkersLocked()
 		if m.nextWorkerID == 0 {
 			live = m.cfg.NumWorkers // the first PS start before the workers
 		}
@@ -704,7 +752,7 @@ func (m *Master) sendLiveWorkersLocked(flush bool) {
 		return
 	}
 	m.liveGen++
-	u := liveUpdate{live: len(m.workers), gen: m.liveGen, flush: flush, addrs: slices.Clone(m.psAddrs)}
+	u := liveUpdate{live: m.runningWorkersLocked(), gen: m.liveGen, flush: flush, addrs: slices.Clone(m.psAddrs)}
 	m.liveMu.Lock()
 	defer m.liveMu.Unlock()
 	m.livePending = append(m.livePending, u)
@@ -712,6 +760,18 @@ func (m *Master) sendLiveWorkersLocked(flush bool) {
 		m.liveRunning = true
 		go m.drainLiveUpdates()
 	}
+}
+
+// runningWorkersLocked counts the workers that run (a pending pod is not a
+// worker a sync version may wait for). Caller holds m.mu.
+func (m *Master) runningWorkersLocked() int {
+	n := 0
+	for _, w := range m.workers {
+		if w.running {
+			n++
+		}
+	}
+	return n
 }
 
 type liveUpdate struct {

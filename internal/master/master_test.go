@@ -43,9 +43,11 @@ func (f *fakeBackend) Stop(_ context.Context, _ cluster.Role, id int) error {
 	return nil
 }
 
-func (f *fakeBackend) Events() <-chan cluster.Event    { return f.events }
-func (f *fakeBackend) PSAddress(i int) (string, error) { return "127.0.0.1:1", nil }
-func (f *fakeBackend) Close(context.Context) error     { close(f.events); return nil }
+func (f *fakeBackend) Events() <-chan cluster.Event { return f.events }
+func (f *fakeBackend) PSAddress(i int) (cluster.Endpoint, error) {
+	return cluster.Endpoint{Listen: "127.0.0.1:1", Dial: "127.0.0.1:1"}, nil
+}
+func (f *fakeBackend) Close(context.Context) error { close(f.events); return nil }
 func (f *fakeBackend) launches() []cluster.InstanceSpec {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -103,7 +105,7 @@ func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.psAddrs = []string{"127.0.0.1:1"}
+	m.psAddrs, m.psListen = []string{"127.0.0.1:1"}, []string{"127.0.0.1:1"}
 	ctx := context.Background()
 	if err := m.launchPS(ctx, 0); err != nil {
 		t.Fatal(err)
@@ -142,6 +144,11 @@ func TestBadRequestsLeaveStateUnchanged(t *testing.T) {
 	m, _, _ := newTestMaster(t, nil)
 	ctx := context.Background()
 	held := getTask(t, m, 0)
+	// Both workers have been heard from: a request, valid or not, from a
+	// known worker only says that it runs.
+	if _, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 1}); err != nil {
+		t.Fatal(err)
+	}
 	before := snap(m)
 	cases := []struct {
 		name string

@@ -116,6 +116,7 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 		r := p.result()
 		s.Eval = &EvalSummary{
 			Accuracy:     r.Accuracy,
+			AUC:          r.AUC,
 			Loss:         r.Loss,
 			Records:      r.Records,
 			ModelVersion: r.MaxVersionUsed,
@@ -127,7 +128,11 @@ func (m *Master) buildSummary(runErr error, d time.Duration) *Summary {
 // saveModel pulls the trained parameters from the parameter servers and
 // writes them as a one-shard checkpoint without optimizer slots,
 // --output/model/version-N/variables-0-of-1.ckpt, so that another job can
-// start from it with --checkpoint_dir_for_init=OUTPUT/model.
+// start from it with --checkpoint_dir_for_init=OUTPUT/model. A model with
+// embedding tables is written by the PS themselves (SaveModel), one file
+// per shard with slots and table rows, --output/model/version-N/
+// variables-i-of-n.ckpt; the path returned is then the version directory.
+// It also records in the summary the checkpoints the PS restored.
 func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 	m.mu.Lock()
 	addrs := append([]string(nil), m.psAddrs...)
@@ -145,22 +150,42 @@ func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 		return "", 0, err
 	}
 	defer c.Close()
-	// Only the names and shapes matter: the values come from the PS.
-	net := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed)))
-	params := net.Params()
-	if _, err := c.Pull(ctx, params); err != nil {
-		return "", 0, fmt.Errorf("pull final parameters: %w", err)
-	}
-	version := c.Version()
-	out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1}
-	for _, p := range params {
-		out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
-	}
-	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
-	root := filepath.Join(m.cfg.Output, "model")
-	path, err := checkpoint.Write(root, out)
+	st, err := c.Status(ctx)
 	if err != nil {
-		return "", 0, fmt.Errorf("write model: %w", err)
+		return "", 0, fmt.Errorf("status of the PS: %w", err)
+	}
+	m.recordRestores(st)
+	root := filepath.Join(m.cfg.Output, "model")
+	var path string
+	var version int64
+	if m.spec.Sparse != nil {
+		// Embedding tables live only on the PS: each shard writes itself
+		// (parameters, slots, table rows) as one file of a complete
+		// checkpoint version, labelled with the highest shard version.
+		version = -1
+		for _, s := range st {
+			version = max(version, s.Version)
+		}
+		if _, err := c.SaveModel(ctx, root, version); err != nil {
+			return "", 0, fmt.Errorf("write model: %w", err)
+		}
+		path = checkpoint.VersionDir(root, version)
+	} else {
+		// Only the names and shapes matter: the values come from the PS.
+		net := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed)))
+		params := net.Params()
+		if _, err := c.Pull(ctx, params); err != nil {
+			return "", 0, fmt.Errorf("pull final parameters: %w", err)
+		}
+		version = c.Version()
+		out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1}
+		for _, p := range params {
+			out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+		}
+		slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
+		if path, err = checkpoint.Write(root, out); err != nil {
+			return "", 0, fmt.Errorf("write model: %w", err)
+		}
 	}
 	// The directory holds one model: an earlier job's left there would be
 	// the one a warm start picks if its version were higher.
@@ -177,4 +202,18 @@ func (m *Master) saveModel(ctx context.Context) (string, int64, error) {
 		}
 	}
 	return path, version, nil
+}
+
+// recordRestores adds to the summary the checkpoint each PS's current
+// process restored at start (a relaunch after a loss, or a warm start).
+func (m *Master) recordRestores(st []client.ShardStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.summary.PS.Restores = nil
+	for i, s := range st {
+		if s.RestoredVersion >= 0 {
+			m.summary.PS.Restores = append(m.summary.PS.Restores, PSRestore{PS: i, Version: s.RestoredVersion, Dir: s.RestoredDir})
+			m.log.Info("PS restored a checkpoint", "ps", i, "version", s.RestoredVersion, "dir", s.RestoredDir)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/task"
 	"elasticdl/proto/masterpb"
 )
@@ -23,7 +24,10 @@ func (m *Master) worker(id int32) (*instance, error) {
 		return nil, status.Errorf(codes.NotFound, "unknown worker %d: not launched by this master or already lost", id)
 	}
 	w.lastSeen = m.now()
-	w.running = true
+	if !w.running {
+		w.running = true
+		m.noteRunningLocked(cluster.Worker)
+	}
 	return w, nil
 }
 
@@ -108,6 +112,11 @@ func (m *Master) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskRes
 	}
 	switch done.Type {
 	case task.Training:
+		if m.summary.FirstTaskTrainedAt == nil {
+			t := m.now().UTC()
+			m.summary.FirstTaskTrainedAt = &t
+		}
+		m.announceEpochsLocked()
 		m.progress.add(m.now(), req.Records+req.CorruptRecords, req.LossSum, req.Steps)
 		m.trainVersion = max(m.trainVersion, req.ModelVersion)
 		m.maybeEvaluateLocked()
@@ -120,7 +129,11 @@ func (m *Master) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskRes
 		if st, ok := m.disp.Evaluation(done.ModelVersion); ok && st.Complete && p != nil {
 			r := p.result()
 			m.summary.Evaluations = append(m.summary.Evaluations, r)
-			m.log.Info("evaluation", "version", r.Version, "accuracy", fmt.Sprintf("%.4f", r.Accuracy), "loss", fmt.Sprintf("%.4f", r.Loss),
+			auc := "n/a"
+			if r.AUC != nil {
+				auc = fmt.Sprintf("%.4f", *r.AUC)
+			}
+			m.log.Info("evaluation", "version", r.Version, "accuracy", fmt.Sprintf("%.4f", r.Accuracy), "auc", auc, "loss", fmt.Sprintf("%.4f", r.Loss),
 				"records", r.Records, "versions_used", fmt.Sprintf("%d-%d", r.MinVersionUsed, r.MaxVersionUsed), "final", r.Final)
 		}
 	case task.Prediction:
@@ -206,7 +219,14 @@ func (m *Master) ReportEvaluationMetrics(_ context.Context, req *masterpb.Report
 	for k, v := range req.Sums {
 		sums[k] = v
 	}
-	m.evalPending[req.TaskId] = evalMetrics{records: req.Records, sums: sums, version: req.ModelVersion}
+	em := evalMetrics{records: req.Records, sums: sums, version: req.ModelVersion}
+	if h := req.ScoreHistogram; h != nil {
+		var err error
+		if em.hist, err = histFromProto(h, req.Records); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "task %d: %v", req.TaskId, err)
+		}
+	}
+	m.evalPending[req.TaskId] = em
 	return &masterpb.ReportEvaluationMetricsResponse{}, nil
 }
 

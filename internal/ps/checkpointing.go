@@ -262,6 +262,7 @@ func (s *Server) restore(cfg Config) error {
 		return err
 	}
 	s.table.Store(t)
+	s.restored = restoredFrom{dir: set.Dir, version: c.GetVersion()}
 	if s.saver != nil {
 		s.saver.last.Store(c.GetVersion())
 	}

@@ -104,6 +104,10 @@ type Server struct {
 	// replaced (a relaunched PS is a new Server), so readers need no lock
 	// to reach it.
 	table atomic.Pointer[table]
+
+	// restored is the checkpoint this process started from (set before
+	// serving, read-only after); restored.version is -1 when none.
+	restored restoredFrom
 }
 
 // table is the shard's parameters; its map and slices are immutable after
@@ -145,6 +149,7 @@ func NewServer(cfg Config) (*Server, error) {
 		opt:   cfg.Optimizer,
 		log:   log.With("ps", cfg.Index),
 	}
+	s.restored.version = -1
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
 	if cfg.Sync {
 		if err := CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {

@@ -383,10 +383,20 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 	}
 	var correct, lossSum float64
+	var hist *data.ScoreHistogram // binary models: for the pass's AUC
 	err = w.inferBatches(ctx, b, func(logits *nn.Tensor, labels []int32) error {
 		loss, _, err := nn.SoftmaxCrossEntropy(logits, labels)
 		if err != nil {
 			return err
+		}
+		if len(logits.Shape) == 2 && logits.Shape[1] == 2 {
+			if hist == nil {
+				hist = data.NewScoreHistogram()
+			}
+			for r, l := range labels {
+				// softmax[1] of two logits.
+				hist.Add(1/(1+math.Exp(float64(logits.Data[2*r])-float64(logits.Data[2*r+1]))), l)
+			}
 		}
 		correct += float64(nn.CountCorrect(logits, labels))
 		lossSum += float64(loss) * float64(len(labels))
@@ -398,13 +408,17 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 		return err
 	}
 	report.LossSum = lossSum
-	_, err = w.master.ReportEvaluationMetrics(ctx, &masterpb.ReportEvaluationMetricsRequest{
+	req := &masterpb.ReportEvaluationMetricsRequest{
 		WorkerId:     int32(w.cfg.WorkerID),
 		TaskId:       t.Id,
 		ModelVersion: w.ps.Version(),
 		Records:      report.Records,
 		Sums:         map[string]float64{"correct": correct, "loss": lossSum},
-	})
+	}
+	if hist != nil {
+		req.ScoreHistogram = &masterpb.ScoreHistogram{Positive: hist.Positive, Negative: hist.Negative}
+	}
+	_, err = w.master.ReportEvaluationMetrics(ctx, req)
 	if err != nil {
 		return &fatalError{fmt.Errorf("report evaluation metrics of task %d: %w", t.Id, err)}
 	}

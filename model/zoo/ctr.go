@@ -24,9 +24,14 @@ import (
 // ctr.deepfm: wide_and_deep plus the factorization machine's pairwise term
 // Σ_{i<j} <v_i, v_j> over the field embeddings (nn.FMInteraction), which
 // shares its embeddings with the deep tower.
+//
+// ctr.xdeepfm: wide_and_deep plus a compressed interaction network
+// (nn.CIN, layers of ctrCIN feature maps) over the same field embeddings,
+// whose sum-pooled maps go through Dense(ΣH → 1) into logit 1.
 const (
 	CTRWideAndDeep = "ctr.wide_and_deep"
 	CTRDeepFM      = "ctr.deepfm"
+	CTRXDeepFM     = "ctr.xdeepfm"
 )
 
 const (
@@ -35,14 +40,29 @@ const (
 	ctrEmbedDim    = 8
 	ctrHidden1     = 64
 	ctrHidden2     = 32
-	ctrOpt         = "adam:learning_rate=0.002"
+	ctrOpt         = "adagrad:learning_rate=0.1,initial_accumulator_value=0.001"
 )
+
+// ctrCIN are the feature maps of ctr.xdeepfm's CIN layers: small, so that
+// it trains at a few thousand records/s per worker on one core.
+var ctrCIN = []int{8, 8}
 
 // WideAndDeepSpec returns the spec of ctr.wide_and_deep.
 func WideAndDeepSpec() model.Spec { return ctrSpec(CTRWideAndDeep, false) }
 
 // DeepFMSpec returns the spec of ctr.deepfm.
 func DeepFMSpec() model.Spec { return ctrSpec(CTRDeepFM, true) }
+
+// XDeepFMSpec returns the spec of ctr.xdeepfm.
+func XDeepFMSpec() model.Spec {
+	s := ctrSpec(CTRXDeepFM, false)
+	s.Description = fmt.Sprintf("CTR xDeepFM: first-order id weights + CIN %v + MLP over %d dense features and %d categorical fields (embedding dim %d; tower %d-%d-2)",
+		ctrCIN, ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2)
+	s.Sparse.Build = func(rng *rand.Rand) model.SparseNet {
+		return NewXDeepFMNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, ctrCIN, rng)
+	}
+	return s
+}
 
 func ctrSpec(name string, fm bool) model.Spec {
 	kind := "Wide&Deep: first-order id weights + MLP"
@@ -69,11 +89,14 @@ func ctrSpec(name string, fm bool) model.Spec {
 	}
 }
 
-// CTRNet is the network of ctr.wide_and_deep (fm false) and ctr.deepfm.
+// CTRNet is the network of ctr.wide_and_deep (fm false), ctr.deepfm and
+// ctr.xdeepfm (cin set).
 type CTRNet struct {
 	dense, fields, dim int
 	first, emb         *nn.Embedding
 	fm                 *nn.FMInteraction
+	cin                *nn.CIN
+	cinOut             *nn.Dense
 	concat             *nn.Concat
 	tower              []nn.Layer
 	params             []*nn.Param
@@ -108,6 +131,19 @@ func NewCTRNet(dense, fields, dim, h1, h2 int, fm bool, rng *rand.Rand) *CTRNet 
 	for _, l := range n.tower {
 		n.params = append(n.params, l.Params()...)
 	}
+	return n
+}
+
+// NewXDeepFMNet builds the CTRNet of ctr.xdeepfm: NewCTRNet without FM,
+// plus a CIN of layers cin over the field embeddings and Dense(ΣH → 1)
+// into logit 1.
+func NewXDeepFMNet(dense, fields, dim, h1, h2 int, cin []int, rng *rand.Rand) *CTRNet {
+	n := NewCTRNet(dense, fields, dim, h1, h2, false, rng)
+	n.cin = nn.NewCIN("cin", fields, dim, cin, rng)
+	n.cinOut = nn.NewDense("cin_out", n.cin.OutputSize(), 1, rng)
+	n.cinOut.Initialize(nn.GlorotUniform, rng)
+	n.params = append(n.params, n.cin.Params()...)
+	n.params = append(n.params, n.cinOut.Params()...)
 	return n
 }
 
@@ -160,6 +196,9 @@ func (n *CTRNet) Forward(dense *nn.Tensor, train bool) *nn.Tensor {
 	if n.fm != nil {
 		fmy = n.fm.Forward(n.e2, train)
 	}
+	if n.cin != nil {
+		fmy = n.cinOut.Forward(n.cin.Forward(n.e2, train), train) // [N, 1]
+	}
 	for r := 0; r < rows; r++ {
 		var s float32
 		for _, v := range e1.Data[r*n.fields : (r+1)*n.fields] {
@@ -193,6 +232,12 @@ func (n *CTRNet) Backward(dlogits *nn.Tensor) {
 	}
 	if n.fm != nil {
 		dv := n.fm.Backward(n.dfm)
+		for i, v := range dv.Data {
+			de2.Data[i] += v
+		}
+	}
+	if n.cin != nil {
+		dv := n.cin.Backward(n.cinOut.Backward(n.dfm))
 		for i, v := range dv.Data {
 			de2.Data[i] += v
 		}

@@ -14,7 +14,7 @@ func TestCTRSpecsRegister(t *testing.T) {
 	if err := Register(r); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{CTRWideAndDeep, CTRDeepFM} {
+	for _, name := range []string{CTRWideAndDeep, CTRDeepFM, CTRXDeepFM} {
 		s, err := r.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -22,20 +22,31 @@ func TestCTRSpecsRegister(t *testing.T) {
 		if err := s.CheckBuild(); err != nil {
 			t.Fatal(err)
 		}
-		// The derived Build carries the dense parameters.
-		if got, want := len(s.Build(rand.New(rand.NewSource(1))).Params()), 6; got != want {
+		// The derived Build carries the dense parameters: the tower's
+		// 6, plus xDeepFM's 2 CIN kernels and its output layer's 2.
+		want := 6
+		if name == CTRXDeepFM {
+			want = 10
+		}
+		if got := len(s.Build(rand.New(rand.NewSource(1))).Params()); got != want {
 			t.Errorf("%s: Build has %d params, want %d", name, got, want)
 		}
 	}
 }
 
 // Finite differences of L = Σ logits ⊙ w against the dense parameters and
-// the embedding rows, for both models.
+// the embedding rows, for the three models.
 func TestCTRNetGrad(t *testing.T) {
-	for _, fm := range []bool{false, true} {
+	for _, kind := range []string{"wide_and_deep", "deepfm", "xdeepfm"} {
+		fm := kind
 		rng := rand.New(rand.NewSource(7))
 		const n, dense, fields, dim = 3, 2, 4, 3
-		net := NewCTRNet(dense, fields, dim, 5, 4, fm, rng)
+		var net *CTRNet
+		if kind == "xdeepfm" {
+			net = NewXDeepFMNet(dense, fields, dim, 5, 4, []int{3, 2}, rng)
+		} else {
+			net = NewCTRNet(dense, fields, dim, 5, 4, kind == "deepfm", rng)
+		}
 		ids := make([]int64, n*fields)
 		for i := range ids {
 			ids[i] = int64(rng.Intn(6))
@@ -79,7 +90,7 @@ func TestCTRNetGrad(t *testing.T) {
 				vals[i] = orig
 				num := (lp - lm) / (2 * eps)
 				if math.Abs(num-float64(analytic[i])) > 3e-3+2e-2*math.Abs(num) {
-					t.Errorf("fm=%v %s[%d]: analytic %v numeric %v", fm, what, i, analytic[i], num)
+					t.Errorf("%s %s[%d]: analytic %v numeric %v", fm, what, i, analytic[i], num)
 				}
 			}
 		}

@@ -58,7 +58,7 @@ const (
 
 // Register adds every built-in model to r.
 func Register(r *model.Registry) error {
-	for _, s := range []model.Spec{MLPSpec(), CNNSpec(), WideAndDeepSpec(), DeepFMSpec()} {
+	for _, s := range []model.Spec{MLPSpec(), CNNSpec(), WideAndDeepSpec(), DeepFMSpec(), XDeepFMSpec()} {
 		if err := r.Register(s); err != nil {
 			return fmt.Errorf("zoo: %w", err)
 		}

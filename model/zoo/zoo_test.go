@@ -24,7 +24,7 @@ func TestRegister(t *testing.T) {
 	if err := Register(r); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(r.Names()); got != "[ctr.deepfm ctr.wide_and_deep fashion_mnist.cnn fashion_mnist.mlp]" {
+	if got := fmt.Sprint(r.Names()); got != "[ctr.deepfm ctr.wide_and_deep ctr.xdeepfm fashion_mnist.cnn fashion_mnist.mlp]" {
 		t.Fatalf("Names() = %s", got)
 	}
 	if err := Register(r); err == nil {

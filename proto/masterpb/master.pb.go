@@ -613,9 +613,14 @@ type ReportEvaluationMetricsRequest struct {
 	Records      int64                  `protobuf:"varint,4,opt,name=records,proto3" json:"records,omitempty"`
 	// Sums over the task's records (e.g. "correct", "loss"): the master
 	// divides by the total record count, so tasks aggregate exactly.
-	Sums          map[string]float64 `protobuf:"bytes,5,rep,name=sums,proto3" json:"sums,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sums map[string]float64 `protobuf:"bytes,5,rep,name=sums,proto3" json:"sums,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Binary (two-class) models: the task's positive-class probabilities
+	// (softmax[1]) counted per true class in equal-width buckets over [0, 1];
+	// the master merges the tasks' histograms (exactly: counts) into the
+	// pass's AUC. Absent for other models.
+	ScoreHistogram *ScoreHistogram `protobuf:"bytes,6,opt,name=score_histogram,json=scoreHistogram,proto3" json:"score_histogram,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReportEvaluationMetricsRequest) Reset() {
@@ -683,6 +688,67 @@ func (x *ReportEvaluationMetricsRequest) GetSums() map[string]float64 {
 	return nil
 }
 
+func (x *ReportEvaluationMetricsRequest) GetScoreHistogram() *ScoreHistogram {
+	if x != nil {
+		return x.ScoreHistogram
+	}
+	return nil
+}
+
+// ScoreHistogram: bucket b counts scores in [b/n, (b+1)/n), n the number of
+// buckets (the same for both classes and for every task of a job).
+type ScoreHistogram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Positive      []int64                `protobuf:"varint,1,rep,packed,name=positive,proto3" json:"positive,omitempty"`
+	Negative      []int64                `protobuf:"varint,2,rep,packed,name=negative,proto3" json:"negative,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScoreHistogram) Reset() {
+	*x = ScoreHistogram{}
+	mi := &file_master_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScoreHistogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScoreHistogram) ProtoMessage() {}
+
+func (x *ScoreHistogram) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScoreHistogram.ProtoReflect.Descriptor instead.
+func (*ScoreHistogram) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ScoreHistogram) GetPositive() []int64 {
+	if x != nil {
+		return x.Positive
+	}
+	return nil
+}
+
+func (x *ScoreHistogram) GetNegative() []int64 {
+	if x != nil {
+		return x.Negative
+	}
+	return nil
+}
+
 type ReportEvaluationMetricsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -691,7 +757,7 @@ type ReportEvaluationMetricsResponse struct {
 
 func (x *ReportEvaluationMetricsResponse) Reset() {
 	*x = ReportEvaluationMetricsResponse{}
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +769,7 @@ func (x *ReportEvaluationMetricsResponse) String() string {
 func (*ReportEvaluationMetricsResponse) ProtoMessage() {}
 
 func (x *ReportEvaluationMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[8]
+	mi := &file_master_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +782,7 @@ func (x *ReportEvaluationMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportEvaluationMetricsResponse.ProtoReflect.Descriptor instead.
 func (*ReportEvaluationMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{8}
+	return file_master_proto_rawDescGZIP(), []int{9}
 }
 
 type HeartbeatRequest struct {
@@ -730,7 +796,7 @@ type HeartbeatRequest struct {
 
 func (x *HeartbeatRequest) Reset() {
 	*x = HeartbeatRequest{}
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +808,7 @@ func (x *HeartbeatRequest) String() string {
 func (*HeartbeatRequest) ProtoMessage() {}
 
 func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[9]
+	mi := &file_master_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +821,7 @@ func (x *HeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*HeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{9}
+	return file_master_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HeartbeatRequest) GetWorkerId() int32 {
@@ -782,7 +848,7 @@ type HeartbeatResponse struct {
 
 func (x *HeartbeatResponse) Reset() {
 	*x = HeartbeatResponse{}
-	mi := &file_master_proto_msgTypes[10]
+	mi := &file_master_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +860,7 @@ func (x *HeartbeatResponse) String() string {
 func (*HeartbeatResponse) ProtoMessage() {}
 
 func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[10]
+	mi := &file_master_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +873,7 @@ func (x *HeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{10}
+	return file_master_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *HeartbeatResponse) GetStop() bool {
@@ -861,16 +927,20 @@ const file_master_proto_rawDesc = "" +
 	"\vnum_classes\x18\x03 \x01(\x05R\n" +
 	"numClasses\x12$\n" +
 	"\rprobabilities\x18\x04 \x03(\x02R\rprobabilities\"\x1a\n" +
-	"\x18ReportTaskResultResponse\"\x9e\x02\n" +
+	"\x18ReportTaskResultResponse\"\xe9\x02\n" +
 	"\x1eReportEvaluationMetricsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12#\n" +
 	"\rmodel_version\x18\x03 \x01(\x03R\fmodelVersion\x12\x18\n" +
 	"\arecords\x18\x04 \x01(\x03R\arecords\x12N\n" +
-	"\x04sums\x18\x05 \x03(\v2:.elasticdl.master.ReportEvaluationMetricsRequest.SumsEntryR\x04sums\x1a7\n" +
+	"\x04sums\x18\x05 \x03(\v2:.elasticdl.master.ReportEvaluationMetricsRequest.SumsEntryR\x04sums\x12I\n" +
+	"\x0fscore_histogram\x18\x06 \x01(\v2 .elasticdl.master.ScoreHistogramR\x0escoreHistogram\x1a7\n" +
 	"\tSumsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"!\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"H\n" +
+	"\x0eScoreHistogram\x12\x1a\n" +
+	"\bpositive\x18\x01 \x03(\x03R\bpositive\x12\x1a\n" +
+	"\bnegative\x18\x02 \x03(\x03R\bnegative\"!\n" +
 	"\x1fReportEvaluationMetricsResponse\"H\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
@@ -903,7 +973,7 @@ func file_master_proto_rawDescGZIP() []byte {
 }
 
 var file_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_master_proto_goTypes = []any{
 	(TaskType)(0),                           // 0: elasticdl.master.TaskType
 	(GetTaskResponse_Action)(0),             // 1: elasticdl.master.GetTaskResponse.Action
@@ -915,10 +985,11 @@ var file_master_proto_goTypes = []any{
 	(*Predictions)(nil),                     // 7: elasticdl.master.Predictions
 	(*ReportTaskResultResponse)(nil),        // 8: elasticdl.master.ReportTaskResultResponse
 	(*ReportEvaluationMetricsRequest)(nil),  // 9: elasticdl.master.ReportEvaluationMetricsRequest
-	(*ReportEvaluationMetricsResponse)(nil), // 10: elasticdl.master.ReportEvaluationMetricsResponse
-	(*HeartbeatRequest)(nil),                // 11: elasticdl.master.HeartbeatRequest
-	(*HeartbeatResponse)(nil),               // 12: elasticdl.master.HeartbeatResponse
-	nil,                                     // 13: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	(*ScoreHistogram)(nil),                  // 10: elasticdl.master.ScoreHistogram
+	(*ReportEvaluationMetricsResponse)(nil), // 11: elasticdl.master.ReportEvaluationMetricsResponse
+	(*HeartbeatRequest)(nil),                // 12: elasticdl.master.HeartbeatRequest
+	(*HeartbeatResponse)(nil),               // 13: elasticdl.master.HeartbeatResponse
+	nil,                                     // 14: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
 }
 var file_master_proto_depIdxs = []int32{
 	0,  // 0: elasticdl.master.Task.type:type_name -> elasticdl.master.TaskType
@@ -926,20 +997,21 @@ var file_master_proto_depIdxs = []int32{
 	1,  // 2: elasticdl.master.GetTaskResponse.action:type_name -> elasticdl.master.GetTaskResponse.Action
 	3,  // 3: elasticdl.master.GetTaskResponse.task:type_name -> elasticdl.master.Task
 	7,  // 4: elasticdl.master.ReportTaskResultRequest.predictions:type_name -> elasticdl.master.Predictions
-	13, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
-	4,  // 6: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
-	6,  // 7: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
-	9,  // 8: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
-	11, // 9: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
-	5,  // 10: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
-	8,  // 11: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
-	10, // 12: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
-	12, // 13: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	14, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	10, // 6: elasticdl.master.ReportEvaluationMetricsRequest.score_histogram:type_name -> elasticdl.master.ScoreHistogram
+	4,  // 7: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
+	6,  // 8: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
+	9,  // 9: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
+	12, // 10: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
+	5,  // 11: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
+	8,  // 12: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
+	11, // 13: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
+	13, // 14: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -953,7 +1025,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,219 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type SaveModelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Dir   string                 `protobuf:"bytes,1,opt,name=dir,proto3" json:"dir,omitempty"`
+	// The version the checkpoint is labelled with (its directory name):
+	// the same for every shard of the model, >= 0.
+	Version       int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveModelRequest) Reset() {
+	*x = SaveModelRequest{}
+	mi := &file_pserver_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveModelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveModelRequest) ProtoMessage() {}
+
+func (x *SaveModelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveModelRequest.ProtoReflect.Descriptor instead.
+func (*SaveModelRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SaveModelRequest) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *SaveModelRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type SaveModelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file written.
+	Path          string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveModelResponse) Reset() {
+	*x = SaveModelResponse{}
+	mi := &file_pserver_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveModelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveModelResponse) ProtoMessage() {}
+
+func (x *SaveModelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveModelResponse.ProtoReflect.Descriptor instead.
+func (*SaveModelResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SaveModelResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type GetStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStatusRequest) Reset() {
+	*x = GetStatusRequest{}
+	mi := &file_pserver_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatusRequest) ProtoMessage() {}
+
+func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
+func (*GetStatusRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{2}
+}
+
+type GetStatusResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Initialized bool                   `protobuf:"varint,2,opt,name=initialized,proto3" json:"initialized,omitempty"`
+	// restored: the process started from a checkpoint, version
+	// restored_version of restored_dir.
+	Restored        bool   `protobuf:"varint,3,opt,name=restored,proto3" json:"restored,omitempty"`
+	RestoredVersion int64  `protobuf:"varint,4,opt,name=restored_version,json=restoredVersion,proto3" json:"restored_version,omitempty"`
+	RestoredDir     string `protobuf:"bytes,5,opt,name=restored_dir,json=restoredDir,proto3" json:"restored_dir,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GetStatusResponse) Reset() {
+	*x = GetStatusResponse{}
+	mi := &file_pserver_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStatusResponse) ProtoMessage() {}
+
+func (x *GetStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStatusResponse.ProtoReflect.Descriptor instead.
+func (*GetStatusResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetStatusResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetInitialized() bool {
+	if x != nil {
+		return x.Initialized
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetRestored() bool {
+	if x != nil {
+		return x.Restored
+	}
+	return false
+}
+
+func (x *GetStatusResponse) GetRestoredVersion() int64 {
+	if x != nil {
+		return x.RestoredVersion
+	}
+	return 0
+}
+
+func (x *GetStatusResponse) GetRestoredDir() string {
+	if x != nil {
+		return x.RestoredDir
+	}
+	return ""
+}
+
 type SetLiveWorkersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Live workers (>= 0).
@@ -40,7 +253,7 @@ type SetLiveWorkersRequest struct {
 
 func (x *SetLiveWorkersRequest) Reset() {
 	*x = SetLiveWorkersRequest{}
-	mi := &file_pserver_proto_msgTypes[0]
+	mi := &file_pserver_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -52,7 +265,7 @@ func (x *SetLiveWorkersRequest) String() string {
 func (*SetLiveWorkersRequest) ProtoMessage() {}
 
 func (x *SetLiveWorkersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[0]
+	mi := &file_pserver_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -65,7 +278,7 @@ func (x *SetLiveWorkersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLiveWorkersRequest.ProtoReflect.Descriptor instead.
 func (*SetLiveWorkersRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{0}
+	return file_pserver_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SetLiveWorkersRequest) GetLiveWorkers() int32 {
@@ -99,7 +312,7 @@ type SetLiveWorkersResponse struct {
 
 func (x *SetLiveWorkersResponse) Reset() {
 	*x = SetLiveWorkersResponse{}
-	mi := &file_pserver_proto_msgTypes[1]
+	mi := &file_pserver_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +324,7 @@ func (x *SetLiveWorkersResponse) String() string {
 func (*SetLiveWorkersResponse) ProtoMessage() {}
 
 func (x *SetLiveWorkersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[1]
+	mi := &file_pserver_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +337,7 @@ func (x *SetLiveWorkersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLiveWorkersResponse.ProtoReflect.Descriptor instead.
 func (*SetLiveWorkersResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{1}
+	return file_pserver_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetLiveWorkersResponse) GetVersion() int64 {
@@ -146,7 +359,7 @@ type Tensor struct {
 
 func (x *Tensor) Reset() {
 	*x = Tensor{}
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +371,7 @@ func (x *Tensor) String() string {
 func (*Tensor) ProtoMessage() {}
 
 func (x *Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[2]
+	mi := &file_pserver_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +384,7 @@ func (x *Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tensor.ProtoReflect.Descriptor instead.
 func (*Tensor) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{2}
+	return file_pserver_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Tensor) GetName() string {
@@ -208,7 +421,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +433,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[3]
+	mi := &file_pserver_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +446,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{3}
+	return file_pserver_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Model) GetVersion() int64 {
@@ -273,7 +486,7 @@ type EmbeddingTableInfo struct {
 
 func (x *EmbeddingTableInfo) Reset() {
 	*x = EmbeddingTableInfo{}
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +498,7 @@ func (x *EmbeddingTableInfo) String() string {
 func (*EmbeddingTableInfo) ProtoMessage() {}
 
 func (x *EmbeddingTableInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[4]
+	mi := &file_pserver_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +511,7 @@ func (x *EmbeddingTableInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddingTableInfo.ProtoReflect.Descriptor instead.
 func (*EmbeddingTableInfo) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{4}
+	return file_pserver_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *EmbeddingTableInfo) GetName() string {
@@ -334,7 +547,7 @@ type IndexedSlices struct {
 
 func (x *IndexedSlices) Reset() {
 	*x = IndexedSlices{}
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +559,7 @@ func (x *IndexedSlices) String() string {
 func (*IndexedSlices) ProtoMessage() {}
 
 func (x *IndexedSlices) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[5]
+	mi := &file_pserver_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +572,7 @@ func (x *IndexedSlices) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexedSlices.ProtoReflect.Descriptor instead.
 func (*IndexedSlices) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{5}
+	return file_pserver_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IndexedSlices) GetValues() *Tensor {
@@ -386,7 +599,7 @@ type PullEmbeddingVectorsRequest struct {
 
 func (x *PullEmbeddingVectorsRequest) Reset() {
 	*x = PullEmbeddingVectorsRequest{}
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +611,7 @@ func (x *PullEmbeddingVectorsRequest) String() string {
 func (*PullEmbeddingVectorsRequest) ProtoMessage() {}
 
 func (x *PullEmbeddingVectorsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[6]
+	mi := &file_pserver_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +624,7 @@ func (x *PullEmbeddingVectorsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullEmbeddingVectorsRequest.ProtoReflect.Descriptor instead.
 func (*PullEmbeddingVectorsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{6}
+	return file_pserver_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PullEmbeddingVectorsRequest) GetName() string {
@@ -438,7 +651,7 @@ type PullEmbeddingVectorsResponse struct {
 
 func (x *PullEmbeddingVectorsResponse) Reset() {
 	*x = PullEmbeddingVectorsResponse{}
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +663,7 @@ func (x *PullEmbeddingVectorsResponse) String() string {
 func (*PullEmbeddingVectorsResponse) ProtoMessage() {}
 
 func (x *PullEmbeddingVectorsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[7]
+	mi := &file_pserver_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +676,7 @@ func (x *PullEmbeddingVectorsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullEmbeddingVectorsResponse.ProtoReflect.Descriptor instead.
 func (*PullEmbeddingVectorsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{7}
+	return file_pserver_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PullEmbeddingVectorsResponse) GetRows() *Tensor {
@@ -492,7 +705,7 @@ type EmbeddingTableCheckpoint struct {
 
 func (x *EmbeddingTableCheckpoint) Reset() {
 	*x = EmbeddingTableCheckpoint{}
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +717,7 @@ func (x *EmbeddingTableCheckpoint) String() string {
 func (*EmbeddingTableCheckpoint) ProtoMessage() {}
 
 func (x *EmbeddingTableCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[8]
+	mi := &file_pserver_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +730,7 @@ func (x *EmbeddingTableCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbeddingTableCheckpoint.ProtoReflect.Descriptor instead.
 func (*EmbeddingTableCheckpoint) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{8}
+	return file_pserver_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EmbeddingTableCheckpoint) GetInfo() *EmbeddingTableInfo {
@@ -580,7 +793,7 @@ type Checkpoint struct {
 
 func (x *Checkpoint) Reset() {
 	*x = Checkpoint{}
-	mi := &file_pserver_proto_msgTypes[9]
+	mi := &file_pserver_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -592,7 +805,7 @@ func (x *Checkpoint) String() string {
 func (*Checkpoint) ProtoMessage() {}
 
 func (x *Checkpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[9]
+	mi := &file_pserver_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -605,7 +818,7 @@ func (x *Checkpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Checkpoint.ProtoReflect.Descriptor instead.
 func (*Checkpoint) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{9}
+	return file_pserver_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Checkpoint) GetVersion() int64 {
@@ -673,7 +886,7 @@ type ParameterSlots struct {
 
 func (x *ParameterSlots) Reset() {
 	*x = ParameterSlots{}
-	mi := &file_pserver_proto_msgTypes[10]
+	mi := &file_pserver_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +898,7 @@ func (x *ParameterSlots) String() string {
 func (*ParameterSlots) ProtoMessage() {}
 
 func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[10]
+	mi := &file_pserver_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +911,7 @@ func (x *ParameterSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParameterSlots.ProtoReflect.Descriptor instead.
 func (*ParameterSlots) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{10}
+	return file_pserver_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ParameterSlots) GetName() string {
@@ -733,7 +946,7 @@ type PushModelResponse struct {
 
 func (x *PushModelResponse) Reset() {
 	*x = PushModelResponse{}
-	mi := &file_pserver_proto_msgTypes[11]
+	mi := &file_pserver_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +958,7 @@ func (x *PushModelResponse) String() string {
 func (*PushModelResponse) ProtoMessage() {}
 
 func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[11]
+	mi := &file_pserver_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +971,7 @@ func (x *PushModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushModelResponse.ProtoReflect.Descriptor instead.
 func (*PushModelResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{11}
+	return file_pserver_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PushModelResponse) GetAccepted() bool {
@@ -785,7 +998,7 @@ type PullDenseParametersRequest struct {
 
 func (x *PullDenseParametersRequest) Reset() {
 	*x = PullDenseParametersRequest{}
-	mi := &file_pserver_proto_msgTypes[12]
+	mi := &file_pserver_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1010,7 @@ func (x *PullDenseParametersRequest) String() string {
 func (*PullDenseParametersRequest) ProtoMessage() {}
 
 func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[12]
+	mi := &file_pserver_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1023,7 @@ func (x *PullDenseParametersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersRequest.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{12}
+	return file_pserver_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PullDenseParametersRequest) GetVersion() int64 {
@@ -833,7 +1046,7 @@ type PullDenseParametersResponse struct {
 
 func (x *PullDenseParametersResponse) Reset() {
 	*x = PullDenseParametersResponse{}
-	mi := &file_pserver_proto_msgTypes[13]
+	mi := &file_pserver_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1058,7 @@ func (x *PullDenseParametersResponse) String() string {
 func (*PullDenseParametersResponse) ProtoMessage() {}
 
 func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[13]
+	mi := &file_pserver_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1071,7 @@ func (x *PullDenseParametersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullDenseParametersResponse.ProtoReflect.Descriptor instead.
 func (*PullDenseParametersResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{13}
+	return file_pserver_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PullDenseParametersResponse) GetInitialized() bool {
@@ -896,7 +1109,7 @@ type PushGradientsRequest struct {
 
 func (x *PushGradientsRequest) Reset() {
 	*x = PushGradientsRequest{}
-	mi := &file_pserver_proto_msgTypes[14]
+	mi := &file_pserver_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1121,7 @@ func (x *PushGradientsRequest) String() string {
 func (*PushGradientsRequest) ProtoMessage() {}
 
 func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[14]
+	mi := &file_pserver_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1134,7 @@ func (x *PushGradientsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsRequest.ProtoReflect.Descriptor instead.
 func (*PushGradientsRequest) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{14}
+	return file_pserver_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PushGradientsRequest) GetWorkerId() int32 {
@@ -966,7 +1179,7 @@ type PushGradientsResponse struct {
 
 func (x *PushGradientsResponse) Reset() {
 	*x = PushGradientsResponse{}
-	mi := &file_pserver_proto_msgTypes[15]
+	mi := &file_pserver_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1191,7 @@ func (x *PushGradientsResponse) String() string {
 func (*PushGradientsResponse) ProtoMessage() {}
 
 func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pserver_proto_msgTypes[15]
+	mi := &file_pserver_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1204,7 @@ func (x *PushGradientsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PushGradientsResponse.ProtoReflect.Descriptor instead.
 func (*PushGradientsResponse) Descriptor() ([]byte, []int) {
-	return file_pserver_proto_rawDescGZIP(), []int{15}
+	return file_pserver_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PushGradientsResponse) GetAccepted() bool {
@@ -1012,7 +1225,19 @@ var File_pserver_proto protoreflect.FileDescriptor
 
 const file_pserver_proto_rawDesc = "" +
 	"\n" +
-	"\rpserver.proto\x12\x11elasticdl.pserver\"p\n" +
+	"\rpserver.proto\x12\x11elasticdl.pserver\">\n" +
+	"\x10SaveModelRequest\x12\x10\n" +
+	"\x03dir\x18\x01 \x01(\tR\x03dir\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\"'\n" +
+	"\x11SaveModelResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\x12\n" +
+	"\x10GetStatusRequest\"\xb9\x01\n" +
+	"\x11GetStatusResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12 \n" +
+	"\vinitialized\x18\x02 \x01(\bR\vinitialized\x12\x1a\n" +
+	"\brestored\x18\x03 \x01(\bR\brestored\x12)\n" +
+	"\x10restored_version\x18\x04 \x01(\x03R\x0frestoredVersion\x12!\n" +
+	"\frestored_dir\x18\x05 \x01(\tR\vrestoredDir\"p\n" +
 	"\x15SetLiveWorkersRequest\x12!\n" +
 	"\flive_workers\x18\x01 \x01(\x05R\vliveWorkers\x12\x1e\n" +
 	"\n" +
@@ -1077,13 +1302,15 @@ const file_pserver_proto_rawDesc = "" +
 	"\x13embedding_gradients\x18\x04 \x03(\v2 .elasticdl.pserver.IndexedSlicesR\x12embeddingGradients\"M\n" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion2\x90\x04\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion2\xc0\x05\n" +
 	"\aPserver\x12K\n" +
 	"\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n" +
 	"\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12b\n" +
 	"\rPushGradients\x12'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponse\x12w\n" +
 	"\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponse\x12e\n" +
-	"\x0eSetLiveWorkers\x12(.elasticdl.pserver.SetLiveWorkersRequest\x1a).elasticdl.pserver.SetLiveWorkersResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
+	"\x0eSetLiveWorkers\x12(.elasticdl.pserver.SetLiveWorkersRequest\x1a).elasticdl.pserver.SetLiveWorkersResponse\x12V\n" +
+	"\tSaveModel\x12#.elasticdl.pserver.SaveModelRequest\x1a$.elasticdl.pserver.SaveModelResponse\x12V\n" +
+	"\tGetStatus\x12#.elasticdl.pserver.GetStatusRequest\x1a$.elasticdl.pserver.GetStatusResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
 
 var (
 	file_pserver_proto_rawDescOnce sync.Once
@@ -1097,52 +1324,60 @@ func file_pserver_proto_rawDescGZIP() []byte {
 	return file_pserver_proto_rawDescData
 }
 
-var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_pserver_proto_goTypes = []any{
-	(*SetLiveWorkersRequest)(nil),        // 0: elasticdl.pserver.SetLiveWorkersRequest
-	(*SetLiveWorkersResponse)(nil),       // 1: elasticdl.pserver.SetLiveWorkersResponse
-	(*Tensor)(nil),                       // 2: elasticdl.pserver.Tensor
-	(*Model)(nil),                        // 3: elasticdl.pserver.Model
-	(*EmbeddingTableInfo)(nil),           // 4: elasticdl.pserver.EmbeddingTableInfo
-	(*IndexedSlices)(nil),                // 5: elasticdl.pserver.IndexedSlices
-	(*PullEmbeddingVectorsRequest)(nil),  // 6: elasticdl.pserver.PullEmbeddingVectorsRequest
-	(*PullEmbeddingVectorsResponse)(nil), // 7: elasticdl.pserver.PullEmbeddingVectorsResponse
-	(*EmbeddingTableCheckpoint)(nil),     // 8: elasticdl.pserver.EmbeddingTableCheckpoint
-	(*Checkpoint)(nil),                   // 9: elasticdl.pserver.Checkpoint
-	(*ParameterSlots)(nil),               // 10: elasticdl.pserver.ParameterSlots
-	(*PushModelResponse)(nil),            // 11: elasticdl.pserver.PushModelResponse
-	(*PullDenseParametersRequest)(nil),   // 12: elasticdl.pserver.PullDenseParametersRequest
-	(*PullDenseParametersResponse)(nil),  // 13: elasticdl.pserver.PullDenseParametersResponse
-	(*PushGradientsRequest)(nil),         // 14: elasticdl.pserver.PushGradientsRequest
-	(*PushGradientsResponse)(nil),        // 15: elasticdl.pserver.PushGradientsResponse
+	(*SaveModelRequest)(nil),             // 0: elasticdl.pserver.SaveModelRequest
+	(*SaveModelResponse)(nil),            // 1: elasticdl.pserver.SaveModelResponse
+	(*GetStatusRequest)(nil),             // 2: elasticdl.pserver.GetStatusRequest
+	(*GetStatusResponse)(nil),            // 3: elasticdl.pserver.GetStatusResponse
+	(*SetLiveWorkersRequest)(nil),        // 4: elasticdl.pserver.SetLiveWorkersRequest
+	(*SetLiveWorkersResponse)(nil),       // 5: elasticdl.pserver.SetLiveWorkersResponse
+	(*Tensor)(nil),                       // 6: elasticdl.pserver.Tensor
+	(*Model)(nil),                        // 7: elasticdl.pserver.Model
+	(*EmbeddingTableInfo)(nil),           // 8: elasticdl.pserver.EmbeddingTableInfo
+	(*IndexedSlices)(nil),                // 9: elasticdl.pserver.IndexedSlices
+	(*PullEmbeddingVectorsRequest)(nil),  // 10: elasticdl.pserver.PullEmbeddingVectorsRequest
+	(*PullEmbeddingVectorsResponse)(nil), // 11: elasticdl.pserver.PullEmbeddingVectorsResponse
+	(*EmbeddingTableCheckpoint)(nil),     // 12: elasticdl.pserver.EmbeddingTableCheckpoint
+	(*Checkpoint)(nil),                   // 13: elasticdl.pserver.Checkpoint
+	(*ParameterSlots)(nil),               // 14: elasticdl.pserver.ParameterSlots
+	(*PushModelResponse)(nil),            // 15: elasticdl.pserver.PushModelResponse
+	(*PullDenseParametersRequest)(nil),   // 16: elasticdl.pserver.PullDenseParametersRequest
+	(*PullDenseParametersResponse)(nil),  // 17: elasticdl.pserver.PullDenseParametersResponse
+	(*PushGradientsRequest)(nil),         // 18: elasticdl.pserver.PushGradientsRequest
+	(*PushGradientsResponse)(nil),        // 19: elasticdl.pserver.PushGradientsResponse
 }
 var file_pserver_proto_depIdxs = []int32{
-	2,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	4,  // 1: elasticdl.pserver.Model.embedding_table_infos:type_name -> elasticdl.pserver.EmbeddingTableInfo
-	2,  // 2: elasticdl.pserver.IndexedSlices.values:type_name -> elasticdl.pserver.Tensor
-	2,  // 3: elasticdl.pserver.PullEmbeddingVectorsResponse.rows:type_name -> elasticdl.pserver.Tensor
-	4,  // 4: elasticdl.pserver.EmbeddingTableCheckpoint.info:type_name -> elasticdl.pserver.EmbeddingTableInfo
-	2,  // 5: elasticdl.pserver.EmbeddingTableCheckpoint.values:type_name -> elasticdl.pserver.Tensor
-	2,  // 6: elasticdl.pserver.EmbeddingTableCheckpoint.slots:type_name -> elasticdl.pserver.Tensor
-	2,  // 7: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	10, // 8: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
-	8,  // 9: elasticdl.pserver.Checkpoint.embedding_tables:type_name -> elasticdl.pserver.EmbeddingTableCheckpoint
-	2,  // 10: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
-	2,  // 11: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	2,  // 12: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
-	5,  // 13: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
-	3,  // 14: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
-	12, // 15: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
-	14, // 16: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
-	6,  // 17: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
-	0,  // 18: elasticdl.pserver.Pserver.SetLiveWorkers:input_type -> elasticdl.pserver.SetLiveWorkersRequest
-	11, // 19: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	13, // 20: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	15, // 21: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	7,  // 22: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
-	1,  // 23: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
+	6,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	8,  // 1: elasticdl.pserver.Model.embedding_table_infos:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	6,  // 2: elasticdl.pserver.IndexedSlices.values:type_name -> elasticdl.pserver.Tensor
+	6,  // 3: elasticdl.pserver.PullEmbeddingVectorsResponse.rows:type_name -> elasticdl.pserver.Tensor
+	8,  // 4: elasticdl.pserver.EmbeddingTableCheckpoint.info:type_name -> elasticdl.pserver.EmbeddingTableInfo
+	6,  // 5: elasticdl.pserver.EmbeddingTableCheckpoint.values:type_name -> elasticdl.pserver.Tensor
+	6,  // 6: elasticdl.pserver.EmbeddingTableCheckpoint.slots:type_name -> elasticdl.pserver.Tensor
+	6,  // 7: elasticdl.pserver.Checkpoint.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	14, // 8: elasticdl.pserver.Checkpoint.slots:type_name -> elasticdl.pserver.ParameterSlots
+	12, // 9: elasticdl.pserver.Checkpoint.embedding_tables:type_name -> elasticdl.pserver.EmbeddingTableCheckpoint
+	6,  // 10: elasticdl.pserver.ParameterSlots.slots:type_name -> elasticdl.pserver.Tensor
+	6,  // 11: elasticdl.pserver.PullDenseParametersResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	6,  // 12: elasticdl.pserver.PushGradientsRequest.gradients:type_name -> elasticdl.pserver.Tensor
+	9,  // 13: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
+	7,  // 14: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
+	16, // 15: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
+	18, // 16: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
+	10, // 17: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
+	4,  // 18: elasticdl.pserver.Pserver.SetLiveWorkers:input_type -> elasticdl.pserver.SetLiveWorkersRequest
+	0,  // 19: elasticdl.pserver.Pserver.SaveModel:input_type -> elasticdl.pserver.SaveModelRequest
+	2,  // 20: elasticdl.pserver.Pserver.GetStatus:input_type -> elasticdl.pserver.GetStatusRequest
+	15, // 21: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	17, // 22: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	19, // 23: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	11, // 24: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
+	5,  // 25: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
+	1,  // 26: elasticdl.pserver.Pserver.SaveModel:output_type -> elasticdl.pserver.SaveModelResponse
+	3,  // 27: elasticdl.pserver.Pserver.GetStatus:output_type -> elasticdl.pserver.GetStatusResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -1159,7 +1394,7 @@ func file_pserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pserver_proto_rawDesc), len(file_pserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,8 @@ const (
 	Pserver_PushGradients_FullMethodName        = "/elasticdl.pserver.Pserver/PushGradients"
 	Pserver_PullEmbeddingVectors_FullMethodName = "/elasticdl.pserver.Pserver/PullEmbeddingVectors"
 	Pserver_SetLiveWorkers_FullMethodName       = "/elasticdl.pserver.Pserver/SetLiveWorkers"
+	Pserver_SaveModel_FullMethodName            = "/elasticdl.pserver.Pserver/SaveModel"
+	Pserver_GetStatus_FullMethodName            = "/elasticdl.pserver.Pserver/GetStatus"
 )
 
 // PserverClient is the client API for Pserver service.
@@ -50,6 +52,16 @@ type PserverClient interface {
 	// on every worker launch and exit, and with flush=true when training
 	// ends, so that no accumulated gradient is left unapplied.
 	SetLiveWorkers(ctx context.Context, in *SetLiveWorkersRequest, opts ...grpc.CallOption) (*SetLiveWorkersResponse, error)
+	// SaveModel writes the shard (parameters, optimizer slots, embedding
+	// tables) as a checkpoint file dir/version-N/variables-i-of-n.ckpt,
+	// labelled version N, before it returns: the job's final model, which
+	// the master writes at the end of training for models with embedding
+	// tables.
+	SaveModel(ctx context.Context, in *SaveModelRequest, opts ...grpc.CallOption) (*SaveModelResponse, error)
+	// GetStatus reports the shard's version and the checkpoint this PS
+	// process restored when it started (after a relaunch, a warm start, or a
+	// new job on an existing --checkpoint_dir).
+	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
 }
 
 type pserverClient struct {
@@ -110,6 +122,26 @@ func (c *pserverClient) SetLiveWorkers(ctx context.Context, in *SetLiveWorkersRe
 	return out, nil
 }
 
+func (c *pserverClient) SaveModel(ctx context.Context, in *SaveModelRequest, opts ...grpc.CallOption) (*SaveModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SaveModelResponse)
+	err := c.cc.Invoke(ctx, Pserver_SaveModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pserverClient) GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetStatusResponse)
+	err := c.cc.Invoke(ctx, Pserver_GetStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PserverServer is the server API for Pserver service.
 // All implementations must embed UnimplementedPserverServer
 // for forward compatibility.
@@ -131,6 +163,16 @@ type PserverServer interface {
 	// on every worker launch and exit, and with flush=true when training
 	// ends, so that no accumulated gradient is left unapplied.
 	SetLiveWorkers(context.Context, *SetLiveWorkersRequest) (*SetLiveWorkersResponse, error)
+	// SaveModel writes the shard (parameters, optimizer slots, embedding
+	// tables) as a checkpoint file dir/version-N/variables-i-of-n.ckpt,
+	// labelled version N, before it returns: the job's final model, which
+	// the master writes at the end of training for models with embedding
+	// tables.
+	SaveModel(context.Context, *SaveModelRequest) (*SaveModelResponse, error)
+	// GetStatus reports the shard's version and the checkpoint this PS
+	// process restored when it started (after a relaunch, a warm start, or a
+	// new job on an existing --checkpoint_dir).
+	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
 	mustEmbedUnimplementedPserverServer()
 }
 
@@ -155,6 +197,12 @@ func (UnimplementedPserverServer) PullEmbeddingVectors(context.Context, *PullEmb
 }
 func (UnimplementedPserverServer) SetLiveWorkers(context.Context, *SetLiveWorkersRequest) (*SetLiveWorkersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetLiveWorkers not implemented")
+}
+func (UnimplementedPserverServer) SaveModel(context.Context, *SaveModelRequest) (*SaveModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SaveModel not implemented")
+}
+func (UnimplementedPserverServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
 }
 func (UnimplementedPserverServer) mustEmbedUnimplementedPserverServer() {}
 func (UnimplementedPserverServer) testEmbeddedByValue()                 {}
@@ -267,6 +315,42 @@ func _Pserver_SetLiveWorkers_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Pserver_SaveModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SaveModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).SaveModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_SaveModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).SaveModel(ctx, req.(*SaveModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Pserver_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).GetStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_GetStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).GetStatus(ctx, req.(*GetStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Pserver_ServiceDesc is the grpc.ServiceDesc for Pserver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -293,6 +377,14 @@ var Pserver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetLiveWorkers",
 			Handler:    _Pserver_SetLiveWorkers_Handler,
+		},
+		{
+			MethodName: "SaveModel",
+			Handler:    _Pserver_SaveModel_Handler,
+		},
+		{
+			MethodName: "GetStatus",
+			Handler:    _Pserver_GetStatus_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2,98 +2,238 @@ package local
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
 	"elasticdl/data"
+	"elasticdl/internal/master"
+	"elasticdl/internal/ps/checkpoint"
 )
 
-// ctrURI is the synthetic CTR data of the recommender test: seed 1's hidden
-// model, the first n records.
+// ctrURI is the synthetic CTR data of the recommender tests: seed 1's
+// hidden model, the first n records.
 func ctrURI(n int64) string { return fmt.Sprintf("synthetic-ctr://?records=%d&seed=1", n) }
 
-// TestDeepFMAUC trains ctr.deepfm with 2 workers and 2 PS on synthetic CTR
-// records [0, train), predicts records [0, train+held) from the PS
-// checkpoint, and compares the AUC on the held-out records [train,
-// train+held) with the ceiling (the AUC of the true click probability on
-// the same records). ELASTICDL_CTR_RECORDS overrides train.
-func TestDeepFMAUC(t *testing.T) {
-	train, held := int64(100_000), int64(20_000)
-	if v := os.Getenv("ELASTICDL_CTR_RECORDS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		train = n
+// heldOutURI is the held records that follow the first train ones, of the
+// same hidden model: the validation data of the recommender tests.
+func heldOutURI(train, held int64) string {
+	return fmt.Sprintf("synthetic-ctr://?records=%d&offset=%d&seed=1", held, train)
+}
+
+const ctrHeld = 20_000
+
+// ctrCeiling is the AUC of the true click probability on the held-out
+// records: what a perfect model would reach on them.
+func ctrCeiling(t *testing.T, train int64) float64 {
+	t.Helper()
+	g, err := data.OpenSyntheticCTR(heldOutURI(train, ctrHeld))
+	if err != nil {
+		t.Fatal(err)
 	}
-	epochs := "1"
-	if v := os.Getenv("ELASTICDL_CTR_EPOCHS"); v != "" {
-		epochs = v
+	defer g.Close()
+	return data.CeilingAUC(g, ctrHeld)
+}
+
+func envInt64(t *testing.T, name string, def int64) int64 {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
 	}
-	ckpt := t.TempDir()
-	args := []string{"--model_def=ctr.deepfm", "--training_data=" + ctrURI(train),
-		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=" + epochs, "--minibatch_size=256",
-		"--checkpoint_dir=" + ckpt, "--checkpoint_steps=50"}
-	if v := os.Getenv("ELASTICDL_CTR_OPTIMIZER"); v != "" {
-		args = append(args, "--optimizer="+v)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
+	return n
+}
+
+// ctrArgs trains model with 2 workers and 2 PS on records [0, train),
+// evaluating on the next ctrHeld records.
+func ctrArgs(model string, train, epochs int64, extra ...string) []string {
+	return append([]string{"--model_def=" + model, "--training_data=" + ctrURI(train),
+		"--validation_data=" + heldOutURI(train, ctrHeld),
+		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=" + strconv.FormatInt(epochs, 10), "--minibatch_size=256"}, extra...)
+}
+
+// trainCTR runs a training job to completion and returns its summary, its
+// output directory and its training time.
+func trainCTR(t *testing.T, args ...string) (master.Summary, string, time.Duration) {
+	t.Helper()
 	start := time.Now()
 	j := startJob(t, args...)
 	if code := j.wait(5 * time.Minute); code != 0 {
 		t.Fatalf("train exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
-	trainTime := time.Since(start)
-	s := j.summary()
-	e, _ := strconv.Atoi(epochs)
-	assertExactlyOnce(t, s, e, train)
+	return j.summary(), j.out, time.Since(start)
+}
 
-	out := filepath.Join(t.TempDir(), "pred.csv")
-	p := startCmd(t, "predict", "--model_def=ctr.deepfm", "--prediction_data="+ctrURI(train+held),
-		"--checkpoint_dir_for_init="+ckpt, "--prediction_outputs="+out, "--num_workers=2", "--num_ps_pods=2",
-		"--minibatch_size=1024")
+// finalAUC is the AUC of the final evaluation, which must also be the last
+// entry of the evaluation history.
+func finalAUC(t *testing.T, s master.Summary) float64 {
+	t.Helper()
+	if s.Status != "succeeded" || s.Eval == nil || s.Eval.AUC == nil || len(s.Evaluations) == 0 {
+		t.Fatalf("summary: status %q (%s), eval %+v, evaluations %+v", s.Status, s.Error, s.Eval, s.Evaluations)
+	}
+	last := s.Evaluations[len(s.Evaluations)-1]
+	if !last.Final || last.AUC == nil || *last.AUC != *s.Eval.AUC || s.Eval.Records != ctrHeld {
+		t.Errorf("final evaluation %+v does not match eval %+v (auc %v)", last, s.Eval, *s.Eval.AUC)
+	}
+	return *s.Eval.AUC
+}
+
+// TestDeepFMAUC is the recommender acceptance test: ctr.deepfm with 2
+// workers and 2 PS on synthetic CTR records [0, N) (N = 1M, 1 epoch,
+// ELASTICDL_CTR_RECORDS and ELASTICDL_CTR_EPOCHS override), evaluated
+// during the job on the next 20000 records; the AUC the master aggregates
+// is compared with the ceiling (the true click probability's AUC on the
+// same records). Then `elasticdl evaluate` of the saved OUTPUT/model (PS
+// shards with the embedding tables) must give the same AUC.
+func TestDeepFMAUC(t *testing.T) {
+	train := envInt64(t, "ELASTICDL_CTR_RECORDS", 1_000_000)
+	epochs := envInt64(t, "ELASTICDL_CTR_EPOCHS", 1)
+	var extra []string
+	if v := os.Getenv("ELASTICDL_CTR_OPTIMIZER"); v != "" {
+		extra = append(extra, "--optimizer="+v)
+	}
+	s, out, took := trainCTR(t, ctrArgs("ctr.deepfm", train, epochs, extra...)...)
+	assertExactlyOnce(t, s, int(epochs), train)
+	auc, ceiling := finalAUC(t, s), ctrCeiling(t, train)
+	gap := ceiling - auc
+	t.Logf("ctr.deepfm, %d records x %d epochs, 2 workers, 2 PS: held-out AUC %.4f, ceiling %.4f, gap %.4f; job %.1fs, training %.1fs (%.0f records/s)",
+		train, epochs, auc, ceiling, gap, took.Seconds(), s.TrainingSeconds, s.RecordsPerSecond)
+
+	// The saved model is every PS shard with its embedding rows.
+	model := filepath.Join(out, "model")
+	set, err := checkpoint.Load(model, nil)
+	if err != nil || set.NumShards != 2 || s.ModelPath != checkpoint.VersionDir(model, set.Version) {
+		t.Fatalf("saved model %s (summary %q): %+v, %v", model, s.ModelPath, set, err)
+	}
+	for i, sh := range set.Shards {
+		if len(sh.GetEmbeddingTables()) != 2 {
+			t.Errorf("model shard %d has %d embedding tables, want 2", i, len(sh.GetEmbeddingTables()))
+		}
+	}
+	e := startCmd(t, "evaluate", "--model_def=ctr.deepfm", "--checkpoint_dir_for_init="+model,
+		"--validation_data="+heldOutURI(train, ctrHeld), "--num_workers=2", "--num_ps_pods=2")
+	if code := e.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("evaluate exit code %d\nstderr:\n%s", code, e.stderr.String())
+	}
+	if got := finalAUC(t, e.summary()); math.Abs(got-auc) > 1e-4 {
+		t.Errorf("evaluate of OUTPUT/model: AUC %.6f, the training job's final evaluation %.6f", got, auc)
+	}
+
+	// The issue asks for 0.02; the data cannot give it at sizes CI can
+	// train (see README "Recommender models": even an estimator that knows
+	// the hidden interactions and shrinks each id's effect optimally stays
+	// 0.016 below the ceiling at 1M records). The bounds are what deepfm
+	// reaches, with a margin for run-to-run noise.
+	maxGap := 0.12
+	if train >= 1_000_000 {
+		maxGap = 0.07
+	}
+	if gap > maxGap {
+		t.Errorf("held-out AUC %.4f is %.4f below the ceiling %.4f, want within %.2f", auc, gap, ceiling, maxGap)
+	}
+}
+
+// TestXDeepFM trains ctr.xdeepfm (CIN + linear + DNN) like deepfm on 100k
+// records, then predicts the held-out records from OUTPUT/model: one row
+// per record, and the AUC of the predicted click probabilities matches the
+// job's final evaluation.
+func TestXDeepFM(t *testing.T) {
+	const train = 100_000
+	s, out, took := trainCTR(t, ctrArgs("ctr.xdeepfm", train, 1)...)
+	assertExactlyOnce(t, s, 1, train)
+	auc, ceiling := finalAUC(t, s), ctrCeiling(t, train)
+	t.Logf("ctr.xdeepfm, %d records: held-out AUC %.4f, ceiling %.4f, gap %.4f; job %.1fs (%.0f training records/s)",
+		train, auc, ceiling, ceiling-auc, took.Seconds(), s.RecordsPerSecond)
+	if ceiling-auc > 0.12 {
+		t.Errorf("held-out AUC %.4f, ceiling %.4f: more than 0.12 below", auc, ceiling)
+	}
+	pred := filepath.Join(t.TempDir(), "pred.csv")
+	p := startCmd(t, "predict", "--model_def=ctr.xdeepfm", "--prediction_data="+heldOutURI(train, ctrHeld),
+		"--checkpoint_dir_for_init="+filepath.Join(out, "model"), "--prediction_outputs="+pred,
+		"--num_workers=2", "--num_ps_pods=1", "--minibatch_size=1024")
 	if code := p.wait(3 * time.Minute); code != 0 {
 		t.Fatalf("predict exit code %d\nstderr:\n%s", code, p.stderr.String())
 	}
-	rows := readPredictions(t, out, 2)
-	if int64(len(rows)) != train+held {
-		t.Fatalf("%d predictions, want %d", len(rows), train+held)
+	rows := readPredictions(t, pred, 2)
+	if len(rows) != ctrHeld {
+		t.Fatalf("%d predictions, want %d", len(rows), ctrHeld)
 	}
-	g, err := data.OpenSyntheticCTR(ctrURI(train + held))
+	g, err := data.OpenSyntheticCTR(heldOutURI(train, ctrHeld))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	b, err := g.Read(train, train+held)
+	b, err := g.Read(0, ctrHeld)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scores := make([]float64, held)
-	truth := make([]float64, held)
-	for k := range held {
-		scores[k] = rows[train+k].probs[1]
-		truth[k] = g.TrueProbability(train + k)
+	scores := make([]float64, ctrHeld)
+	for k, r := range rows {
+		scores[k] = r.probs[1]
 	}
-	auc, ceiling := data.AUC(scores, b.Labels), data.AUC(truth, b.Labels)
-	// The AUC on the training records, to tell overfitting from underfitting.
-	tb, err := g.Read(0, train)
-	if err != nil {
+	// Exact AUC of the CSV's probabilities (6 digits) against the master's
+	// histogram AUC: equal to well within 1e-3.
+	if got := data.AUC(scores, b.Labels); math.Abs(got-auc) > 1e-3 {
+		t.Errorf("AUC of the predictions from OUTPUT/model (re-sharded to 1 PS) %.5f, final evaluation %.5f", got, auc)
+	}
+}
+
+// TestDeepFMPSKilled kills -9 a PS in the middle of a deepfm job with
+// checkpoints: the relaunched PS restores the newest complete checkpoint,
+// the job finishes with an AUC within 0.01 of the same job undisturbed,
+// and the summary records the loss and the restore.
+func TestDeepFMPSKilled(t *testing.T) {
+	const train = 300_000
+	args := func(ckpt string) []string {
+		return ctrArgs("ctr.deepfm", train, 1, "--checkpoint_dir="+ckpt, "--checkpoint_steps=50")
+	}
+	base, _, _ := trainCTR(t, args(t.TempDir())...)
+	baseAUC := finalAUC(t, base)
+	if base.PS.Lost != 0 || len(base.PS.Restores) != 0 {
+		t.Errorf("undisturbed job: ps %+v", base.PS)
+	}
+
+	ckpt := t.TempDir()
+	j := startJob(t, args(ckpt)...)
+	var ps []int
+	var complete int64
+	waitFor(t, 3*time.Minute, "training progress and a checkpoint", func() bool {
+		_, done := j.epochRecordsDone()
+		ps = j.children("ps")
+		set, err := checkpoint.Load(ckpt, nil)
+		if err != nil {
+			return false
+		}
+		complete = set.Version
+		return done >= train/3 && len(ps) == 2
+	})
+	// The PS with the lower pid is the first launched: ps-0.
+	victim := min(ps[0], ps[1])
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	trainScores := make([]float64, train)
-	for k := range train {
-		trainScores[k] = rows[k].probs[1]
+	t.Logf("killed a PS (pid %d) with version %d checkpointed", victim, complete)
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
-	t.Logf("AUC on the training records: %.4f", data.AUC(trainScores, tb.Labels))
-	gap := ceiling - auc
-	t.Logf("ctr.deepfm, %d records x %s epochs, 2 workers, 2 PS: held-out AUC %.4f, ceiling %.4f, gap %.4f; training %.1fs (%.0f records/s)",
-		train, epochs, auc, ceiling, gap, trainTime.Seconds(), float64(train)*float64(e)/trainTime.Seconds())
-	// The bound is for the CI size (100k records, 1 epoch: gap ≈ 0.085,
-	// mostly from ids too rare to learn; 1M records: ≈ 0.063). The issue's
-	// 0.02 needs more data than CI can afford; see README "Recommender models".
-	if maxGap := 0.12; gap > maxGap {
-		t.Errorf("held-out AUC %.4f is %.4f below the ceiling %.4f, want within %.2f", auc, gap, ceiling, maxGap)
+	s := j.summary()
+	assertExactlyOnce(t, s, 1, train)
+	auc := finalAUC(t, s)
+	t.Logf("AUC: undisturbed %.4f, PS killed %.4f; ps %+v", baseAUC, auc, s.PS)
+	if math.Abs(auc-baseAUC) > 0.01 {
+		t.Errorf("AUC %.4f with a PS killed, %.4f without: more than 0.01 apart", auc, baseAUC)
+	}
+	if s.PS.Lost != 1 || s.PS.Relaunched != 1 || len(s.PS.Restores) != 1 {
+		t.Fatalf("ps %+v: want 1 lost, 1 relaunched, 1 restore", s.PS)
+	}
+	if r := s.PS.Restores[0]; r.Version < complete || r.Version%50 != 0 || r.Dir != checkpoint.VersionDir(ckpt, r.Version) {
+		t.Errorf("restore %+v: want a version of %s that is a multiple of 50 and >= %d", r, ckpt, complete)
 	}
 }

@@ -70,7 +70,7 @@ type Backend struct {
 	log    *slog.Logger
 
 	forks  chan forkRequest
-	events *eventQueue
+	events *cluster.EventQueue
 	// live counts instances that are being launched or not yet reaped, plus
 	// their pending SIGKILL timers; Close waits for it to drain.
 	live sync.WaitGroup
@@ -142,7 +142,7 @@ func New(cfg Config) (*Backend, error) {
 		grace:     grace,
 		log:       logger.With("backend", "local"),
 		forks:     make(chan forkRequest),
-		events:    newEventQueue(),
+		events:    cluster.NewEventQueue(),
 		instances: map[instanceKey]*instance{},
 		psPorts:   map[int]int{},
 		portTaken: map[int]bool{},
@@ -173,7 +173,7 @@ func (b *Backend) forker() {
 // after Close, once every event has been received: keep receiving until
 // then. Events queue up without bound when nobody receives, so a slow
 // consumer never delays reaping.
-func (b *Backend) Events() <-chan cluster.Event { return b.events.out }
+func (b *Backend) Events() <-chan cluster.Event { return b.events.Out() }
 
 // Launch starts `Binary <role> <spec.Args...>` and emits Running. It fails
 // if the binary cannot be started, if the role and ID were already launched
@@ -221,7 +221,7 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 	b.mu.Lock()
 	inst.pid = cmd.Process.Pid
 	// Pushed before the reaper starts, so Running always precedes Exited.
-	b.events.push(cluster.Event{Role: spec.Role, ID: spec.ID, Index: spec.Index, Phase: cluster.Running})
+	b.events.Push(cluster.Event{Role: spec.Role, ID: spec.ID, Index: spec.Index, Phase: cluster.Running})
 	if b.closing || inst.requested {
 		inst.requested = true
 		b.terminateLocked(inst)
@@ -293,7 +293,7 @@ func (b *Backend) reap(inst *instance, cmd *exec.Cmd) {
 	}
 	b.log.Log(context.Background(), level, "instance exited", "instance", name, "pid", inst.pid,
 		"code", ev.ExitCode, "reason", ev.Reason, "requested", requested, "message", ev.Message, "log", inst.logPath)
-	if !b.events.push(ev) {
+	if !b.events.Push(ev) {
 		// Cannot happen: Close closes the queue only after every reaper is done.
 		b.log.Error("event after close dropped", "instance", name)
 	}
@@ -431,7 +431,7 @@ func (b *Backend) Pid(role cluster.Role, id int) (int, bool) {
 	return inst.pid, true
 }
 
-// PSAddress returns "127.0.0.1:<port>" for PS shard index. The port is
+// PSAddress returns "127.0.0.1:<port>" (to listen and dial) for PS shard index. The port is
 // chosen on first use by binding port 0 and closing the listener, then
 // remembered, so every relaunch of the shard serves at the same address.
 //
@@ -440,9 +440,9 @@ func (b *Backend) Pid(role cluster.Role, id int) (int, bool) {
 // fails to listen and exits non-zero, which the master treats as a PS
 // failure. Ephemeral ports are handed out in a rotating fashion, which
 // makes this rare on a development machine.
-func (b *Backend) PSAddress(index int) (string, error) {
+func (b *Backend) PSAddress(index int) (cluster.Endpoint, error) {
 	if index < 0 {
-		return "", fmt.Errorf("local: PS address: negative shard index %d", index)
+		return cluster.Endpoint{}, fmt.Errorf("local: PS address: negative shard index %d", index)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -454,7 +454,7 @@ func (b *Backend) PSAddress(index int) (string, error) {
 	for range 100 {
 		port, err := freePort()
 		if err != nil {
-			return "", fmt.Errorf("local: PS %d address: %w", index, err)
+			return cluster.Endpoint{}, fmt.Errorf("local: PS %d address: %w", index, err)
 		}
 		if !b.portTaken[port] {
 			b.portTaken[port] = true
@@ -462,10 +462,13 @@ func (b *Backend) PSAddress(index int) (string, error) {
 			return psAddr(port), nil
 		}
 	}
-	return "", fmt.Errorf("local: PS %d address: no distinct free port found", index)
+	return cluster.Endpoint{}, fmt.Errorf("local: PS %d address: no distinct free port found", index)
 }
 
-func psAddr(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+func psAddr(port int) cluster.Endpoint {
+	a := fmt.Sprintf("127.0.0.1:%d", port)
+	return cluster.Endpoint{Listen: a, Dial: a}
+}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -527,7 +530,7 @@ func (b *Backend) Close(ctx context.Context) error {
 	// set), so nothing sends on forks, and every child is reaped, so the
 	// forker thread may go.
 	close(b.forks)
-	b.events.close()
+	b.events.Close()
 	close(b.closed)
 	return nil
 }

@@ -457,10 +457,14 @@ func TestPSAddress(t *testing.T) {
 	b := newBackend(t, Config{})
 	seen := map[string]int{}
 	for i := range 8 {
-		addr, err := b.PSAddress(i)
+		ep, err := b.PSAddress(i)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if ep.Listen != ep.Dial {
+			t.Errorf("PSAddress(%d) = %+v: a local PS listens where it is dialled", i, ep)
+		}
+		addr := ep.Dial
 		if !strings.HasPrefix(addr, "127.0.0.1:") {
 			t.Errorf("PSAddress(%d) = %q, want 127.0.0.1:<port>", i, addr)
 		}
@@ -470,7 +474,7 @@ func TestPSAddress(t *testing.T) {
 		seen[addr] = i
 	}
 	for addr, i := range seen {
-		if again, _ := b.PSAddress(i); again != addr {
+		if again, _ := b.PSAddress(i); again.Dial != addr {
 			t.Errorf("PSAddress(%d) changed from %s to %s", i, addr, again)
 		}
 	}

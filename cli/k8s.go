@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"elasticdl/internal/cluster/k8s"
+	"elasticdl/internal/master"
+)
+
+// k8sOptions are the flags of --backend=k8s: how the job's pods are built.
+type k8sOptions struct {
+	image, namespace, kubeconfig    string
+	yaml                            bool
+	masterPriority, workerPriority  string
+	psPriority, highClass, lowClass string
+	masterRequest, masterLimit      string
+	workerRequest, workerLimit      string
+	psRequest, psLimit              string
+	nodeSelector, serviceAccount    string
+	imagePullPolicy, envs           string
+	masterPort, psPort              int
+	psHost                          string
+	apiTimeout, workerGracePeriod   time.Duration
+}
+
+// clientOnlyFlags are read by the submitting client and not passed on to
+// the master pod.
+var clientOnlyFlags = map[string]bool{"backend": true, "yaml": true, "kubeconfig": true}
+
+func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
+	fs.StringVar(&o.image, "image", "", "k8s: container image with the elasticdl binary (deploy/Dockerfile); every pod of the job runs it")
+	fs.StringVar(&o.namespace, "namespace", "default", "k8s: namespace of the job (it needs deploy/rbac.yaml applied)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "k8s: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.BoolVar(&o.yaml, "yaml", false, "k8s: print the master pod's manifest instead of creating it (`| kubectl apply -f -` submits the job)")
+	fs.StringVar(&o.masterPriority, "master_pod_priority", "", "k8s: PriorityClass of the master pod")
+	fs.StringVar(&o.workerPriority, "worker_pod_priority", "", "k8s: PriorityClass of the worker pods, or a fraction f in [0,1]: the first ceil(f*num_workers) workers get --high_priority_class, the others --low_priority_class")
+	fs.StringVar(&o.psPriority, "ps_pod_priority", "", "k8s: PriorityClass of the parameter-server pods")
+	fs.StringVar(&o.highClass, "high_priority_class", "elasticdl-high", "k8s: the high PriorityClass of a fractional --worker_pod_priority")
+	fs.StringVar(&o.lowClass, "low_priority_class", "elasticdl-low", "k8s: the low PriorityClass of a fractional --worker_pod_priority")
+	fs.StringVar(&o.masterRequest, "master_resource_request", "cpu=500m,memory=512Mi", "k8s: master pod requests, e.g. cpu=1,memory=1Gi")
+	fs.StringVar(&o.masterLimit, "master_resource_limit", "", "k8s: master pod limits")
+	fs.StringVar(&o.workerRequest, "worker_resource_request", "cpu=1,memory=1Gi", "k8s: worker pod requests (gpu=1 means nvidia.com/gpu)")
+	fs.StringVar(&o.workerLimit, "worker_resource_limit", "", "k8s: worker pod limits")
+	fs.StringVar(&o.psRequest, "ps_resource_request", "cpu=1,memory=1Gi", "k8s: parameter-server pod requests")
+	fs.StringVar(&o.psLimit, "ps_resource_limit", "", "k8s: parameter-server pod limits")
+	fs.StringVar(&o.nodeSelector, "node_selector", "", "k8s: node selector of every pod of the job, e.g. pool=training,zone=a")
+	fs.StringVar(&o.serviceAccount, "service_account", "elasticdl", "k8s: ServiceAccount of the master pod (deploy/rbac.yaml)")
+	fs.StringVar(&o.imagePullPolicy, "image_pull_policy", "IfNotPresent", "k8s: Always, IfNotPresent or Never")
+	fs.StringVar(&o.envs, "envs", "", "k8s: environment of every container, e.g. GODEBUG=x,FOO=bar")
+	fs.IntVar(&o.masterPort, "master_port", 50001, "k8s: port of the master's gRPC service")
+	fs.IntVar(&o.psPort, "ps_port", 2222, "k8s: port of PS shard 0; shard i serves on ps_port+i")
+	fs.StringVar(&o.psHost, "ps_host", "", "k8s: host at which workers reach every PS instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
+	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
+	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
+}
+
+// check validates the k8s flags without contacting the cluster.
+func (o k8sOptions) check() error {
+	var errs []error
+	if o.image == "" {
+		errs = append(errs, errors.New("--image: required with --backend=k8s"))
+	}
+	for _, p := range []struct{ flag, v string }{
+		{"master_resource_request", o.masterRequest}, {"master_resource_limit", o.masterLimit},
+		{"worker_resource_request", o.workerRequest}, {"worker_resource_limit", o.workerLimit},
+		{"ps_resource_request", o.psRequest}, {"ps_resource_limit", o.psLimit},
+	} {
+		if _, err := k8s.ParseResources(p.v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", p.flag, err))
+		}
+	}
+	if _, _, err := k8s.ParseKeyValues(o.nodeSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--node_selector: %w", err))
+	}
+	if _, _, err := k8s.ParseKeyValues(o.envs); err != nil {
+		errs = append(errs, fmt.Errorf("--envs: %w", err))
+	}
+	if _, err := k8s.WorkerPriorities(o.workerPriority, 1, o.highClass, o.lowClass); err != nil {
+		errs = append(errs, fmt.Errorf("--worker_pod_priority: %w", err))
+	}
+	switch corev1.PullPolicy(o.imagePullPolicy) {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, fmt.Errorf("--image_pull_policy: %q is not Always, IfNotPresent or Never", o.imagePullPolicy))
+	}
+	for _, p := range []struct {
+		flag string
+		v    int
+	}{{"master_port", o.masterPort}, {"ps_port", o.psPort}} {
+		if p.v < 1 || p.v > 65535 {
+			errs = append(errs, fmt.Errorf("--%s: %d is not a port", p.flag, p.v))
+		}
+	}
+	if o.apiTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--api_timeout: must be positive"))
+	}
+	if len(errs) > 0 {
+		return usageError{errors.Join(errs...)}
+	}
+	return nil
+}
+
+// podSettings builds the settings of one kind of pod from the flags.
+func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSettings, error) {
+	req, err := k8s.ParseResources(request)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
+	lim, err := k8s.ParseResources(limit)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
+	sel, _, err := k8s.ParseKeyValues(o.nodeSelector)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
+	envs, order, err := k8s.ParseKeyValues(o.envs)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
+	s := k8s.PodSettings{
+		Image:           o.image,
+		ImagePullPolicy: corev1.PullPolicy(o.imagePullPolicy),
+		PriorityClass:   priority,
+		Resources:       corev1.ResourceRequirements{Requests: req, Limits: lim},
+		NodeSelector:    sel,
+	}
+	for _, k := range order {
+		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: envs[k]})
+	}
+	return s, nil
+}
+
+// kubeClient connects to the cluster named by --kubeconfig, $KUBECONFIG,
+// ~/.kube/config, or the pod's service account, in that order.
+func (o k8sOptions) kubeClient() (kubernetes.Interface, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.Timeout = o.apiTimeout
+	// A master creates and deletes pods in bursts (relaunches, the end of a
+	// large job): client-go's default 5 QPS would make that slow.
+	rc.QPS, rc.Burst = 50, 100
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// masterArgs is the master pod's command line: the job type and every flag
+// the user set, except those only the client reads.
+func masterArgs(fs *flag.FlagSet, mode string) []string {
+	if mode == "" {
+		mode = master.ModeTrain
+	}
+	args := []string{"master", "--job_type=" + mode}
+	fs.Visit(func(f *flag.Flag) {
+		if !clientOnlyFlags[f.Name] {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
+
+// masterPod builds the master pod of cfg's job.
+func masterPod(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*corev1.Pod, error) {
+	if err := k8s.CheckJobName(cfg.JobName); err != nil {
+		return nil, usageError{fmt.Errorf("--job_name: %w", err)}
+	}
+	s, err := o.podSettings(o.masterPriority, o.masterRequest, o.masterLimit)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	s.ServiceAccount = o.serviceAccount
+	pod := k8s.NewPod(k8s.MasterPodName(cfg.JobName), o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
+	return pod, nil
+}
+
+// submitK8s creates the job's master pod (or prints it, with --yaml).
+func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions) error {
+	pod, err := masterPod(fs, cfg, o.k8s)
+	if err != nil {
+		return err
+	}
+	if o.k8s.yaml {
+		out, err := yaml.Marshal(pod)
+		if err != nil {
+			return fmt.Errorf("manifest: %w", err)
+		}
+		_, err = env.Stdout.Write(out)
+		return err
+	}
+	client, err := o.k8s.kubeClient()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.k8s.apiTimeout)
+	defer cancel()
+	if err := preflight(ctx, client, cfg, o.k8s); err != nil {
+		return err
+	}
+	ns := o.k8s.namespace
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("job %s exists in namespace %s (pod %s): `elasticdl stop %s --namespace=%s` or choose another --job_name", cfg.JobName, ns, pod.Name, cfg.JobName, ns)
+		}
+		return fmt.Errorf("create master pod %s in namespace %s: %w", pod.Name, ns, err)
+	}
+	fmt.Fprintf(env.Stdout, "job %s submitted: pod %s in namespace %s\n", cfg.JobName, pod.Name, ns)
+	fmt.Fprintf(env.Stdout, "  follow:  elasticdl logs %s --namespace=%s -f   (kubectl logs -f -n %s %s)\n", cfg.JobName, ns, ns, pod.Name)
+	fmt.Fprintf(env.Stdout, "  status:  elasticdl status %s --namespace=%s   (kubectl get pods -n %s -l %s)\n", cfg.JobName, ns, ns, k8s.JobSelector(cfg.JobName))
+	fmt.Fprintf(env.Stdout, "  stop:    elasticdl stop %s --namespace=%s\n", cfg.JobName, ns)
+	return nil
+}
+
+// preflight turns the usual mistakes into one clear error before anything
+// is created: an unreachable API server, a namespace without the RBAC
+// objects, an unknown PriorityClass.
+func preflight(ctx context.Context, client kubernetes.Interface, cfg master.Config, o k8sOptions) error {
+	ns := o.namespace
+	if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, o.serviceAccount, metav1.GetOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s has no ServiceAccount %s for the master: apply deploy/rbac.yaml to it first (see deploy/README.md), or set --service_account", ns, o.serviceAccount)
+		}
+		return fmt.Errorf("cannot reach the Kubernetes API server: %w", err)
+	}
+	classes := map[string]string{}
+	add := func(flag, class string) {
+		if class != "" {
+			if _, seen := classes[class]; !seen {
+				classes[class] = flag
+			}
+		}
+	}
+	add("master_pod_priority", o.masterPriority)
+	add("ps_pod_priority", o.psPriority)
+	workers, _ := k8s.WorkerPriorities(o.workerPriority, cfg.NumWorkers, o.highClass, o.lowClass)
+	for _, c := range workers {
+		add("worker_pod_priority", c)
+	}
+	for class, flag := range classes {
+		_, err := client.SchedulingV1().PriorityClasses().Get(ctx, class, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return usageError{fmt.Errorf("--%s: PriorityClass %q does not exist in the cluster (deploy/priority-classes.yaml defines elasticdl-high and elasticdl-low)", flag, class)}
+		case apierrors.IsForbidden(err):
+			// Cluster-scoped reads may be denied to the user: the API
+			// server checks the class when the pod is created.
+		case err != nil:
+			return fmt.Errorf("check PriorityClass %s: %w", class, err)
+		}
+	}
+	return nil
+}
+
+// jobTypeArg removes --job_type=X (or --job_type X) from args.
+func jobTypeArg(args []string) (string, []string) {
+	mode := master.ModeTrain
+	var rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case strings.HasPrefix(a, "--job_type=") || strings.HasPrefix(a, "-job_type="):
+			mode = a[strings.Index(a, "=")+1:]
+		case (a == "--job_type" || a == "-job_type") && i+1 < len(args):
+			mode = args[i+1]
+			i++
+		default:
+			rest = append(rest, a)
+		}
+	}
+	return mode, rest
+}
+
+// portAddr is host:port.
+func portAddr(host string, port int) string { return host + ":" + strconv.Itoa(port) }

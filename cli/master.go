@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"elasticdl/internal/cluster/k8s"
+	"elasticdl/internal/master"
+)
+
+// runMaster is the command of a job's master pod: it runs the job with the
+// Kubernetes backend, then leaves the summary in a ConfigMap, labels its
+// own pod status=Finished|Failed, and exits non-zero if the job failed.
+func runMaster(ctx context.Context, env Env, args []string) error {
+	mode, args := jobTypeArg(args)
+	cfg := master.DefaultConfig()
+	var opts jobOptions
+	fs := newFlagSet(env, "master")
+	switch mode {
+	case master.ModeTrain:
+		addTrainFlags(fs, &cfg, &opts)
+	case master.ModeEvaluate:
+		addEvaluateFlags(fs, &cfg, &opts)
+	case master.ModePredict:
+		addPredictFlags(fs, &cfg, &opts)
+	default:
+		return usageError{fmt.Errorf("--job_type=%s: want train, evaluate or predict", mode)}
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	opts.backend = backendK8s
+	if err := opts.check(); err != nil {
+		return err
+	}
+	if cfg.Output == "" && mode != master.ModeTrain {
+		cfg.Output = "/tmp/elasticdl-" + cfg.JobName
+	}
+	if err := cfg.Validate(); err != nil {
+		return usageError{err}
+	}
+	podName, podIP := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
+	ns := os.Getenv("POD_NAMESPACE")
+	if podName == "" || podIP == "" || ns == "" {
+		return usageError{errors.New("POD_NAME, POD_NAMESPACE and POD_IP must be set (the downward API of the master pod that `elasticdl train --backend=k8s` creates)")}
+	}
+	level := slog.LevelInfo
+	if opts.verbose {
+		level = slog.LevelDebug
+	}
+	logger := newLogger(env.Stderr, level)
+	o := opts.k8s
+	client, err := o.kubeClient()
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, o.apiTimeout)
+	self, err := client.CoreV1().Pods(ns).Get(actx, podName, metav1.GetOptions{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("get own pod %s/%s: %w", ns, podName, err)
+	}
+	rec := k8s.NewRecorder(client, self, "elasticdl-master", logger)
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rec.Close(fctx)
+	}()
+	summary, runErr := runMasterJob(ctx, client, self, cfg, opts, rec, env, logger)
+	if summary != nil {
+		if b, err := json.Marshal(summary); err == nil {
+			logger.Info("job summary", "json", string(b))
+		}
+	} else if runErr != nil {
+		rec.Notify(true, "JobFailed", runErr.Error())
+	}
+	fctx, cancel := context.WithTimeout(context.Background(), o.apiTimeout)
+	defer cancel()
+	if err := publishResult(fctx, client, self, cfg.JobName, summary, runErr); err != nil {
+		logger.Warn("publishing the job result", "err", err)
+	}
+	return runErr
+}
+
+// runMasterJob builds the backend and the master and runs the job.
+func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, cfg master.Config, opts jobOptions,
+	rec *k8s.Recorder, env Env, logger *slog.Logger) (*master.Summary, error) {
+	o := opts.k8s
+	workerPods, err := o.podSettings("", o.workerRequest, o.workerLimit)
+	if err != nil {
+		return nil, err
+	}
+	workerPriorities, err := k8s.WorkerPriorities(o.workerPriority, cfg.NumWorkers, o.highClass, o.lowClass)
+	if err != nil {
+		return nil, err
+	}
+	psPods, err := o.podSettings(o.psPriority, o.psRequest, o.psLimit)
+	if err != nil {
+		return nil, err
+	}
+	podIP := os.Getenv("POD_IP")
+	cfg.ListenAddr = portAddr("", o.masterPort)
+	cfg.AdvertiseAddr = portAddr(podIP, o.masterPort)
+	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+		return nil, fmt.Errorf("--output: %w", err)
+	}
+	be, err := k8s.New(ctx, k8s.Config{
+		Client:         client,
+		Namespace:      self.Namespace,
+		JobName:        cfg.JobName,
+		Owner:          k8s.OwnerReference(self),
+		Worker:         workerPods,
+		PS:             psPods,
+		WorkerPriority: workerPriorities,
+		MasterAddr:     cfg.AdvertiseAddr,
+		PSPort:         o.psPort,
+		PSHost:         o.psHost,
+		GracePeriod:    o.workerGracePeriod,
+		SyncTimeout:    o.apiTimeout,
+		Logger:         logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec})
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), o.apiTimeout)
+		defer cancel()
+		be.Close(cctx)
+		return nil, err
+	}
+	return m.Run(ctx)
+}
+
+// publishResult writes the summary ConfigMap (owned by the master pod) and
+// then labels the master pod, so whoever sees the label finds the summary.
+func publishResult(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, job string, s *master.Summary, runErr error) error {
+	var errs []error
+	if s != nil {
+		b, err := json.MarshalIndent(s, "", "  ")
+		if err != nil {
+			return fmt.Errorf("summary: %w", err)
+		}
+		cm := &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:            k8s.SummaryConfigMapName(job),
+				Namespace:       self.Namespace,
+				Labels:          k8s.JobLabels(job, k8s.ReplicaMaster),
+				OwnerReferences: []metav1.OwnerReference{*k8s.OwnerReference(self)},
+			},
+			Data: map[string]string{k8s.SummaryKey: string(b)},
+		}
+		cms := client.CoreV1().ConfigMaps(self.Namespace)
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+			if err != nil {
+				errs = append(errs, fmt.Errorf("update ConfigMap %s: %w", cm.Name, err))
+			}
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("create ConfigMap %s: %w", cm.Name, err))
+		}
+	}
+	status := k8s.StatusFinished
+	if runErr != nil {
+		status = k8s.StatusFailed
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, k8s.LabelStatus, status)
+	if _, err := client.CoreV1().Pods(self.Namespace).Patch(ctx, self.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		errs = append(errs, fmt.Errorf("label pod %s %s=%s: %w", self.Name, k8s.LabelStatus, status, err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,95 @@
+package k8s
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"elasticdl/internal/cluster"
+)
+
+func pod(phase corev1.PodPhase, mut ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{Status: corev1.PodStatus{Phase: phase}}
+	for _, f := range mut {
+		f(p)
+	}
+	return p
+}
+
+func exited(code int32, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name:  ContainerName,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}},
+		}}
+	}
+}
+
+func condition(typ corev1.PodConditionType, status corev1.ConditionStatus, reason string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: typ, Status: status, Reason: reason})
+	}
+}
+
+func deleting(p *corev1.Pod) {
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+}
+
+func TestObserve(t *testing.T) {
+	cases := []struct {
+		name   string
+		pod    *corev1.Pod
+		gone   bool
+		phase  cluster.Phase
+		reason cluster.ExitReason
+		code   int
+	}{
+		{"pending", pod(corev1.PodPending), false, cluster.Pending, 0, 0},
+		{"unschedulable", pod(corev1.PodPending, condition(corev1.PodScheduled, corev1.ConditionFalse, "Unschedulable")), false, cluster.Pending, 0, 0},
+		{"running", pod(corev1.PodRunning), false, cluster.Running, 0, 0},
+		{"running while being deleted", pod(corev1.PodRunning, deleting), false, cluster.Running, 0, 0},
+		{"succeeded", pod(corev1.PodSucceeded, exited(0, "Completed")), false, cluster.Exited, cluster.Completed, 0},
+		{"failed with its own error", pod(corev1.PodFailed, exited(2, "Error")), false, cluster.Exited, cluster.Failed, 2},
+		{"OOM-killed", pod(corev1.PodFailed, exited(137, "OOMKilled")), false, cluster.Exited, cluster.OOMKilled, 137},
+		{"SIGKILL without OOM: preempted", pod(corev1.PodFailed, exited(137, "Error")), false, cluster.Exited, cluster.Preempted, 137},
+		{"preempted by the scheduler", pod(corev1.PodFailed, exited(143, "Error"), deleting,
+			condition(corev1.DisruptionTarget, corev1.ConditionTrue, "PreemptionByScheduler")), false, cluster.Exited, cluster.Preempted, 143},
+		{"preempted, exit 0 on SIGTERM", pod(corev1.PodSucceeded, exited(0, "Completed"), deleting,
+			condition(corev1.DisruptionTarget, corev1.ConditionTrue, "PreemptionByScheduler")), false, cluster.Exited, cluster.Preempted, 0},
+		{"disruption condition false is ignored", pod(corev1.PodFailed, exited(3, "Error"),
+			condition(corev1.DisruptionTarget, corev1.ConditionFalse, "PreemptionByScheduler")), false, cluster.Exited, cluster.Failed, 3},
+		{"evicted", pod(corev1.PodFailed, func(p *corev1.Pod) { p.Status.Reason = "Evicted" }), false, cluster.Exited, cluster.Preempted, -1},
+		{"deleted by hand, exit 0 on SIGTERM", pod(corev1.PodSucceeded, exited(0, "Completed"), deleting), false, cluster.Exited, cluster.Deleted, 0},
+		{"deleted by hand, SIGKILL after grace", pod(corev1.PodFailed, exited(137, "Error"), deleting), false, cluster.Exited, cluster.Deleted, 137},
+		{"gone while running", pod(corev1.PodRunning), true, cluster.Exited, cluster.Deleted, -1},
+		{"gone while pending", pod(corev1.PodPending), true, cluster.Exited, cluster.Deleted, -1},
+		{"gone while pending, preempted", pod(corev1.PodPending,
+			condition(corev1.DisruptionTarget, corev1.ConditionTrue, "PreemptionByScheduler")), true, cluster.Exited, cluster.Preempted, -1},
+		{"gone after completing", pod(corev1.PodSucceeded, exited(0, "Completed")), true, cluster.Exited, cluster.Completed, 0},
+		{"gone after failing", pod(corev1.PodFailed, exited(1, "Error")), true, cluster.Exited, cluster.Failed, 1},
+		{"failed without container status", pod(corev1.PodFailed, func(p *corev1.Pod) { p.Status.Message = "node lost" }), false, cluster.Exited, cluster.Failed, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := observe(c.pod, c.gone)
+			if st.Phase != c.phase || st.Reason != c.reason || (c.phase == cluster.Exited && st.ExitCode != c.code) {
+				t.Errorf("observe = %+v, want phase %v reason %v code %d", st, c.phase, c.reason, c.code)
+			}
+			if st.Phase == cluster.Exited && st.Message == "" {
+				t.Errorf("observe = %+v: an exit needs a message", st)
+			}
+		})
+	}
+}
+
+func TestPendingMessageSaysWhy(t *testing.T) {
+	p := pod(corev1.PodPending, func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: "Unschedulable", Message: "0/2 nodes are available: 2 Insufficient cpu."}}
+	})
+	if got := observe(p, false).Message; got != "Unschedulable: 0/2 nodes are available: 2 Insufficient cpu." {
+		t.Errorf("message %q", got)
+	}
+}

@@ -1,0 +1,387 @@
+// Package k8s implements cluster.Backend with Kubernetes pods: each worker
+// and parameter server of a job is a pod (restartPolicy Never) created by
+// the job's master through the API server, watched with a shared informer on
+// the job's labels, and owned by the master pod so that deleting the master
+// garbage-collects the job. Each PS shard has a Service, so its address
+// survives relaunches.
+//
+// Pods that cannot be scheduled stay Pending: they are the job's elastic
+// headroom, and join when Kubernetes finds room. A pod preempted or evicted
+// for higher-priority work is reported as cluster.Preempted, and the master
+// launches a new (pending) pod in its place.
+package k8s
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"elasticdl/internal/cluster"
+)
+
+// Config configures a Backend.
+type Config struct {
+	Client    kubernetes.Interface
+	Namespace string
+	JobName   string
+	// Owner is the master pod; the job's pods and Services are owned by
+	// it. Nil when the master runs outside the cluster (then nothing
+	// garbage-collects them if the master dies).
+	Owner *metav1.OwnerReference
+	// Worker and PS are the settings of the job's pods. WorkerPriority[i]
+	// overrides Worker.PriorityClass for worker slot i when not empty.
+	Worker, PS     PodSettings
+	WorkerPriority []string
+	// MasterAddr is given to workers as MASTER_ADDR.
+	MasterAddr string
+	// PSPort is the port of PS shard 0; shard i serves on PSPort+i (pods
+	// of one node may share a network namespace, as on the test rig).
+	PSPort int
+	// PSHost, when set, is the host workers dial for every PS instead of
+	// its Service's DNS name: for clusters without cluster DNS.
+	PSHost string
+	// GracePeriod between SIGTERM and SIGKILL for pods the master stops;
+	// zero keeps Kubernetes' default (30 s).
+	GracePeriod time.Duration
+	// SyncTimeout bounds the first contact with the API server and the
+	// informer's initial list (default 30 s).
+	SyncTimeout time.Duration
+	Logger      *slog.Logger
+}
+
+type instanceKey struct {
+	role cluster.Role
+	id   int
+}
+
+type instance struct {
+	index     int
+	reported  cluster.Phase // last phase sent on Events; 0: none yet
+	requested bool          // Stop or Close asked it to end
+}
+
+// Backend runs a job's instances as pods. Build it with New; Close it.
+type Backend struct {
+	cfg    Config
+	log    *slog.Logger
+	pods   cache.SharedIndexInformer
+	stopCh chan struct{}
+	events *cluster.EventQueue
+
+	mu        sync.Mutex
+	instances map[instanceKey]*instance
+	services  map[int]bool
+	closed    bool
+}
+
+// New checks that the API server is reachable and that the master may list
+// pods in the namespace, starts the informer and waits for its first list.
+func New(ctx context.Context, cfg Config) (*Backend, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("k8s: no client")
+	}
+	if err := CheckJobName(cfg.JobName); err != nil {
+		return nil, fmt.Errorf("k8s: %w", err)
+	}
+	if cfg.Namespace == "" {
+		return nil, errors.New("k8s: no namespace")
+	}
+	if cfg.PSPort <= 0 || cfg.PSPort > 65535 {
+		return nil, fmt.Errorf("k8s: PS port %d out of range", cfg.PSPort)
+	}
+	if cfg.SyncTimeout <= 0 {
+		cfg.SyncTimeout = 30 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &Backend{
+		cfg:       cfg,
+		log:       cfg.Logger.With("backend", "k8s", "namespace", cfg.Namespace),
+		stopCh:    make(chan struct{}),
+		events:    cluster.NewEventQueue(),
+		instances: map[instanceKey]*instance{},
+		services:  map[int]bool{},
+	}
+	selector := JobSelector(cfg.JobName) + "," + LabelReplicaType + " in (" + string(cluster.Worker) + "," + string(cluster.PS) + ")"
+	pctx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
+	defer cancel()
+	if _, err := cfg.Client.CoreV1().Pods(cfg.Namespace).List(pctx, metav1.ListOptions{LabelSelector: selector, Limit: 1}); err != nil {
+		b.events.Close()
+		return nil, fmt.Errorf("k8s: list pods in namespace %s: %w", cfg.Namespace, err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+		informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	b.pods = factory.Core().V1().Pods().Informer()
+	_, err := b.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { b.onPod(obj, false) },
+		UpdateFunc: func(_, obj any) { b.onPod(obj, false) },
+		DeleteFunc: func(obj any) { b.onPod(obj, true) },
+	})
+	if err != nil {
+		b.events.Close()
+		return nil, fmt.Errorf("k8s: pod informer: %w", err)
+	}
+	factory.Start(b.stopCh)
+	if !cache.WaitForCacheSync(pctx.Done(), b.pods.HasSynced) {
+		close(b.stopCh)
+		b.events.Close()
+		return nil, fmt.Errorf("k8s: pod informer of namespace %s did not sync within %s", cfg.Namespace, cfg.SyncTimeout)
+	}
+	return b, nil
+}
+
+// Events delivers Pending, Running and Exited events of the job's pods.
+func (b *Backend) Events() <-chan cluster.Event { return b.events.Out() }
+
+// PSAddress: PS shard index listens on all interfaces at PSPort+index and
+// is dialled through its Service (or PSHost).
+func (b *Backend) PSAddress(index int) (cluster.Endpoint, error) {
+	if index < 0 {
+		return cluster.Endpoint{}, fmt.Errorf("k8s: PS address: negative shard index %d", index)
+	}
+	port := b.cfg.PSPort + index
+	if port > 65535 {
+		return cluster.Endpoint{}, fmt.Errorf("k8s: PS %d: port %d out of range", index, port)
+	}
+	host := b.cfg.PSHost
+	if host == "" {
+		host = PSServiceName(b.cfg.JobName, index) + "." + b.cfg.Namespace + ".svc"
+	}
+	return cluster.Endpoint{
+		Listen: ":" + strconv.Itoa(port),
+		Dial:   host + ":" + strconv.Itoa(port),
+	}, nil
+}
+
+// Launch creates the instance's pod (and, for a PS, its Service if it does
+// not exist yet). An API error — no such PriorityClass, forbidden, quota —
+// is returned as is, wrapped with the pod's name.
+func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
+	key := instanceKey{spec.Role, spec.ID}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return errors.New("k8s: backend closed")
+	}
+	if _, dup := b.instances[key]; dup {
+		b.mu.Unlock()
+		return fmt.Errorf("k8s: %s launched twice", spec.Name())
+	}
+	b.instances[key] = &instance{index: spec.Index}
+	needService := spec.Role == cluster.PS && !b.services[spec.Index]
+	b.mu.Unlock()
+
+	forget := func() {
+		b.mu.Lock()
+		delete(b.instances, key)
+		b.mu.Unlock()
+	}
+	if needService {
+		if err := b.ensureService(ctx, spec.Index); err != nil {
+			forget()
+			return err
+		}
+	}
+	pod := b.podFor(spec)
+	if _, err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		forget()
+		return fmt.Errorf("k8s: create pod %s: %w", pod.Name, err)
+	}
+	b.log.Debug("pod created", "pod", pod.Name, "priority_class", pod.Spec.PriorityClassName)
+	return nil
+}
+
+func (b *Backend) ensureService(ctx context.Context, index int) error {
+	port := b.cfg.PSPort + index
+	svc := newPSService(b.cfg.JobName, b.cfg.Namespace, index, port, b.cfg.Owner)
+	_, err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("k8s: create service %s: %w", svc.Name, err)
+	}
+	b.mu.Lock()
+	b.services[index] = true
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
+	settings := b.cfg.PS
+	if spec.Role == cluster.Worker {
+		settings = b.cfg.Worker
+		if spec.Index < len(b.cfg.WorkerPriority) && b.cfg.WorkerPriority[spec.Index] != "" {
+			settings.PriorityClass = b.cfg.WorkerPriority[spec.Index]
+		}
+	}
+	labels := JobLabels(b.cfg.JobName, string(spec.Role))
+	labels[LabelReplicaIndex] = strconv.Itoa(spec.Index)
+	labels[LabelInstanceID] = strconv.Itoa(spec.ID)
+	var env []corev1.EnvVar
+	if b.cfg.MasterAddr != "" {
+		env = append(env, corev1.EnvVar{Name: "MASTER_ADDR", Value: b.cfg.MasterAddr})
+	}
+	if spec.Role == cluster.Worker {
+		env = append(env, corev1.EnvVar{Name: "WORKER_ID", Value: strconv.Itoa(spec.ID)})
+	}
+	for _, kv := range spec.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
+	}
+	settings.Env = append(env, settings.Env...)
+	if b.cfg.GracePeriod > 0 {
+		settings.TerminationGracePeriod = int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+	}
+	args := append([]string{string(spec.Role)}, spec.Args...)
+	return NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)
+}
+
+// Stop deletes the instance's pod: Kubernetes sends SIGTERM, then SIGKILL
+// after the grace period. Its Exited event carries Requested=true.
+func (b *Backend) Stop(ctx context.Context, role cluster.Role, id int) error {
+	key := instanceKey{role, id}
+	b.mu.Lock()
+	in, ok := b.instances[key]
+	if !ok {
+		b.mu.Unlock()
+		return fmt.Errorf("k8s: stop %s: unknown instance", cluster.InstanceName(role, id))
+	}
+	in.requested = true
+	b.mu.Unlock()
+	return b.deletePod(ctx, InstancePodName(b.cfg.JobName, role, id))
+}
+
+func (b *Backend) deletePod(ctx context.Context, name string) error {
+	opts := metav1.DeleteOptions{}
+	if b.cfg.GracePeriod > 0 {
+		g := int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+		opts.GracePeriodSeconds = &g
+	}
+	err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, name, opts)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("k8s: delete pod %s: %w", name, err)
+	}
+	return nil
+}
+
+// onPod turns an informer notification into at most one event per phase
+// change of a known instance.
+func (b *Backend) onPod(obj any, gone bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	role := cluster.Role(pod.Labels[LabelReplicaType])
+	id, err := strconv.Atoi(pod.Labels[LabelInstanceID])
+	if err != nil || (role != cluster.Worker && role != cluster.PS) {
+		return
+	}
+	st := observe(pod, gone)
+	b.mu.Lock()
+	in, known := b.instances[instanceKey{role, id}]
+	if !known {
+		b.mu.Unlock()
+		// A pod of an earlier master of the same job, or created by hand.
+		b.log.Debug("ignoring pod of an unknown instance", "pod", pod.Name)
+		return
+	}
+	if in.reported == cluster.Exited || st.Phase <= in.reported {
+		b.mu.Unlock()
+		return
+	}
+	in.reported = st.Phase
+	ev := cluster.Event{
+		Role: role, ID: id, Index: in.index, Phase: st.Phase,
+		ExitCode: st.ExitCode, Reason: st.Reason, Message: st.Message,
+		Requested: in.requested,
+	}
+	b.mu.Unlock()
+	if st.Phase == cluster.Pending && st.Message != "" {
+		b.log.Debug("pod pending", "pod", pod.Name, "why", st.Message)
+	}
+	b.events.Push(ev)
+}
+
+// Close deletes the job's worker and PS pods and Services, waits (bounded
+// by ctx) until the pods are gone, reports every instance not yet reported
+// as exited, and closes Events.
+func (b *Backend) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	for _, in := range b.instances {
+		in.requested = true
+	}
+	b.mu.Unlock()
+
+	var errs []error
+	for _, obj := range b.pods.GetStore().List() {
+		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
+			if err := b.deletePod(ctx, p.Name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	svcs, err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSelector(b.cfg.JobName)})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("k8s: list services: %w", err))
+	} else {
+		for _, s := range svcs.Items {
+			err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("k8s: delete service %s: %w", s.Name, err))
+			}
+		}
+	}
+	// Wait for the pods to go, so that their exits are in the events and
+	// nothing of the job outlives the master's Run.
+	if err := b.waitPodsGone(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	close(b.stopCh)
+	b.mu.Lock()
+	for key, in := range b.instances {
+		if in.reported != cluster.Exited {
+			in.reported = cluster.Exited
+			b.events.Push(cluster.Event{Role: key.role, ID: key.id, Index: in.index, Phase: cluster.Exited,
+				ExitCode: -1, Reason: cluster.Deleted, Message: "stopped with the job", Requested: true})
+		}
+	}
+	b.mu.Unlock()
+	b.events.Close()
+	return errors.Join(errs...)
+}
+
+func (b *Backend) waitPodsGone(ctx context.Context) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := len(b.pods.GetStore().List())
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("k8s: %d pods still terminating: %w", n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

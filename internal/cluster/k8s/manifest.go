@@ -1,0 +1,276 @@
+package k8s
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"elasticdl/internal/cluster"
+)
+
+// Labels every object of a job carries. LabelStatus is set on the master pod
+// when the job ends.
+const (
+	LabelApp          = "app.kubernetes.io/name"
+	AppName           = "elasticdl"
+	LabelJob          = "elasticdl.io/job-name"
+	LabelReplicaType  = "elasticdl.io/replica-type"
+	LabelReplicaIndex = "elasticdl.io/replica-index"
+	LabelInstanceID   = "elasticdl.io/instance-id"
+	LabelStatus       = "status"
+
+	// ReplicaMaster is the replica type of the master pod; workers and PS
+	// use cluster.Worker and cluster.PS.
+	ReplicaMaster = "master"
+
+	// StatusFinished and StatusFailed are the values of LabelStatus.
+	StatusFinished = "Finished"
+	StatusFailed   = "Failed"
+
+	// SummaryKey is the key of the job summary in the summary ConfigMap.
+	SummaryKey = "job_summary.json"
+
+	// ContainerName is the name of the one container of every pod.
+	ContainerName = "elasticdl"
+	// Command is the container command: the elasticdl binary, on PATH in
+	// the image (deploy/Dockerfile).
+	Command = "elasticdl"
+)
+
+// MasterPodName, InstancePodName, PSServiceName and SummaryConfigMapName
+// name a job's objects; every name starts with "elasticdl-<job>-".
+func MasterPodName(job string) string { return "elasticdl-" + job + "-master" }
+
+// InstancePodName names the pod of one launch of a worker or PS.
+func InstancePodName(job string, role cluster.Role, id int) string {
+	return fmt.Sprintf("elasticdl-%s-%s-%d", job, role, id)
+}
+
+// PSServiceName names the Service of PS shard index.
+func PSServiceName(job string, index int) string {
+	return fmt.Sprintf("elasticdl-%s-ps-%d", job, index)
+}
+
+// SummaryConfigMapName names the ConfigMap the master writes the job
+// summary to.
+func SummaryConfigMapName(job string) string { return "elasticdl-" + job + "-summary" }
+
+// JobSelector selects every object of a job.
+func JobSelector(job string) string {
+	return LabelApp + "=" + AppName + "," + LabelJob + "=" + job
+}
+
+// CheckJobName rejects a job name that cannot be part of the names and
+// labels of the job's objects.
+func CheckJobName(job string) error {
+	if errs := validation.IsDNS1123Label(job); len(errs) > 0 {
+		return fmt.Errorf("job name %q: must be lower-case letters, digits and '-', starting and ending with a letter or digit (%s)", job, strings.Join(errs, "; "))
+	}
+	// The longest name is a Service, which must be a DNS-1035 label.
+	probe := PSServiceName(job, 999)
+	if errs := validation.IsDNS1035Label(probe); len(errs) > 0 {
+		return fmt.Errorf("job name %q: must be lower-case letters, digits and '-', start with a letter, and be at most %d characters (%s)",
+			job, validation.DNS1035LabelMaxLength-len(probe)+len(job), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// JobLabels are the labels of every object of a job with this replica type.
+func JobLabels(job, replicaType string) map[string]string {
+	return map[string]string{LabelApp: AppName, LabelJob: job, LabelReplicaType: replicaType}
+}
+
+// PodSettings is how a job's pods are built beyond their command.
+type PodSettings struct {
+	Image           string
+	ImagePullPolicy corev1.PullPolicy
+	ServiceAccount  string
+	PriorityClass   string
+	Resources       corev1.ResourceRequirements
+	NodeSelector    map[string]string
+	// Env is added to the container's environment after the variables
+	// the pod gets from the downward API.
+	Env []corev1.EnvVar
+	// TerminationGracePeriod in seconds; 0 keeps Kubernetes' default.
+	TerminationGracePeriod int64
+}
+
+// downwardEnv gives a container its pod's name, namespace and IP.
+func downwardEnv() []corev1.EnvVar {
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return []corev1.EnvVar{
+		field("POD_NAME", "metadata.name"),
+		field("POD_NAMESPACE", "metadata.namespace"),
+		field("POD_IP", "status.podIP"),
+	}
+}
+
+// NewPod builds a pod of the job running `elasticdl <args...>`.
+func NewPod(name, namespace string, labels map[string]string, s PodSettings, args []string, owner *metav1.OwnerReference) *corev1.Pod {
+	p := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels:    labels,
+		},
+		Spec: corev1.PodSpec{
+			RestartPolicy:      corev1.RestartPolicyNever,
+			ServiceAccountName: s.ServiceAccount,
+			PriorityClassName:  s.PriorityClass,
+			NodeSelector:       s.NodeSelector,
+			Containers: []corev1.Container{{
+				Name:            ContainerName,
+				Image:           s.Image,
+				ImagePullPolicy: s.ImagePullPolicy,
+				Command:         []string{Command},
+				Args:            args,
+				Env:             append(downwardEnv(), s.Env...),
+				Resources:       s.Resources,
+			}},
+		},
+	}
+	if s.TerminationGracePeriod > 0 {
+		g := s.TerminationGracePeriod
+		p.Spec.TerminationGracePeriodSeconds = &g
+	}
+	if owner != nil {
+		p.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return p
+}
+
+// newPSService builds the Service that keeps PS shard index reachable at
+// one name across relaunches: it selects whichever pod serves the shard.
+func newPSService(job, namespace string, index, port int, owner *metav1.OwnerReference) *corev1.Service {
+	sel := JobLabels(job, string(cluster.PS))
+	sel[LabelReplicaIndex] = strconv.Itoa(index)
+	labels := JobLabels(job, string(cluster.PS))
+	labels[LabelReplicaIndex] = strconv.Itoa(index)
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      PSServiceName(job, index),
+			Namespace: namespace,
+			Labels:    labels,
+		},
+		Spec: corev1.ServiceSpec{
+			Selector: sel,
+			Ports: []corev1.ServicePort{{
+				Name:       "grpc",
+				Port:       int32(port),
+				TargetPort: intstr.FromInt32(int32(port)),
+				Protocol:   corev1.ProtocolTCP,
+			}},
+		},
+	}
+	if owner != nil {
+		svc.OwnerReferences = []metav1.OwnerReference{*owner}
+	}
+	return svc
+}
+
+// OwnerReference makes the master pod the controller of what it creates,
+// so that deleting it garbage-collects the job.
+func OwnerReference(master *corev1.Pod) *metav1.OwnerReference {
+	t := true
+	return &metav1.OwnerReference{
+		APIVersion:         "v1",
+		Kind:               "Pod",
+		Name:               master.Name,
+		UID:                master.UID,
+		Controller:         &t,
+		BlockOwnerDeletion: &t,
+	}
+}
+
+// ParseResources parses "cpu=1,memory=2Gi,ephemeral-storage=1Gi" (the
+// format of ElasticDL's --*_resource_request flags; "gpu=1" means
+// nvidia.com/gpu).
+func ParseResources(spec string) (corev1.ResourceList, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("resources %q: want name=quantity[,name=quantity...], got %q", spec, kv)
+		}
+		if k == "gpu" {
+			k = "nvidia.com/gpu"
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("resources %q: %s=%s: %w", spec, k, v, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("resources %q: %s must not be negative", spec, k)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+// ParseKeyValues parses "k=v,k2=v2" (node selectors, --envs).
+func ParseKeyValues(spec string) (map[string]string, []string, error) {
+	spec = strings.TrimSpace(spec)
+	if spec == "" {
+		return nil, nil, nil
+	}
+	m := map[string]string{}
+	var order []string
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || k == "" {
+			return nil, nil, fmt.Errorf("%q: want key=value[,key=value...], got %q", spec, kv)
+		}
+		if _, dup := m[k]; !dup {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	return m, order, nil
+}
+
+// WorkerPriorities resolves --worker_pod_priority for n worker slots: a
+// PriorityClass name for all of them, or a fraction f in [0,1] that gives
+// the first ceil(f*n) slots the high class and the others the low class,
+// as ElasticDL did.
+func WorkerPriorities(spec string, n int, high, low string) ([]string, error) {
+	out := make([]string, n)
+	if spec == "" {
+		return out, nil
+	}
+	f, err := strconv.ParseFloat(spec, 64)
+	if err != nil {
+		if errs := validation.IsDNS1123Subdomain(spec); len(errs) > 0 {
+			return nil, fmt.Errorf("worker pod priority %q: neither a fraction in [0,1] nor a PriorityClass name (%s)", spec, strings.Join(errs, "; "))
+		}
+		for i := range out {
+			out[i] = spec
+		}
+		return out, nil
+	}
+	if f < 0 || f > 1 {
+		return nil, fmt.Errorf("worker pod priority %q: a fraction must be in [0,1]", spec)
+	}
+	nHigh := int(f*float64(n) + 0.999999)
+	for i := range out {
+		if i < nHigh {
+			out[i] = high
+		} else {
+			out[i] = low
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,140 @@
+package k8s
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"elasticdl/internal/cluster"
+)
+
+func TestWorkerPriorities(t *testing.T) {
+	cases := []struct {
+		spec string
+		n    int
+		want []string
+		err  string
+	}{
+		{"", 3, []string{"", "", ""}, ""},
+		{"batch", 2, []string{"batch", "batch"}, ""},
+		{"0.5", 4, []string{"hi", "hi", "lo", "lo"}, ""},
+		{"0.5", 3, []string{"hi", "hi", "lo"}, ""}, // ceil
+		{"0", 2, []string{"lo", "lo"}, ""},
+		{"1", 2, []string{"hi", "hi"}, ""},
+		{"1.5", 2, nil, "in [0,1]"},
+		{"-0.1", 2, nil, "in [0,1]"},
+		{"Not_A_Name", 2, nil, "neither a fraction"},
+	}
+	for _, c := range cases {
+		got, err := WorkerPriorities(c.spec, c.n, "hi", "lo")
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("WorkerPriorities(%q) error %v, want %q", c.spec, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("WorkerPriorities(%q, %d) = %v, %v; want %v", c.spec, c.n, got, err, c.want)
+		}
+	}
+}
+
+func TestParseResources(t *testing.T) {
+	got, err := ParseResources("cpu=500m, memory=1Gi,gpu=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := got[corev1.ResourceCPU]; q.MilliValue() != 500 {
+		t.Errorf("cpu %v", q.String())
+	}
+	if q := got[corev1.ResourceMemory]; q.Value() != 1<<30 {
+		t.Errorf("memory %v", q.String())
+	}
+	if q := got["nvidia.com/gpu"]; q.Value() != 1 {
+		t.Errorf("gpu %v", q.String())
+	}
+	for _, bad := range []string{"cpu", "cpu=", "cpu=lots", "=1", "memory=-1Gi"} {
+		if _, err := ParseResources(bad); err == nil {
+			t.Errorf("ParseResources(%q) accepted", bad)
+		}
+	}
+	if r, err := ParseResources(""); err != nil || r != nil {
+		t.Errorf("empty: %v %v", r, err)
+	}
+}
+
+func TestCheckJobName(t *testing.T) {
+	for _, ok := range []string{"j1", "1job", "mnist-elastic", strings.Repeat("a", 40)} {
+		if err := CheckJobName(ok); err != nil {
+			t.Errorf("CheckJobName(%q): %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "Upper", "-abc", "under_score", "dot.ted", strings.Repeat("a", 60)} {
+		if err := CheckJobName(bad); err == nil {
+			t.Errorf("CheckJobName(%q) accepted", bad)
+		}
+	}
+}
+
+func TestInstancePod(t *testing.T) {
+	owner := OwnerReference(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elasticdl-j-master", UID: "u1"}})
+	b := &Backend{cfg: Config{
+		Namespace: "ns", JobName: "j", Owner: owner, MasterAddr: "10.0.0.1:50001", PSPort: 2222,
+		Worker:         PodSettings{Image: "img", ServiceAccount: "", PriorityClass: "default-class"},
+		WorkerPriority: []string{"hi", ""},
+	}}
+	p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 7, Index: 0, Args: []string{"--x=1"}, Env: []string{"A=b=c"}})
+	if p.Name != "elasticdl-j-worker-7" || p.Namespace != "ns" {
+		t.Errorf("name %s/%s", p.Namespace, p.Name)
+	}
+	wantLabels := map[string]string{LabelApp: AppName, LabelJob: "j", LabelReplicaType: "worker", LabelReplicaIndex: "0", LabelInstanceID: "7"}
+	if !reflect.DeepEqual(p.Labels, wantLabels) {
+		t.Errorf("labels %v", p.Labels)
+	}
+	if p.Spec.PriorityClassName != "hi" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("priority %q restart %q", p.Spec.PriorityClassName, p.Spec.RestartPolicy)
+	}
+	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != "u1" || !*p.OwnerReferences[0].Controller {
+		t.Errorf("owner %+v", p.OwnerReferences)
+	}
+	c := p.Spec.Containers[0]
+	if !reflect.DeepEqual(c.Command, []string{"elasticdl"}) || !reflect.DeepEqual(c.Args, []string{"worker", "--x=1"}) {
+		t.Errorf("command %v args %v", c.Command, c.Args)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if env["MASTER_ADDR"].Value != "10.0.0.1:50001" || env["WORKER_ID"].Value != "7" || env["A"].Value != "b=c" {
+		t.Errorf("env %v", c.Env)
+	}
+	if f := env["POD_IP"].ValueFrom; f == nil || f.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("POD_IP %+v", env["POD_IP"])
+	}
+	// Slot 1 has no override: the settings' class.
+	if p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 8, Index: 1}); p.Spec.PriorityClassName != "default-class" {
+		t.Errorf("slot 1 priority %q", p.Spec.PriorityClassName)
+	}
+}
+
+func TestPSAddress(t *testing.T) {
+	b := &Backend{cfg: Config{Namespace: "ns", JobName: "j", PSPort: 2222}}
+	ep, err := b.PSAddress(1)
+	if err != nil || ep.Listen != ":2223" || ep.Dial != "elasticdl-j-ps-1.ns.svc:2223" {
+		t.Errorf("PSAddress(1) = %+v, %v", ep, err)
+	}
+	b.cfg.PSHost = "127.0.0.1"
+	if ep, _ := b.PSAddress(0); ep.Dial != "127.0.0.1:2222" {
+		t.Errorf("with PSHost: %+v", ep)
+	}
+	svc := newPSService("j", "ns", 1, 2223, nil)
+	if svc.Spec.Selector[LabelReplicaIndex] != "1" || svc.Spec.Selector[LabelReplicaType] != "ps" || svc.Spec.Ports[0].Port != 2223 {
+		t.Errorf("service %+v", svc.Spec)
+	}
+	if _, err := b.PSAddress(-1); err == nil {
+		t.Error("negative index accepted")
+	}
+}
