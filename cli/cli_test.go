@@ -53,6 +53,21 @@ func TestCommands(t *testing.T) {
 		{[]string{"predict", "--model_def=fashion_mnist.mlp", "--prediction_data=x", "--prediction_outputs=p.csv"}, 2, "", "--checkpoint_dir_for_init: required"},
 		{[]string{"predict", "--model_def=fashion_mnist.mlp", "--prediction_data=x", "--checkpoint_dir_for_init=c"}, 2, "", "--prediction_outputs: required"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--evaluation_steps=10"}, 2, "", "--evaluation_steps: needs --validation_data"},
+		// A PS whose master is unreachable exits instead of living on.
+		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--master_addr=127.0.0.1:1", "--master_timeout=300ms"}, 1, "", "master is gone: 127.0.0.1:1 unreachable"},
+		// --backend=k8s: flags checked before anything contacts a cluster.
+		{k8sTrain("--image="), 2, "", "--image: required"},
+		{k8sTrain("--worker_pod_priority=1.5"), 2, "", "in [0,1]"},
+		{k8sTrain("--worker_resource_request=cpu=lots"), 2, "", "--worker_resource_request"},
+		{k8sTrain("--node_selector=novalue"), 2, "", "--node_selector"},
+		{k8sTrain("--image_pull_policy=Sometimes"), 2, "", "--image_pull_policy"},
+		{k8sTrain("--ps_port=70000"), 2, "", "--ps_port: 70000 is not a port"},
+		{k8sTrain("--job_name=Bad_Name", "--yaml"), 2, "", "--job_name: job name"},
+		{k8sTrain("--yaml"), 0, "serviceAccountName: elasticdl", ""},
+		{k8sTrain("--kubeconfig=/nonexistent/kubeconfig"), 1, "", "/nonexistent/kubeconfig"},
+		{[]string{"status"}, 2, "", "usage: elasticdl status JOB"},
+		{[]string{"master", "--job_type=fly"}, 2, "", "--job_type=fly"},
+		{[]string{"master", "--image=i", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o"}, 2, "", "POD_NAME, POD_NAMESPACE and POD_IP must be set"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -64,5 +79,40 @@ func TestCommands(t *testing.T) {
 				t.Fatalf("stdout %q / stderr %q; want %q / %q", out, errOut, c.wantOut, c.wantStderr)
 			}
 		})
+	}
+}
+
+// k8sTrain is a valid `train --backend=k8s` command line plus extra flags.
+func k8sTrain(extra ...string) []string {
+	return append([]string{"train", "--backend=k8s", "--image=elasticdl:test", "--job_name=t1", "--model_def=fashion_mnist.mlp",
+		"--training_data=/data/train", "--output=/out"}, extra...)
+}
+
+func TestYAMLForwardsTheJobFlags(t *testing.T) {
+	code, out, errOut := run(t, k8sTrain("--yaml", "--num_workers=4", "--kubeconfig=/x", "--namespace=team", "--worker_pod_priority=0.5")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"name: elasticdl-t1-master", "namespace: team", "- master", "- --job_type=train", "- --num_workers=4",
+		"- --worker_pod_priority=0.5", "elasticdl.io/replica-type: master", "fieldPath: status.podIP", "restartPolicy: Never"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("manifest lacks %q:\n%s", want, out)
+		}
+	}
+	// Read by the client only: the master pod must not get them.
+	for _, not := range []string{"--yaml", "--kubeconfig", "--backend"} {
+		if strings.Contains(out, not) {
+			t.Errorf("manifest passes %s on:\n%s", not, out)
+		}
+	}
+}
+
+func TestJobTypeArg(t *testing.T) {
+	mode, rest := jobTypeArg([]string{"--a=1", "--job_type", "predict", "--b=2"})
+	if mode != "predict" || strings.Join(rest, " ") != "--a=1 --b=2" {
+		t.Errorf("got %q %q", mode, rest)
+	}
+	if mode, _ := jobTypeArg(nil); mode != "train" {
+		t.Errorf("default %q", mode)
 	}
 }

@@ -2,9 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
+	"time"
 
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
@@ -59,6 +62,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&addr, "addr", "", "host:port to serve on")
 	fs.StringVar(&optSpec, "optimizer", "sgd:learning_rate=0.01", "optimizer spec")
 	fs.StringVar(&ma, "master_addr", "", "host:port of the job's master")
+	masterTimeout := fs.Duration("master_timeout", 2*time.Minute, "exit when the master has been unreachable this long (0: never); on Kubernetes nothing else stops a PS whose master died")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: restored from at start, written every --checkpoint_steps")
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "checkpoint every this many versions of the shard (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")
@@ -97,5 +101,44 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	}
 	defer stop()
 	cfg.Index, cfg.NumPS, cfg.Optimizer, cfg.Logger = index, numPS, opt, logger
-	return ps.Run(ctx, addr, cfg)
+	if ma != "" && *masterTimeout > 0 {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go watchMaster(ctx, cancel, ma, *masterTimeout, logger)
+	}
+	err = ps.Run(ctx, addr, cfg)
+	if cause := context.Cause(ctx); err == nil && errors.Is(cause, errMasterGone) {
+		return cause
+	}
+	return err
+}
+
+var errMasterGone = errors.New("the job's master is gone")
+
+// watchMaster cancels ctx when nothing has answered at masterAddr for
+// timeout: a PS must not outlive its job's master.
+func watchMaster(ctx context.Context, cancel context.CancelCauseFunc, masterAddr string, timeout time.Duration, log *slog.Logger) {
+	const every = 5 * time.Second
+	lastSeen := time.Now()
+	tick := time.NewTicker(min(every, timeout))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		conn, err := net.DialTimeout("tcp", masterAddr, every)
+		if err == nil {
+			conn.Close()
+			lastSeen = time.Now()
+			continue
+		}
+		if gone := time.Since(lastSeen); gone >= timeout {
+			log.Error("master unreachable, exiting", "master", masterAddr, "for", gone.Round(time.Second), "err", err)
+			cancel(fmt.Errorf("%w: %s unreachable for %s", errMasterGone, masterAddr, gone.Round(time.Second)))
+			return
+		}
+	}
 }
