@@ -1,7 +1,10 @@
 # Entry points for people; CI runs hack/test.sh through `make test`.
 TAGS ?= $(shell hack/blas-tags.sh)
+# Where `make k8s-up` keeps its rig (hack/k8s-rig/lib.sh's default).
+K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
+export K8S_RIG_STATE
 
-.PHONY: build train test bench proto
+.PHONY: build train test bench proto e2e k8s-up k8s-down
 build:
 	go build -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -16,3 +19,27 @@ bench:
 
 proto:
 	proto/gen.sh
+
+# The Kubernetes e2e suite alone (it starts and stops a rig of its own).
+e2e:
+	hack/e2e.sh
+
+# A test control plane for people (hack/k8s-rig/README.md): 2 process nodes
+# whose pods of image elasticdl[:any tag] run bin/elasticdl, the PriorityClasses,
+# and deploy/rbac.yaml in namespace default. Prints the KUBECONFIG line.
+k8s-up: build
+	@hack/deps.sh
+	@hack/k8s-rig/build.sh >/dev/null
+	@set -e; out=$$(hack/k8s-rig/up.sh); kc=$${out#export KUBECONFIG=}; \
+	  kubectl="$$(cat "$(K8S_RIG_STATE)/bin-dir")/kubectl --kubeconfig $$kc"; \
+	  $$kubectl apply -f deploy/priority-classes.yaml; \
+	  $$kubectl apply -n default -f deploy/rbac.yaml; \
+	  K8S_RIG_PROCNODE_IMAGE_MAP=elasticdl=$(CURDIR)/bin/elasticdl hack/k8s-rig/procnodes.sh 2 4 8Gi; \
+	  echo; \
+	  echo "# the rig is up; kubectl is $$(cat "$(K8S_RIG_STATE)/bin-dir")/kubectl. Then for example:"; \
+	  echo "#   bin/elasticdl train --backend=k8s --image=elasticdl --ps_host=127.0.0.1 --model_def=fashion_mnist.mlp \\"; \
+	  echo "#     --training_data=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --output=$$PWD/out/k8s"; \
+	  echo "export KUBECONFIG=$$kc"
+
+k8s-down:
+	hack/k8s-rig/down.sh

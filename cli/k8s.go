@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,6 +244,9 @@ func preflight(ctx context.Context, client kubernetes.Interface, cfg master.Conf
 		}
 		return fmt.Errorf("cannot reach the Kubernetes API server: %w", err)
 	}
+	if err := checkMasterRBAC(ctx, client, ns, o.serviceAccount); err != nil {
+		return err
+	}
 	classes := map[string]string{}
 	add := func(flag, class string) {
 		if class != "" {
@@ -268,6 +272,39 @@ func preflight(ctx context.Context, client kubernetes.Interface, cfg master.Conf
 		case err != nil:
 			return fmt.Errorf("check PriorityClass %s: %w", class, err)
 		}
+	}
+	return nil
+}
+
+// checkMasterRBAC asks the API server whether the master's ServiceAccount
+// may do what the master does (create and watch pods, create Services and
+// Events, write its summary ConfigMap). A user who may not ask
+// (SubjectAccessReview is cluster-scoped) gets no check: the master then
+// fails on its first call, with the API server's message in its log.
+func checkMasterRBAC(ctx context.Context, client kubernetes.Interface, ns, sa string) error {
+	user := "system:serviceaccount:" + ns + ":" + sa
+	var missing []string
+	for _, a := range []struct{ verb, resource string }{
+		{"create", "pods"}, {"watch", "pods"}, {"delete", "pods"}, {"patch", "pods"},
+		{"create", "services"}, {"create", "events"}, {"create", "configmaps"},
+	} {
+		r, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               user,
+				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: a.verb, Resource: a.resource},
+			},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil // not allowed to ask
+		}
+		if !r.Status.Allowed {
+			missing = append(missing, a.verb+" "+a.resource)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("ServiceAccount %s/%s may not %s: apply deploy/rbac.yaml to namespace %s (see deploy/README.md)",
+			ns, sa, strings.Join(missing, ", "), ns)
 	}
 	return nil
 }

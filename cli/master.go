@@ -78,6 +78,11 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		rec.Close(fctx)
 	}()
 	summary, runErr := runMasterJob(ctx, client, self, cfg, opts, rec, env, logger)
+	if summary == nil && runErr != nil {
+		// Failed before the job started (bad data, forbidden, ...): the
+		// summary still says why, where users look for it.
+		summary = &master.Summary{Job: cfg.JobName, Mode: mode, Status: "failed", Error: runErr.Error(), ModelDef: cfg.ModelDef}
+	}
 	if summary != nil {
 		if b, err := json.Marshal(summary); err == nil {
 			logger.Info("job summary", "json", string(b))

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Installs what building, running and testing elasticdl needs on a Debian
-# machine, when it is missing: Fashion-MNIST (dataset-fashion-mnist) and
-# OpenBLAS (libopenblas-dev, for `-tags openblas`). Without root or apt it
-# says what to install instead of failing halfway.
+# machine, when it is missing: make, gcc (cgo: -race, OpenBLAS),
+# Fashion-MNIST (dataset-fashion-mnist), OpenBLAS (libopenblas-dev, for
+# `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
+# test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
+# util-linux (setsid, flock). Without root or apt it says what to install
+# instead of failing halfway.
 set -euo pipefail
 need=()
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
 [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || dpkg -s libopenblas-dev >/dev/null 2>&1 || need+=(libopenblas-dev)
+command -v make >/dev/null || need+=(make)
+command -v gcc >/dev/null || need+=(gcc)
+command -v openssl >/dev/null || need+=(openssl)
+command -v ss >/dev/null || need+=(iproute2)
+command -v ps >/dev/null && command -v pgrep >/dev/null || need+=(procps)
+command -v setsid >/dev/null && command -v flock >/dev/null || need+=(util-linux)
+command -v sha256sum >/dev/null || need+=(coreutils)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
   echo "installing ${need[*]} ..." >&2

@@ -54,7 +54,8 @@ rig_pid() {
   local try ok=
   for try in 1 2 3 4 5 6 7 8 9 10; do
     [[ -r "/proc/$pid/cmdline" ]] || return 1
-    if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$K8S_RIG_STATE/"; then ok=1; break; fi
+    # (the process may exit between the test and the read: quiet redirect)
+    if { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$K8S_RIG_STATE/"; then ok=1; break; fi
     sleep 0.1
   done
   [[ -n "$ok" ]] || return 1

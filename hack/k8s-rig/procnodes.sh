@@ -6,6 +6,7 @@
 #
 #   hack/k8s-rig/procnodes.sh 2 4 8Gi     # procnode-0..1, 4 CPU, 8Gi each
 #   hack/k8s-rig/procnodes.sh --stop      # stop them (down.sh does this)
+#   hack/k8s-rig/procnodes.sh --stop-prefix P  # stop only P-0..P-N and delete their Nodes
 #   hack/k8s-rig/procnodes.sh --build     # only build; prints the binary
 #
 # Nodes carry the label elasticdl.io/process-node=true (and type=procnode);
@@ -16,11 +17,12 @@
 # K8S_RIG_PROCNODE_ARGS (extra procnode flags, word-split), K8S_RIG_CACHE,
 # K8S_RIG_PROCNODE_BIN (use this binary instead of building).
 set -euo pipefail
+shopt -s extglob
 K8S_RIG_ME=procnodes.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 S=$K8S_RIG_STATE
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 # ---- build (cached like build.sh: key = go version + the module's files) -----------------
 build_procnode() {
@@ -53,12 +55,14 @@ build_procnode() {
 }
 
 # ---- stop: procnodes, then any pod process group a killed procnode left behind -----------
+# With a prefix P, only the nodes named P-<number> (and their leftovers).
 stop_all() {
-  local f c pid dir pg p
+  local prefix=${1:-} f c pid dir pg p node
   [[ -d "$S/pids" ]] || return 0
   for f in "$S"/pids/procnode-*.pid; do
     [[ -e "$f" ]] || continue
     c=$(basename "$f" .pid)
+    if [[ -n "$prefix" && "${c#procnode-}" != "$prefix"-+([0-9]) ]]; then continue; fi
     if pid=$(rig_pid "$c"); then rig_log "stopping $c (pid $pid)"; fi
     rig_stop "$c" "${K8S_RIG_GRACE:-10}"
   done
@@ -67,7 +71,12 @@ stop_all() {
   # names that pod dir (PROCNODE_POD_DIR) are killed.
   for f in "$S"/procnodes/*/pods/*/*.pgid; do
     [[ -e "$f" ]] || continue
-    dir=$(dirname "$f"); pg=$(<"$f")
+    dir=$(dirname "$f")
+    if [[ -n "$prefix" ]]; then
+      node=${dir#"$S"/procnodes/}; node=${node%%/*}
+      [[ "$node" == "$prefix"-+([0-9]) ]] || continue
+    fi
+    pg=$(<"$f")
     [[ "$pg" =~ ^[0-9]+$ ]] || continue
     for p in $(ps -eo pid=,pgid= | awk -v g="$pg" '$2 == g { print $1 }'); do
       if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "PROCNODE_POD_DIR=$dir"; then
@@ -79,8 +88,25 @@ stop_all() {
   done
 }
 
+# Stop the procnodes P-<number> and delete their Node objects (pods bound to
+# them are left to the caller: delete them first if they should end cleanly).
+stop_prefix() {
+  local prefix=$1 nodes=() f c
+  [[ -n "$prefix" ]] || rig_die "--stop-prefix needs a prefix"
+  for f in "$S"/pids/procnode-"$prefix"-*.pid; do
+    [[ -e "$f" ]] || continue
+    c=$(basename "$f" .pid); c=${c#procnode-}
+    [[ "$c" == "$prefix"-+([0-9]) ]] && nodes+=("$c")
+  done
+  stop_all "$prefix"
+  if ((${#nodes[@]} > 0)) && rig_running kube-apiserver; then
+    rig_kubectl delete node --ignore-not-found --wait=false "${nodes[@]}" >&2 || true
+  fi
+}
+
 case "${1:-}" in
   --stop) stop_all; exit 0 ;;
+  --stop-prefix) [[ $# -eq 2 ]] || usage; stop_prefix "$2"; exit 0 ;;
   --build) build_procnode; exit 0 ;;
   -h|--help|'') usage ;;
 esac
