@@ -17,7 +17,9 @@ import (
 // (σ² the field's effect variance, I = 0.19 ≈ p(1−p) the Fisher
 // information of one record at the base rate). No model can expect to
 // beat the bound with interactions known. Run with
-// ELASTICDL_CTR_BOUND=N (e.g. 1000000); the figures are in README
+// ELASTICDL_CTR_BOUND=N (e.g. 1000000); ELASTICDL_CTR_BOUND_PARAMS adds
+// generator parameters to the URI (e.g. "vocab=1000&zipf=1.2"; records,
+// offset and seed are the test's). The figures are in README
 // "Recommender models".
 func TestCTRLearnableBound(t *testing.T) {
 	v := os.Getenv("ELASTICDL_CTR_BOUND")
@@ -29,7 +31,11 @@ func TestCTRLearnableBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	const held, info = 20000, 0.19
-	g, err := OpenSyntheticCTR("synthetic-ctr://?records=" + strconv.FormatInt(n+held, 10) + "&seed=1")
+	uri := "synthetic-ctr://?records=" + strconv.FormatInt(n+held, 10) + "&seed=1"
+	if p := os.Getenv("ELASTICDL_CTR_BOUND_PARAMS"); p != "" {
+		uri += "&" + p
+	}
+	g, err := OpenSyntheticCTR(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +99,6 @@ func TestCTRLearnableBound(t *testing.T) {
 		}
 		return AUC(sc, b.Labels)
 	}
-	t.Logf("N=%d: ceiling %.4f; bound without interactions %.4f, with interactions known %.4f",
-		n, AUC(truth, b.Labels), score(false), score(true))
+	t.Logf("%s, N=%d: ceiling %.4f; bound without interactions %.4f, with interactions known %.4f",
+		uri, n, AUC(truth, b.Labels), score(false), score(true))
 }
