@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -377,12 +378,27 @@ func jobArgs(j *job, extra ...string) []string {
 // code and how long it ran. It is killed after limit.
 func cli(t *testing.T, env []string, limit time.Duration, args ...string) (out string, code int, took time.Duration) {
 	t.Helper()
+	var buf bytes.Buffer
+	code, took = runCLI(t, env, limit, &buf, &buf, args)
+	return buf.String(), code, took
+}
+
+// cliStdout is cli with stdout and stderr apart (for --yaml).
+func cliStdout(t *testing.T, limit time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code, _ = runCLI(t, nil, limit, &o, &e, args)
+	return o.String(), e.String(), code
+}
+
+// runCLI runs elasticdl; code is -1 when it was killed after limit.
+func runCLI(t *testing.T, env []string, limit time.Duration, stdout, stderr io.Writer, args []string) (code int, took time.Duration) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, elasticdl, args...)
 	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	start := time.Now()
 	err := cmd.Run()
 	took = time.Since(start)
@@ -395,29 +411,7 @@ func cli(t *testing.T, env []string, limit time.Duration, args ...string) (out s
 	case err != nil:
 		t.Fatalf("run elasticdl %v: %v", args, err)
 	}
-	return buf.String(), code, took
-}
-
-// cliStdout is cli with stdout and stderr apart (for --yaml).
-func cliStdout(t *testing.T, limit time.Duration, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, elasticdl, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		code = -1
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run elasticdl %v: %v", args, err)
-	}
-	return o.String(), e.String(), code
+	return code, took
 }
 
 // needK8sCLI fails a test that needs `elasticdl train --backend=k8s` when
