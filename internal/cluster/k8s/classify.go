@@ -110,6 +110,22 @@ func disruption(p *corev1.Pod) *corev1.PodCondition {
 	return nil
 }
 
+// stuckReasons are the waiting reasons that more capacity will not cure.
+var stuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// stuckReason is why a pending pod waits on an error, or "".
+func stuckReason(p *corev1.Pod) string {
+	for _, cs := range p.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+			return strings.TrimSpace(w.Reason + ": " + w.Message)
+		}
+	}
+	return ""
+}
+
 // pendingMessage says why a pod is not running yet: unschedulable, a
 // container waiting on its image, ...
 func pendingMessage(p *corev1.Pod) string {

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -56,9 +57,20 @@ type Config struct {
 	// zero keeps Kubernetes' default (30 s).
 	GracePeriod time.Duration
 	// SyncTimeout bounds the first contact with the API server and the
-	// informer's initial list (default 30 s).
+	// informer's initial list (default 30 s), and how long a create that
+	// fails for a transient reason (timeout, 429, 5xx, connection reset) is
+	// retried.
 	SyncTimeout time.Duration
-	Logger      *slog.Logger
+	// StuckTimeout is how long a pod may wait on an error that capacity
+	// will not cure (ErrImagePull, ImagePullBackOff, InvalidImageName,
+	// CreateContainerConfigError, ...) before it is deleted and reported
+	// failed, so that a bad image fails the job instead of hanging it
+	// (default 3 min). Unschedulable pods are never stuck: they are the
+	// job's elastic headroom.
+	StuckTimeout time.Duration
+	// Now is the clock (time.Now when nil).
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 type instanceKey struct {
@@ -70,6 +82,9 @@ type instance struct {
 	index     int
 	reported  cluster.Phase // last phase sent on Events; 0: none yet
 	requested bool          // Stop or Close asked it to end
+	// stuckSince is when the pod was first seen waiting on an error that
+	// capacity will not cure; zero when it is not.
+	stuckSince time.Time
 }
 
 // Backend runs a job's instances as pods. Build it with New; Close it.
@@ -104,6 +119,12 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 	if cfg.SyncTimeout <= 0 {
 		cfg.SyncTimeout = 30 * time.Second
 	}
+	if cfg.StuckTimeout <= 0 {
+		cfg.StuckTimeout = 3 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -122,7 +143,10 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 		b.events.Close()
 		return nil, fmt.Errorf("k8s: list pods in namespace %s: %w", cfg.Namespace, err)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+	// The resync re-examines pods that wait on an error even when the
+	// kubelet writes nothing new.
+	resync := min(cfg.StuckTimeout/4, 30*time.Second)
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.Client, resync,
 		informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	b.pods = factory.Core().V1().Pods().Informer()
@@ -197,7 +221,19 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 		}
 	}
 	pod := b.podFor(spec)
-	if _, err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	pods := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace)
+	err := b.retry(ctx, func(ctx context.Context) error {
+		_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// A retried create whose first attempt got through.
+			if got, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && got.Labels[LabelInstanceID] == pod.Labels[LabelInstanceID] &&
+				got.Labels[LabelJob] == b.cfg.JobName {
+				return nil
+			}
+		}
+		return err
+	})
+	if err != nil {
 		forget()
 		return fmt.Errorf("k8s: create pod %s: %w", pod.Name, err)
 	}
@@ -208,8 +244,14 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 func (b *Backend) ensureService(ctx context.Context, index int) error {
 	port := b.cfg.PSPort + index
 	svc := newPSService(b.cfg.JobName, b.cfg.Namespace, index, port, b.cfg.Owner)
-	_, err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).Create(ctx, svc, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	err := b.retry(ctx, func(ctx context.Context) error {
+		_, err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("k8s: create service %s: %w", svc.Name, err)
 	}
 	b.mu.Lock()
@@ -246,6 +288,39 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 	}
 	args := append([]string{string(spec.Role)}, spec.Args...)
 	return NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)
+}
+
+// retry calls f until it succeeds, fails for a reason a retry will not
+// cure, or SyncTimeout has passed.
+func (b *Backend) retry(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.SyncTimeout)
+	defer cancel()
+	delay := 100 * time.Millisecond
+	for {
+		err := f(ctx)
+		if err == nil || !transient(err) {
+			return err
+		}
+		b.log.Debug("API call failed, retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// transient reports whether an API error may go away by itself.
+func transient(err error) bool {
+	switch {
+	case apierrors.IsServerTimeout(err), apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err),
+		apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsUnexpectedServerError(err):
+		return true
+	case utilnet.IsConnectionReset(err), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err):
+		return true
+	}
+	return false
 }
 
 // Stop deletes the instance's pod: Kubernetes sends SIGTERM, then SIGKILL
@@ -300,6 +375,25 @@ func (b *Backend) onPod(obj any, gone bool) {
 		b.log.Debug("ignoring pod of an unknown instance", "pod", pod.Name)
 		return
 	}
+	if st.Phase == cluster.Pending && in.reported != cluster.Exited && !in.requested {
+		if why := stuckReason(pod); why == "" {
+			in.stuckSince = time.Time{}
+		} else if now := b.cfg.Now(); in.stuckSince.IsZero() {
+			in.stuckSince = now
+		} else if waited := now.Sub(in.stuckSince); waited >= b.cfg.StuckTimeout {
+			// Report it failed now and delete it; its deletion events
+			// come after Exited and are ignored.
+			st = podState{Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Failed,
+				Message: fmt.Sprintf("pod stuck for %s: %s", waited.Round(time.Second), why)}
+			go func(name string) {
+				ctx, cancel := context.WithTimeout(context.Background(), b.cfg.SyncTimeout)
+				defer cancel()
+				if err := b.deletePod(ctx, name); err != nil {
+					b.log.Warn("delete stuck pod", "pod", name, "err", err)
+				}
+			}(pod.Name)
+		}
+	}
 	if in.reported == cluster.Exited || st.Phase <= in.reported {
 		b.mu.Unlock()
 		return
@@ -327,17 +421,25 @@ func (b *Backend) Close(ctx context.Context) error {
 		return nil
 	}
 	b.closed = true
-	for _, in := range b.instances {
+	// Every pod launched, whether or not the informer has seen it yet.
+	names := map[string]bool{}
+	for key, in := range b.instances {
 		in.requested = true
+		if in.reported != cluster.Exited {
+			names[InstancePodName(b.cfg.JobName, key.role, key.id)] = true
+		}
 	}
 	b.mu.Unlock()
-
-	var errs []error
 	for _, obj := range b.pods.GetStore().List() {
 		if p, ok := obj.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
-			if err := b.deletePod(ctx, p.Name); err != nil {
-				errs = append(errs, err)
-			}
+			names[p.Name] = true
+		}
+	}
+
+	var errs []error
+	for name := range names {
+		if err := b.deletePod(ctx, name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	svcs, err := b.cfg.Client.CoreV1().Services(b.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSelector(b.cfg.JobName)})
