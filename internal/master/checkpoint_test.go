@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"net"
 	"os"
@@ -116,6 +117,12 @@ func TestNewChecksCheckpoints(t *testing.T) {
 	writeMLPCheckpoint(t, lacking, 3, func(c *pserverpb.Checkpoint) { c.DenseParameters = c.DenseParameters[1:] })
 	good := t.TempDir()
 	writeMLPCheckpoint(t, good, 3, nil)
+	withTable := t.TempDir()
+	writeMLPCheckpoint(t, withTable, 3, func(c *pserverpb.Checkpoint) {
+		c.EmbeddingTables = []*pserverpb.EmbeddingTableCheckpoint{{
+			Info: &pserverpb.EmbeddingTableInfo{Name: "ctr_embed", Dim: 2}, Ids: []int64{0}, Values: wire.EncodeTensor("ctr_embed", []int{1, 2}, []float32{1, 2}),
+		}}
+	})
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -131,6 +138,7 @@ func TestNewChecksCheckpoints(t *testing.T) {
 		{"init of another shape", func(c *Config) { c.CheckpointDirForInit = wrongShape }, "has shape [1]"},
 		{"init with an extra parameter", func(c *Config) { c.CheckpointDirForInit = extra }, "parameters, the model has"},
 		{"init lacking a parameter", func(c *Config) { c.CheckpointDirForInit = lacking }, "no parameter"},
+		{"init with a table the model lacks", func(c *Config) { c.CheckpointDirForInit = withTable }, `embedding table "ctr_embed" is not one of the model's`},
 		{"checkpoint dir of another model", func(c *Config) { c.CheckpointDir = wrongShape }, "--checkpoint_dir: "},
 		{"checkpoint dir unreadable", func(c *Config) { c.CheckpointDir = file }, "--checkpoint_dir: "},
 		{"checkpoint dir not there yet", func(c *Config) { c.CheckpointDir = missing }, ""},
@@ -211,5 +219,49 @@ func TestSaveModelWritesACheckpoint(t *testing.T) {
 	}
 	if vs, _ := checkpoint.Versions(stale); !slices.Equal(vs, []int64{0}) {
 		t.Errorf("model versions %v, want only the new one", vs)
+	}
+}
+
+// A sparse model's checkpoint must have its embedding tables' dimensions.
+func TestNewChecksEmbeddingTables(t *testing.T) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := reg.Lookup("ctr.deepfm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(dim int64) string {
+		dir := t.TempDir()
+		c := &pserverpb.Checkpoint{Version: 7, NumShards: 1}
+		for _, p := range spec.Build(rand.New(rand.NewSource(0))).Params() {
+			c.DenseParameters = append(c.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+		}
+		name := spec.Sparse.Tables()[0].Table
+		c.EmbeddingTables = []*pserverpb.EmbeddingTableCheckpoint{{
+			Info:   &pserverpb.EmbeddingTableInfo{Name: name, Dim: dim},
+			Ids:    []int64{0},
+			Values: wire.EncodeTensor(name, []int{1, int(dim)}, make([]float32, dim)),
+		}}
+		if _, err := checkpoint.Write(dir, c); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	newMaster := func(init string) error {
+		cfg := DefaultConfig()
+		cfg.ModelDef, cfg.TrainingData, cfg.Output = "ctr.deepfm", "synthetic-ctr://?records=1000", t.TempDir()
+		cfg.CheckpointDirForInit = init
+		_, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg})
+		return err
+	}
+	right := int64(spec.Sparse.Tables()[0].Dim)
+	if err := newMaster(write(right)); err != nil {
+		t.Fatalf("matching tables: %v", err)
+	}
+	err = newMaster(write(right + 3))
+	if want := fmt.Sprintf("has dimension %d, the model %d", right+3, right); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New() = %v, want %q", err, want)
 	}
 }

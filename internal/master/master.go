@@ -419,8 +419,36 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, err
 	if len(dims) != len(params) {
 		return -1, fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
 	}
+	if err := checkTables(set, spec); err != nil {
+		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
+	}
 	log.Info("parameter servers will start from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
 	return set.Version, nil
+}
+
+// checkTables checks the checkpoint's embedding tables against the model's:
+// each must be one of the model's, with its dimension. A table of the model
+// that the checkpoint lacks is fine (its rows are created on first use).
+func checkTables(set *checkpoint.Set, spec model.Spec) error {
+	want := map[string]int{}
+	if spec.Sparse != nil {
+		for _, t := range spec.Sparse.Tables() {
+			want[t.Table] = t.Dim
+		}
+	}
+	for _, c := range set.Shards {
+		for _, et := range c.GetEmbeddingTables() {
+			name, dim := et.GetInfo().GetName(), et.GetInfo().GetDim()
+			d, ok := want[name]
+			if !ok {
+				return fmt.Errorf("embedding table %q is not one of the model's", name)
+			}
+			if int64(d) != dim {
+				return fmt.Errorf("embedding table %q has dimension %d, the model %d", name, dim, d)
+			}
+		}
+	}
+	return nil
 }
 
 func intsToInt64(s []int) []int64 {
