@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -214,6 +215,30 @@ func TestK8sJobFromYAML(t *testing.T) {
 	}
 	if out, code, _ := cli(t, nil, 30*time.Second, "logs", j.name, "--namespace", ns); code != 0 || !strings.Contains(out, "progress") {
 		t.Errorf("elasticdl logs %s exited %d, want the master log:\n%s", j.name, code, tail(out, 20))
+	}
+
+	// The saved model, evaluated by an `evaluate` job on the cluster, gives
+	// the training job's final accuracy.
+	ev := newJob(t, ns, "yaml-eval", label)
+	ev.submitted = time.Now()
+	evalOut, evalCode, _ := cli(t, nil, 60*time.Second, "evaluate", "--backend=k8s", "--image=elasticdl:e2e", "--namespace="+ns,
+		"--job_name="+ev.name, "--ps_host=127.0.0.1", "--node_selector=e2e="+label,
+		fmt.Sprintf("--master_port=%d", ev.masterPort), fmt.Sprintf("--ps_port=%d", ev.psPort),
+		"--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init="+filepath.Join(j.output, "model"),
+		"--validation_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--output="+ev.output,
+		"--num_workers=2", "--master_resource_request=cpu=250m,memory=256Mi",
+		"--ps_resource_request=cpu=250m,memory=256Mi", "--worker_resource_request=cpu=500m,memory=256Mi")
+	if evalCode != 0 {
+		t.Fatalf("elasticdl evaluate --backend=k8s exited %d:\n%s", evalCode, evalOut)
+	}
+	er := waitSucceeded(t, ev, 2*time.Minute)
+	if er.Summary.Mode != "evaluate" || er.Summary.Eval == nil || r.Summary.Eval == nil {
+		t.Fatalf("evaluate job summary %s", er.Raw)
+	}
+	if got, want := er.Summary.Eval.Accuracy, r.Summary.Eval.Accuracy; math.Abs(got-want) > 1e-9 || er.Summary.Eval.Records != 10000 {
+		t.Errorf("evaluate job: accuracy %.4f on %d records, the training job's final evaluation %.4f", got, er.Summary.Eval.Records, want)
+	} else {
+		t.Logf("evaluate job on the saved model: accuracy %.4f, as the training job's", got)
 	}
 
 	// Deleting the master pod garbage-collects the summary ConfigMap.
