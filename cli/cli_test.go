@@ -64,6 +64,8 @@ func TestCommands(t *testing.T) {
 		{k8sTrain("--ps_port=70000"), 2, "", "--ps_port: 70000 is not a port"},
 		{k8sTrain("--job_name=Bad_Name", "--yaml"), 2, "", "--job_name: job name"},
 		{k8sTrain("--yaml"), 0, "serviceAccountName: elasticdl", ""},
+		{k8sTrain("--yaml", "--volume=claim_name=data,mount_path=/data"), 0, "claimName: data", ""},
+		{k8sTrain("--volume=claim_name=data"), 2, "", "--volume: volume"},
 		{k8sTrain("--kubeconfig=/nonexistent/kubeconfig"), 1, "", "/nonexistent/kubeconfig"},
 		{[]string{"status"}, 2, "", "usage: elasticdl status JOB"},
 		{[]string{"master", "--job_type=fly"}, 2, "", "--job_type=fly"},

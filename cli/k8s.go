@@ -31,6 +31,7 @@ type k8sOptions struct {
 	workerRequest, workerLimit      string
 	psRequest, psLimit              string
 	nodeSelector, serviceAccount    string
+	volumes                         string
 	imagePullPolicy, envs           string
 	masterPort, psPort              int
 	psHost                          string
@@ -58,6 +59,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.psRequest, "ps_resource_request", "cpu=1,memory=1Gi", "k8s: parameter-server pod requests")
 	fs.StringVar(&o.psLimit, "ps_resource_limit", "", "k8s: parameter-server pod limits")
 	fs.StringVar(&o.nodeSelector, "node_selector", "", "k8s: node selector of every pod of the job, e.g. pool=training,zone=a")
+	fs.StringVar(&o.volumes, "volume", "", "k8s: volumes of every pod, for data, --output and checkpoints: 'claim_name=C,mount_path=/data[,read_only=true]' or 'host_path=/h,mount_path=/p', several separated by ';'")
 	fs.StringVar(&o.serviceAccount, "service_account", "elasticdl", "k8s: ServiceAccount of the master pod (deploy/rbac.yaml)")
 	fs.StringVar(&o.imagePullPolicy, "image_pull_policy", "IfNotPresent", "k8s: Always, IfNotPresent or Never")
 	fs.StringVar(&o.envs, "envs", "", "k8s: environment of every container, e.g. GODEBUG=x,FOO=bar")
@@ -88,6 +90,9 @@ func (o k8sOptions) check() error {
 	}
 	if _, _, err := k8s.ParseKeyValues(o.envs); err != nil {
 		errs = append(errs, fmt.Errorf("--envs: %w", err))
+	}
+	if _, err := k8s.ParseVolumes(o.volumes); err != nil {
+		errs = append(errs, fmt.Errorf("--volume: %w", err))
 	}
 	if _, err := k8s.WorkerPriorities(o.workerPriority, 1, o.highClass, o.lowClass); err != nil {
 		errs = append(errs, fmt.Errorf("--worker_pod_priority: %w", err))
@@ -132,12 +137,17 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 	if err != nil {
 		return k8s.PodSettings{}, err
 	}
+	vols, err := k8s.ParseVolumes(o.volumes)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
 	s := k8s.PodSettings{
 		Image:           o.image,
 		ImagePullPolicy: corev1.PullPolicy(o.imagePullPolicy),
 		PriorityClass:   priority,
 		Resources:       corev1.ResourceRequirements{Requests: req, Limits: lim},
 		NodeSelector:    sel,
+		Volumes:         vols,
 	}
 	for _, k := range order {
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: envs[k]})

@@ -99,6 +99,66 @@ type PodSettings struct {
 	Env []corev1.EnvVar
 	// TerminationGracePeriod in seconds; 0 keeps Kubernetes' default.
 	TerminationGracePeriod int64
+	// Volumes are mounted into the container (data, --output,
+	// checkpoints).
+	Volumes []Volume
+}
+
+// Volume is a PersistentVolumeClaim or a host path mounted at MountPath
+// (ElasticDL's --volume).
+type Volume struct {
+	ClaimName, HostPath, MountPath string
+	ReadOnly                       bool
+}
+
+// ParseVolumes parses "claim_name=C,mount_path=/p[,read_only=true];host_path=/h,mount_path=/q".
+func ParseVolumes(spec string) ([]Volume, error) {
+	var out []Volume
+	for _, one := range strings.Split(spec, ";") {
+		if strings.TrimSpace(one) == "" {
+			continue
+		}
+		kv, _, err := ParseKeyValues(one)
+		if err != nil {
+			return nil, fmt.Errorf("volume %q: %w", one, err)
+		}
+		v := Volume{ClaimName: kv["claim_name"], HostPath: kv["host_path"], MountPath: kv["mount_path"]}
+		for k, val := range kv {
+			switch k {
+			case "claim_name", "host_path", "mount_path":
+			case "read_only":
+				b, err := strconv.ParseBool(val)
+				if err != nil {
+					return nil, fmt.Errorf("volume %q: read_only=%s: %w", one, val, err)
+				}
+				v.ReadOnly = b
+			default:
+				return nil, fmt.Errorf("volume %q: unknown key %q (claim_name, host_path, mount_path, read_only)", one, k)
+			}
+		}
+		switch {
+		case (v.ClaimName == "") == (v.HostPath == ""):
+			return nil, fmt.Errorf("volume %q: give exactly one of claim_name and host_path", one)
+		case !strings.HasPrefix(v.MountPath, "/"):
+			return nil, fmt.Errorf("volume %q: mount_path must be an absolute path", one)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// restrictedSecurity meets the Pod Security Standard "restricted", so the
+// job runs in namespaces that enforce it; the image must run as a non-root
+// user (deploy/Dockerfile does).
+func restrictedSecurity() (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	yes, no := true, false
+	return &corev1.PodSecurityContext{
+			RunAsNonRoot:   &yes,
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}, &corev1.SecurityContext{
+			AllowPrivilegeEscalation: &no,
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		}
 }
 
 // downwardEnv gives a container its pod's name, namespace and IP.
@@ -115,6 +175,7 @@ func downwardEnv() []corev1.EnvVar {
 
 // NewPod builds a pod of the job running `elasticdl <args...>`.
 func NewPod(name, namespace string, labels map[string]string, s PodSettings, args []string, owner *metav1.OwnerReference) *corev1.Pod {
+	podSec, containerSec := restrictedSecurity()
 	p := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -127,6 +188,7 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 			ServiceAccountName: s.ServiceAccount,
 			PriorityClassName:  s.PriorityClass,
 			NodeSelector:       s.NodeSelector,
+			SecurityContext:    podSec,
 			Containers: []corev1.Container{{
 				Name:            ContainerName,
 				Image:           s.Image,
@@ -135,8 +197,21 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 				Args:            args,
 				Env:             append(downwardEnv(), s.Env...),
 				Resources:       s.Resources,
+				SecurityContext: containerSec,
 			}},
 		},
+	}
+	for i, v := range s.Volumes {
+		name := fmt.Sprintf("volume-%d", i)
+		vol := corev1.Volume{Name: name}
+		if v.ClaimName != "" {
+			vol.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.ClaimName, ReadOnly: v.ReadOnly}
+		} else {
+			vol.HostPath = &corev1.HostPathVolumeSource{Path: v.HostPath}
+		}
+		p.Spec.Volumes = append(p.Spec.Volumes, vol)
+		p.Spec.Containers[0].VolumeMounts = append(p.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: name, MountPath: v.MountPath, ReadOnly: v.ReadOnly})
 	}
 	if s.TerminationGracePeriod > 0 {
 		g := s.TerminationGracePeriod

@@ -138,3 +138,41 @@ func TestPSAddress(t *testing.T) {
 		t.Error("negative index accepted")
 	}
 }
+
+func TestParseVolumes(t *testing.T) {
+	got, err := ParseVolumes("claim_name=data,mount_path=/data,read_only=true; host_path=/mnt/out,mount_path=/out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Volume{{ClaimName: "data", MountPath: "/data", ReadOnly: true}, {HostPath: "/mnt/out", MountPath: "/out"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{
+		"mount_path=/data",                          // no source
+		"claim_name=c,host_path=/h,mount_path=/d",   // two sources
+		"claim_name=c,mount_path=data",              // relative
+		"claim_name=c,mount_path=/d,read_only=nope", // not a bool
+		"claim_name=c,mount_path=/d,size=1Gi",       // unknown key
+	} {
+		if _, err := ParseVolumes(bad); err == nil {
+			t.Errorf("ParseVolumes(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPodIsRestrictedAndMountsVolumes(t *testing.T) {
+	p := NewPod("p", "ns", nil, PodSettings{Image: "img", Volumes: []Volume{{ClaimName: "c", MountPath: "/data", ReadOnly: true}}}, nil, nil)
+	if sc := p.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v", sc)
+	}
+	c := p.Spec.Containers[0]
+	if sc := c.SecurityContext; sc == nil || *sc.AllowPrivilegeEscalation || len(sc.Capabilities.Drop) != 1 {
+		t.Errorf("container security context %+v", sc)
+	}
+	if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "c" ||
+		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/data" || !c.VolumeMounts[0].ReadOnly ||
+		c.VolumeMounts[0].Name != p.Spec.Volumes[0].Name {
+		t.Errorf("volumes %+v mounts %+v", p.Spec.Volumes, c.VolumeMounts)
+	}
+}
