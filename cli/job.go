@@ -38,6 +38,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a running worker silent for this long is stopped and replaced")
 	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
+	fs.IntVar(&cfg.MetricsPort, "metrics_port", 0, "serve Prometheus metrics (/metrics) on this port: the master's, and PS shard i's on metrics_port+1+i (0: none)")
 	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
 	addK8sFlags(fs, &o.k8s)
@@ -74,6 +75,14 @@ func runJob(ctx context.Context, env Env, cfg master.Config, o jobOptions, notSt
 			notStarted()
 		}
 		return err
+	}
+	if cfg.MetricsPort > 0 {
+		stop, err := startMasterMetrics(m, portAddr("127.0.0.1", cfg.MetricsPort), logger)
+		if err != nil {
+			be.Close(context.Background())
+			return err
+		}
+		defer stop()
 	}
 	summary, runErr := m.Run(ctx)
 	if summary != nil {

@@ -202,6 +202,9 @@ func masterPod(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*corev1.Pod, 
 		return nil, usageError{err}
 	}
 	s.ServiceAccount = o.serviceAccount
+	if cfg.MetricsPort > 0 {
+		s.Annotations = k8s.ScrapeAnnotations(cfg.MetricsPort)
+	}
 	pod := k8s.NewPod(k8s.MasterPodName(cfg.JobName), o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
 	return pod, nil
 }

@@ -129,6 +129,7 @@ func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1
 		PS:             psPods,
 		WorkerPriority: workerPriorities,
 		MasterAddr:     cfg.AdvertiseAddr,
+		MetricsPort:    cfg.MetricsPort,
 		PSPort:         o.psPort,
 		PSHost:         o.psHost,
 		GracePeriod:    o.workerGracePeriod,
@@ -139,6 +140,12 @@ func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1
 		return nil, err
 	}
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec})
+	if err == nil && cfg.MetricsPort > 0 {
+		var stop func()
+		if stop, err = startMasterMetrics(m, portAddr("", cfg.MetricsPort), logger); err == nil {
+			defer stop()
+		}
+	}
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), o.apiTimeout)
 		defer cancel()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/worker"
@@ -62,6 +64,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&addr, "addr", "", "host:port to serve on")
 	fs.StringVar(&optSpec, "optimizer", "sgd:learning_rate=0.01", "optimizer spec")
 	fs.StringVar(&ma, "master_addr", "", "host:port of the job's master")
+	metricsAddr := fs.String("metrics_addr", "", "host:port to serve Prometheus metrics on (/metrics; empty: none)")
 	masterTimeout := fs.Duration("master_timeout", 2*time.Minute, "exit when the master has been unreachable this long (0: never); on Kubernetes nothing else stops a PS whose master died")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: restored from at start, written every --checkpoint_steps")
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "checkpoint every this many versions of the shard (0: never)")
@@ -101,6 +104,14 @@ func runPS(ctx context.Context, env Env, args []string) error {
 	}
 	defer stop()
 	cfg.Index, cfg.NumPS, cfg.Optimizer, cfg.Logger = index, numPS, opt, logger
+	if *metricsAddr != "" {
+		cfg.Registry = prometheus.NewRegistry()
+		stopMetrics, err := serveMetrics(*metricsAddr, cfg.Registry, logger)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
 	if ma != "" && *masterTimeout > 0 {
 		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(ctx)

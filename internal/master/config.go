@@ -82,6 +82,10 @@ type Config struct {
 	ProgressInterval time.Duration
 	// WorkerArgs are extra arguments passed to every worker.
 	WorkerArgs []string
+	// MetricsPort > 0 makes PS shard i serve Prometheus metrics on port
+	// MetricsPort+1+i (the master's own, on MetricsPort, are served by
+	// its caller: see Master.RegisterMetrics).
+	MetricsPort int
 }
 
 // DefaultConfig holds ElasticDL's defaults where it had one.
@@ -183,6 +187,9 @@ func (c *Config) Validate() error {
 		if c.LRStalenessModulation {
 			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
 		}
+	}
+	if c.MetricsPort < 0 || c.MetricsPort+1+c.NumPS > 65535 {
+		bad("metrics_port", "%d leaves no room for the PS metrics ports (metrics_port+1+i)", c.MetricsPort)
 	}
 	if c.Output == "" {
 		bad("output", "required: where the model and job_summary.json go")

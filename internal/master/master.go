@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"elasticdl/data"
@@ -120,6 +121,8 @@ type Master struct {
 	trainingStart, trainingEnd time.Time
 	// epochsAnnounced counts the epochs whose end was notified.
 	epochsAnnounced int
+	// getTaskLatency is nil until RegisterMetrics.
+	getTaskLatency prometheus.Histogram
 }
 
 type instance struct {
@@ -708,6 +711,10 @@ func (m *Master) launchPS(ctx context.Context, index int) error {
 			"--live_workers="+strconv.Itoa(live))
 	} else if m.cfg.LRStalenessModulation {
 		spec.Args = append(spec.Args, "--lr_staleness_modulation")
+	}
+	if m.cfg.MetricsPort > 0 {
+		host, _, _ := net.SplitHostPort(m.psListen[index])
+		spec.Args = append(spec.Args, "--metrics_addr="+net.JoinHostPort(host, strconv.Itoa(m.cfg.MetricsPort+1+index)))
 	}
 	for _, f := range []struct{ flag, value string }{
 		{"checkpoint_dir", m.cfg.CheckpointDir},

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,8 +34,12 @@ func (m *Master) worker(id int32) (*instance, error) {
 
 // GetTask implements masterpb.MasterServer.
 func (m *Master) GetTask(_ context.Context, req *masterpb.GetTaskRequest) (*masterpb.GetTaskResponse, error) {
+	start := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.getTaskLatency != nil {
+		defer func() { m.getTaskLatency.Observe(time.Since(start).Seconds()) }()
+	}
 	if _, err := m.worker(req.WorkerId); err != nil {
 		return nil, err
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	WorkerPriority []string
 	// MasterAddr is given to workers as MASTER_ADDR.
 	MasterAddr string
+	// MetricsPort > 0: PS shard i serves Prometheus metrics on
+	// MetricsPort+1+i, announced with prometheus.io/* annotations.
+	MetricsPort int
 	// PSPort is the port of PS shard 0; shard i serves on PSPort+i (pods
 	// of one node may share a network namespace, as on the test rig).
 	PSPort int
@@ -285,6 +288,9 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 	settings.Env = append(env, settings.Env...)
 	if b.cfg.GracePeriod > 0 {
 		settings.TerminationGracePeriod = int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+	}
+	if spec.Role == cluster.PS && b.cfg.MetricsPort > 0 {
+		settings.Annotations = ScrapeAnnotations(b.cfg.MetricsPort + 1 + spec.Index)
 	}
 	args := append([]string{string(spec.Role)}, spec.Args...)
 	return NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)

@@ -102,6 +102,14 @@ type PodSettings struct {
 	// Volumes are mounted into the container (data, --output,
 	// checkpoints).
 	Volumes []Volume
+	// Annotations of the pod.
+	Annotations map[string]string
+}
+
+// ScrapeAnnotations are the prometheus.io/* annotations by which the
+// common Prometheus configurations find a pod's /metrics.
+func ScrapeAnnotations(port int) map[string]string {
+	return map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(port), "prometheus.io/path": "/metrics"}
 }
 
 // Volume is a PersistentVolumeClaim or a host path mounted at MountPath
@@ -179,9 +187,10 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 	p := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      name,
-			Namespace: namespace,
-			Labels:    labels,
+			Name:        name,
+			Namespace:   namespace,
+			Labels:      labels,
+			Annotations: s.Annotations,
 		},
 		Spec: corev1.PodSpec{
 			RestartPolicy:      corev1.RestartPolicyNever,

@@ -1,0 +1,119 @@
+package master
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"elasticdl/internal/cluster"
+)
+
+// metricsCollector exposes the job's state as Prometheus metrics, read at
+// scrape time from what the master already keeps (the summary, the
+// dispatcher, the instances), so no code path needs a second set of
+// counters to keep in step.
+type metricsCollector struct {
+	m *Master
+
+	tasks, launched, lost, relaunched, preempted *prometheus.Desc
+	instances, records, corrupt, epoch, version  *prometheus.Desc
+	finished                                     *prometheus.Desc
+}
+
+func newDesc(name, help string, labels []string, job string) *prometheus.Desc {
+	return prometheus.NewDesc("elasticdl_master_"+name, help, labels, prometheus.Labels{"job": job})
+}
+
+// RegisterMetrics adds the master's metrics to reg: the job's counters and
+// gauges, and the latency of GetTask. Call it before Run.
+func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
+	job := m.cfg.JobName
+	c := &metricsCollector{
+		m:          m,
+		tasks:      newDesc("tasks_total", "Task reports and requeues: completed, failed (reported with an error), requeued (worker lost or timed out).", []string{"outcome"}, job),
+		launched:   newDesc("instances_launched_total", "Instances launched, relaunches included.", []string{"role"}, job),
+		lost:       newDesc("instances_lost_total", "Instances that ended without being asked to (killed, preempted, deleted, failed).", []string{"role"}, job),
+		relaunched: newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
+		preempted:  newDesc("instances_preempted_total", "Lost instances the cluster took back for higher-priority work.", []string{"role"}, job),
+		instances:  newDesc("instances", "Instances by state: running, or launched and not running yet (pending pods: the elastic headroom).", []string{"role", "state"}, job),
+		records:    newDesc("records_done_total", "Training records of tasks reported done.", nil, job),
+		corrupt:    newDesc("corrupt_records_total", "Records skipped as corrupt.", nil, job),
+		epoch:      newDesc("epoch", "The training epoch in progress (1-based).", nil, job),
+		version:    newDesc("model_version", "The highest model version training reports carried.", nil, job),
+		finished:   newDesc("job_finished", "1 once the job has ended (see the summary for how).", nil, job),
+	}
+	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
+		Help:        "Time to answer GetTask, waiting for the master's lock included.",
+		Buckets:     prometheus.ExponentialBuckets(0.0001, 4, 10), // 0.1 ms .. 26 s
+		ConstLabels: prometheus.Labels{"job": job},
+	})
+	if err := reg.Register(c); err != nil {
+		return err
+	}
+	if err := reg.Register(lat); err != nil {
+		reg.Unregister(c)
+		return err
+	}
+	m.mu.Lock()
+	m.getTaskLatency = lat
+	m.mu.Unlock()
+	return nil
+}
+
+func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished} {
+		ch <- d
+	}
+}
+
+func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.m
+	m.mu.Lock()
+	s := m.summary
+	pr := m.disp.Progress()
+	count := func(in map[int]*instance) (running, pending float64) {
+		for _, i := range in {
+			if i.running {
+				running++
+			} else {
+				pending++
+			}
+		}
+		return running, pending
+	}
+	wRun, wPend := count(m.workers)
+	pRun, pPend := count(m.ps)
+	version, finished := m.trainVersion, m.finished
+	m.mu.Unlock()
+
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter(c.tasks, float64(s.Tasks.Completed), "completed")
+	counter(c.tasks, float64(s.Tasks.Failed), "failed")
+	counter(c.tasks, float64(s.Tasks.Requeued), "requeued")
+	w, p := string(cluster.Worker), string(cluster.PS)
+	counter(c.launched, float64(s.Workers.Launched), w)
+	counter(c.launched, float64(s.PS.Launched), p)
+	counter(c.lost, float64(s.Workers.Lost), w)
+	counter(c.lost, float64(s.PS.Lost), p)
+	counter(c.relaunched, float64(s.Workers.Relaunched), w)
+	counter(c.relaunched, float64(s.PS.Relaunched), p)
+	counter(c.preempted, float64(s.Workers.Preempted), w)
+	counter(c.preempted, float64(s.PS.Preempted), p)
+	gauge(c.instances, wRun, w, "running")
+	gauge(c.instances, wPend, w, "pending")
+	gauge(c.instances, pRun, p, "running")
+	gauge(c.instances, pPend, p, "pending")
+	counter(c.records, float64(pr.RecordsDone))
+	counter(c.corrupt, float64(s.CorruptRecords))
+	gauge(c.epoch, float64(pr.Epoch))
+	gauge(c.version, float64(version))
+	f := 0.0
+	if finished {
+		f = 1
+	}
+	gauge(c.finished, f)
+}

@@ -1,0 +1,97 @@
+package master
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"elasticdl/proto/masterpb"
+)
+
+// metricValue finds a gathered metric by name and label values.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				return m.GetCounter().GetValue(), true
+			case dto.MetricType_GAUGE:
+				return m.GetGauge().GetValue(), true
+			case dto.MetricType_HISTOGRAM:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsFollowTheJob(t *testing.T) {
+	m, _, _ := newTestMaster(t, nil)
+	reg := prometheus.NewRegistry()
+	if err := m.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RegisterMetrics(reg); err == nil {
+		t.Error("registering twice succeeded")
+	}
+	ctx := context.Background()
+	tk := getTask(t, m, 0)
+	n := tk.Shard.End - tk.Shard.Start
+	if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 0, TaskId: tk.Id, Records: n, Steps: 1, ModelVersion: 5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"elasticdl_master_tasks_total", map[string]string{"outcome": "completed", "job": m.cfg.JobName}, 1},
+		{"elasticdl_master_tasks_total", map[string]string{"outcome": "failed"}, 0},
+		{"elasticdl_master_records_done_total", nil, float64(n)},
+		{"elasticdl_master_model_version", nil, 5},
+		{"elasticdl_master_instances_launched_total", map[string]string{"role": "worker"}, float64(m.summary.Workers.Launched)},
+		{"elasticdl_master_instances", map[string]string{"role": "worker", "state": "running"}, 1}, // worker 0 called
+		{"elasticdl_master_get_task_seconds", nil, 1},
+		{"elasticdl_master_job_finished", nil, 0},
+	} {
+		got, ok := metricValue(t, reg, c.name, c.labels)
+		if !ok || got != c.want {
+			t.Errorf("%s%v = %v (found %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+}
+
+// With --metrics_port, PS shard i is told to serve on metrics_port+1+i, on
+// the host it listens on.
+func TestLaunchPSPassesMetricsAddr(t *testing.T) {
+	_, fb, _ := newTestMaster(t, func(c *Config) { c.MetricsPort = 9100 })
+	if args := fb.launches()[0].Args; !slices.Contains(args, "--metrics_addr=127.0.0.1:9101") {
+		t.Errorf("PS args %v lack --metrics_addr=127.0.0.1:9101", args)
+	}
+	_, fb, _ = newTestMaster(t, nil)
+	if args := strings.Join(fb.launches()[0].Args, " "); strings.Contains(args, "metrics") {
+		t.Errorf("metrics flag passed without --metrics_port: %s", args)
+	}
+}
