@@ -446,6 +446,14 @@ func newJob(t *testing.T, ns, name, label string) *job {
 func submit(t *testing.T, ns, name, label string, extra ...string) *job {
 	t.Helper()
 	j := newJob(t, ns, name, label)
+	submitJob(t, j, extra...)
+	return j
+}
+
+// submitJob is submit for a job made with newJob (whose ports the caller
+// may need first).
+func submitJob(t *testing.T, j *job, extra ...string) {
+	t.Helper()
 	j.submitted = time.Now()
 	out, code, took := cli(t, nil, 60*time.Second, jobArgs(j, extra...)...)
 	j.submitEnd = time.Now()
@@ -453,8 +461,18 @@ func submit(t *testing.T, ns, name, label string, extra ...string) *job {
 	if code != 0 {
 		t.Fatalf("elasticdl train --backend=k8s exited %d after %.1fs:\n%s", code, took.Seconds(), out)
 	}
-	t.Logf("submitted job %s in %s in %.2fs: %s", name, ns, took.Seconds(), tail(out, 6))
-	return j
+	t.Logf("submitted job %s in %s in %.2fs: %s", j.name, j.ns, took.Seconds(), tail(out, 6))
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // dump logs what there is to know about a job that failed a test.

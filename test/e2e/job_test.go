@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -445,7 +447,10 @@ func TestK8sElasticStart(t *testing.T) {
 	timeTest(t)
 	ns := newNamespace(t)
 	label := startProcNodes(t, "e2e-d", 1, "3", "8Gi")
-	j := submit(t, ns, "grow", label,
+	j := newJob(t, ns, "grow", label)
+	metricsPort := j.masterPort + 4 // inside the job's block of 8 ports
+	submitJob(t, j,
+		fmt.Sprintf("--metrics_port=%d", metricsPort),
 		"--num_workers=4",
 		"--minibatch_size=8",
 		"--master_resource_request=cpu=500m,memory=256Mi",
@@ -453,6 +458,20 @@ func TestK8sElasticStart(t *testing.T) {
 		"--worker_resource_request=cpu=1,memory=256Mi",
 	)
 	j.waitWorkers(15*time.Second, 2, 2)
+	// The master's metrics show the headroom: 2 workers running, 2 pending.
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	waitFor(t, 10*time.Second, "master metrics with 2 workers running and 2 pending", func() (bool, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		ok := strings.Contains(body, `elasticdl_master_instances{job="grow",role="worker",state="running"} 2`) &&
+			strings.Contains(body, `elasticdl_master_instances{job="grow",role="worker",state="pending"} 2`)
+		return ok, grepLines(body, "elasticdl_master_instances{")
+	})
 	// Room comes 10 s after submission: the first task must have been
 	// trained by then, with half the workers.
 	time.Sleep(time.Until(j.submitted.Add(10 * time.Second)))
@@ -462,8 +481,8 @@ func TestK8sElasticStart(t *testing.T) {
 
 	r := waitSucceeded(t, j, 4*time.Minute)
 	assertTrained(t, r, 1, minAccuracy)
-	if r.Summary.Workers.Launched < 4 {
-		t.Errorf("summary workers %+v: want 4 launched", r.Summary.Workers)
+	if r.Summary.Workers.Launched < 4 || r.Summary.Workers.MaxRunning != 4 {
+		t.Errorf("summary workers %+v: want 4 launched, 4 running at once", r.Summary.Workers)
 	}
 	if r.FirstTaskTrainedAt.IsZero() {
 		t.Errorf("the summary has no first_task_trained_at: %s", r.Raw)
