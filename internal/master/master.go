@@ -647,13 +647,14 @@ func (m *Master) run(ctx context.Context, listenAddr string) error {
 	}
 }
 
-// awaitWorkersExit gives workers, told DONE by their next request, a moment
-// to exit on their own before the backend stops whatever remains.
+// awaitWorkersExit gives running workers, told DONE by their next request,
+// a moment to exit on their own before the backend stops whatever remains
+// (pending pods never ran: nothing to wait for).
 func (m *Master) awaitWorkersExit(limit time.Duration) {
 	timeout := time.After(limit)
 	for {
 		m.mu.Lock()
-		n := len(m.workers)
+		n := m.runningWorkersLocked()
 		m.mu.Unlock()
 		if n == 0 {
 			return
