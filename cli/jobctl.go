@@ -58,6 +58,10 @@ func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)
 	return c, client, nil
 }
 
+func (c *jobCtl) noJob() error {
+	return fmt.Errorf("no job %s in namespace %s (no pod %s)", c.job, c.o.namespace, k8s.MasterPodName(c.job))
+}
+
 // runStatus prints where a Kubernetes job is: its master pod, its worker
 // and PS pods by phase, its summary when it has ended, its recent Events.
 func runStatus(ctx context.Context, env Env, args []string) error {
@@ -70,7 +74,7 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	ns, w := c.o.namespace, env.Stdout
 	mp, err := client.CoreV1().Pods(ns).Get(ctx, k8s.MasterPodName(c.job), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("no job %s in namespace %s (no pod %s)", c.job, ns, k8s.MasterPodName(c.job))
+		return c.noJob()
 	} else if err != nil {
 		return fmt.Errorf("get master pod: %w", err)
 	}
@@ -220,7 +224,7 @@ func runStop(ctx context.Context, env Env, args []string) error {
 	fg := metav1.DeletePropagationForeground
 	err = client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("no job %s in namespace %s (no pod %s)", c.job, ns, name)
+		return c.noJob()
 	} else if err != nil {
 		return fmt.Errorf("delete master pod %s: %w", name, err)
 	}

@@ -77,7 +77,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		defer cancel()
 		rec.Close(fctx)
 	}()
-	summary, runErr := runMasterJob(ctx, client, self, cfg, opts, rec, env, logger)
+	summary, runErr := runMasterJob(ctx, client, self, podIP, cfg, opts, rec, env, logger)
 	if summary == nil && runErr != nil {
 		// Failed before the job started (bad data, forbidden, ...): the
 		// summary still says why, where users look for it.
@@ -99,7 +99,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 }
 
 // runMasterJob builds the backend and the master and runs the job.
-func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, cfg master.Config, opts jobOptions,
+func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, podIP string, cfg master.Config, opts jobOptions,
 	rec *k8s.Recorder, env Env, logger *slog.Logger) (*master.Summary, error) {
 	o := opts.k8s
 	workerPods, err := o.podSettings("", o.workerRequest, o.workerLimit)
@@ -114,7 +114,6 @@ func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1
 	if err != nil {
 		return nil, err
 	}
-	podIP := os.Getenv("POD_IP")
 	cfg.ListenAddr = portAddr("", o.masterPort)
 	cfg.AdvertiseAddr = portAddr(podIP, o.masterPort)
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {

@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand"
 
 	"elasticdl/data"
@@ -97,13 +96,9 @@ func (w *Worker) trainSparse(ctx context.Context, t *masterpb.Task, report *mast
 				return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 			}
 			s.net.ZeroGrads()
-			logits := s.net.Forward(x, true)
-			loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
+			loss, dlogits, err := trainingLoss(s.net.Forward(x, true), labels, t)
 			if err != nil {
 				return err
-			}
-			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-				return fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
 			}
 			s.net.Backward(dlogits)
 			for i, e := range s.embs {

@@ -342,13 +342,9 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 				return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 			}
 			w.net.ZeroGrads()
-			logits := w.net.Forward(x, true)
-			loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
+			loss, dlogits, err := trainingLoss(w.net.Forward(x, true), labels, t)
 			if err != nil {
 				return err
-			}
-			if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
-				return fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
 			}
 			w.net.Backward(dlogits)
 			push := w.ps.Push
@@ -487,4 +483,17 @@ func appendSoftmax(dst []float32, logits []float32) []float32 {
 func shuffle(b *data.Batch, taskID int64, epoch int32) {
 	rng := rand.New(rand.NewSource(taskID*1_000_003 + int64(epoch)))
 	rng.Shuffle(b.N, b.Swap)
+}
+
+// trainingLoss is the loss of a training minibatch and its gradient; a loss
+// that is not finite fails the task, naming its records.
+func trainingLoss(logits *nn.Tensor, labels []int32, t *masterpb.Task) (float32, *nn.Tensor, error) {
+	loss, dlogits, err := nn.SoftmaxCrossEntropy(logits, labels)
+	if err != nil {
+		return 0, nil, err
+	}
+	if math.IsNaN(float64(loss)) || math.IsInf(float64(loss), 0) {
+		return 0, nil, fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
+	}
+	return loss, dlogits, nil
 }

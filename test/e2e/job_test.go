@@ -582,6 +582,15 @@ func TestK8sBadInput(t *testing.T) {
 			t.Errorf("elasticdl status of a failed job does not say Failed:\n%s", out)
 		}
 	})
+	t.Run("status, logs and stop of an unknown job", func(t *testing.T) {
+		ns := newNamespace(t)
+		for _, cmd := range []string{"status", "logs", "stop"} {
+			out, code, took := cli(t, nil, 30*time.Second, cmd, "e2e-no-such-job", "--namespace", ns)
+			if code != 1 || !strings.Contains(out, "no job e2e-no-such-job in namespace "+ns) && !strings.Contains(out, "not found") {
+				t.Errorf("elasticdl %s of an unknown job: exit %d after %.1fs:\n%s", cmd, code, took.Seconds(), out)
+			}
+		}
+	})
 	t.Run("unreachable API server", func(t *testing.T) {
 		bad := filepath.Join(t.TempDir(), "kubeconfig")
 		os.WriteFile(bad, []byte(`apiVersion: v1

@@ -3,6 +3,7 @@ package k8s
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -124,6 +125,23 @@ func stuckReason(p *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// stuckVerdict follows a pending pod that may wait on an error: it returns
+// when the wait began (zero: the pod does not wait on one) and, once it has
+// lasted timeout, the failed exit to report instead.
+func stuckVerdict(p *corev1.Pod, since, now time.Time, timeout time.Duration) (time.Time, *podState) {
+	why := stuckReason(p)
+	switch {
+	case why == "":
+		return time.Time{}, nil
+	case since.IsZero():
+		return now, nil
+	case now.Sub(since) < timeout:
+		return since, nil
+	}
+	return since, &podState{Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Failed,
+		Message: fmt.Sprintf("pod stuck for %s: %s", now.Sub(since).Round(time.Second), why)}
 }
 
 // pendingMessage says why a pod is not running yet: unschedulable, a

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,5 +92,43 @@ func TestPendingMessageSaysWhy(t *testing.T) {
 	})
 	if got := observe(p, false).Message; got != "Unschedulable: 0/2 nodes are available: 2 Insufficient cpu." {
 		t.Errorf("message %q", got)
+	}
+}
+
+func TestStuckVerdict(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	waiting := func(reason string) *corev1.Pod {
+		return pod(corev1.PodPending, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}}
+		})
+	}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		since     time.Time
+		now       time.Time
+		wantSince time.Time
+		wantFail  string
+	}{
+		{"not waiting on an error", pod(corev1.PodPending), t0, t0.Add(time.Hour), time.Time{}, ""},
+		{"pulling normally", waiting("ContainerCreating"), time.Time{}, t0, time.Time{}, ""},
+		{"first seen stuck", waiting("ErrImagePull"), time.Time{}, t0, t0, ""},
+		{"stuck, not long enough", waiting("ImagePullBackOff"), t0, t0.Add(59 * time.Second), t0, ""},
+		{"stuck long enough", waiting("ImagePullBackOff"), t0, t0.Add(time.Minute), t0, "pod stuck for 1m0s: ImagePullBackOff: m"},
+		{"config error", waiting("CreateContainerConfigError"), t0, t0.Add(2 * time.Minute), t0, "pod stuck for 2m0s: CreateContainerConfigError: m"},
+		{"recovered", pod(corev1.PodPending), t0, t0.Add(2 * time.Minute), time.Time{}, ""},
+	}
+	for _, c := range cases {
+		since, failed := stuckVerdict(c.pod, c.since, c.now, time.Minute)
+		if !since.Equal(c.wantSince) {
+			t.Errorf("%s: since %v, want %v", c.name, since, c.wantSince)
+		}
+		switch {
+		case c.wantFail == "" && failed != nil:
+			t.Errorf("%s: failed %+v", c.name, failed)
+		case c.wantFail != "" && (failed == nil || failed.Message != c.wantFail || failed.Phase != cluster.Exited || failed.Reason != cluster.Failed):
+			t.Errorf("%s: failed %+v, want %q", c.name, failed, c.wantFail)
+		}
 	}
 }

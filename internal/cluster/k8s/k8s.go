@@ -287,7 +287,7 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 	}
 	settings.Env = append(env, settings.Env...)
 	if b.cfg.GracePeriod > 0 {
-		settings.TerminationGracePeriod = int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+		settings.TerminationGracePeriod = b.graceSeconds()
 	}
 	if spec.Role == cluster.PS && b.cfg.MetricsPort > 0 {
 		settings.Annotations = ScrapeAnnotations(b.cfg.MetricsPort + 1 + spec.Index)
@@ -344,10 +344,15 @@ func (b *Backend) Stop(ctx context.Context, role cluster.Role, id int) error {
 	return b.deletePod(ctx, InstancePodName(b.cfg.JobName, role, id))
 }
 
+// graceSeconds is GracePeriod rounded up to whole seconds, as the API takes it.
+func (b *Backend) graceSeconds() int64 {
+	return int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+}
+
 func (b *Backend) deletePod(ctx context.Context, name string) error {
 	opts := metav1.DeleteOptions{}
 	if b.cfg.GracePeriod > 0 {
-		g := int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
+		g := b.graceSeconds()
 		opts.GracePeriodSeconds = &g
 	}
 	err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, name, opts)
@@ -382,15 +387,12 @@ func (b *Backend) onPod(obj any, gone bool) {
 		return
 	}
 	if st.Phase == cluster.Pending && in.reported != cluster.Exited && !in.requested {
-		if why := stuckReason(pod); why == "" {
-			in.stuckSince = time.Time{}
-		} else if now := b.cfg.Now(); in.stuckSince.IsZero() {
-			in.stuckSince = now
-		} else if waited := now.Sub(in.stuckSince); waited >= b.cfg.StuckTimeout {
+		var failed *podState
+		in.stuckSince, failed = stuckVerdict(pod, in.stuckSince, b.cfg.Now(), b.cfg.StuckTimeout)
+		if failed != nil {
 			// Report it failed now and delete it; its deletion events
 			// come after Exited and are ignored.
-			st = podState{Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Failed,
-				Message: fmt.Sprintf("pod stuck for %s: %s", waited.Round(time.Second), why)}
+			st = *failed
 			go func(name string) {
 				ctx, cancel := context.WithTimeout(context.Background(), b.cfg.SyncTimeout)
 				defer cancel()

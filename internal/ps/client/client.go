@@ -409,6 +409,12 @@ func (c *Client) reinit(ctx context.Context, s *shardConn, group []*nn.Param, at
 // whole (codes.InvalidArgument, nothing applied), but other shards may
 // have applied theirs.
 func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
+	return c.push(ctx, params, workerID, false)
+}
+
+// push pushes to every shard of params, or only to those that rejected the
+// last push; accepted is false if any shard rejected this one.
+func (c *Client) push(ctx context.Context, params []*nn.Param, workerID int, onlyRejected bool) (accepted bool, err error) {
 	l, err := c.layoutFor(params)
 	if err != nil {
 		return false, err
@@ -416,6 +422,14 @@ func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (ac
 	var mu sync.Mutex
 	accepted = true
 	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
+		if onlyRejected {
+			s.pushMu.Lock()
+			rejected := s.rejected
+			s.pushMu.Unlock()
+			if !rejected {
+				return nil
+			}
+		}
 		ok, err := c.pushShard(ctx, s, group, workerID)
 		if !ok {
 			mu.Lock()
@@ -615,28 +629,7 @@ func (b *expBackoff) wait(ctx context.Context) error {
 // computation must not count the minibatch twice). accepted is false if
 // any of them rejected again.
 func (c *Client) PushRejected(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
-	l, err := c.layoutFor(params)
-	if err != nil {
-		return false, err
-	}
-	var mu sync.Mutex
-	accepted = true
-	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
-		s.pushMu.Lock()
-		rejected := s.rejected
-		s.pushMu.Unlock()
-		if !rejected {
-			return nil
-		}
-		ok, err := c.pushShard(ctx, s, group, workerID)
-		if !ok {
-			mu.Lock()
-			accepted = false
-			mu.Unlock()
-		}
-		return err
-	})
-	return accepted && err == nil, err
+	return c.push(ctx, params, workerID, true)
 }
 
 // SetLiveWorkers tells every shard how many workers are alive (sync SGD;
