@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
@@ -192,7 +193,8 @@ func TestSaveModelWritesACheckpoint(t *testing.T) {
 	writeMLPCheckpoint(t, stale, 999, nil)
 
 	m.psAddrs, m.psListen = []string{lis.Addr().String()}, []string{lis.Addr().String()}
-	path, version, err := m.saveModel(ctx)
+	saved := m.saveModel(ctx, &job.Save{Model: true})
+	path, version, err := saved.ModelPath, saved.ModelVersion, saved.Err
 	if err != nil {
 		t.Fatal(err)
 	}

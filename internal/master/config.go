@@ -5,20 +5,21 @@ import (
 	"fmt"
 	"time"
 
+	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps"
 )
 
 // Job modes: what a job does with its model.
 const (
 	// ModeTrain trains on TrainingData (and evaluates on ValidationData).
-	ModeTrain = "train"
+	ModeTrain = job.ModeTrain
 	// ModeEvaluate evaluates the model restored from CheckpointDirForInit
 	// on ValidationData: one evaluation pass, no training.
-	ModeEvaluate = "evaluate"
+	ModeEvaluate = job.ModeEvaluate
 	// ModePredict writes the predictions of the model restored from
 	// CheckpointDirForInit for every record of PredictionData to
 	// PredictionOutputs (CSV), in input order.
-	ModePredict = "predict"
+	ModePredict = job.ModePredict
 )
 
 // Config is everything the master of one job needs to know.

@@ -61,9 +61,7 @@ func TestEvaluationDuringTraining(t *testing.T) {
 	}
 	reportEval(t, m, 0, e1, 26, 256)
 	reportEval(t, m, 1, e2, 27, 244)
-	m.mu.Lock()
-	hist := append([]EvalRecord(nil), m.summary.Evaluations...)
-	m.mu.Unlock()
+	hist := summaryOf(m).Evaluations
 	if len(hist) != 1 || hist[0] != (EvalRecord{Version: 20, Accuracy: 0.5, Loss: 1, Records: 1000, MinVersionUsed: 26, MaxVersionUsed: 27}) {
 		t.Fatalf("history %+v", hist)
 	}
@@ -81,7 +79,7 @@ func TestEvaluationDuringTraining(t *testing.T) {
 				t.Fatalf("a periodic pass at the version that ended training: %v", tk)
 			}
 			select {
-			case <-m.done:
+			case <-m.ended:
 				goto done
 			default:
 			}
@@ -98,7 +96,7 @@ func TestEvaluationDuringTraining(t *testing.T) {
 		reportTrain(t, m, 0, tk, v)
 	}
 done:
-	s := m.buildSummary(nil, 0)
+	s := summaryOf(m)
 	if len(s.Evaluations) != 3 {
 		t.Fatalf("history %+v", s.Evaluations)
 	}
@@ -107,21 +105,6 @@ done:
 	}
 	if s.Eval == nil || s.Eval.Accuracy != 1 || s.Eval.Records != 1000 || s.Eval.ModelVersion != 33 {
 		t.Fatalf("eval %+v", s.Eval)
-	}
-}
-
-func TestFinalPassAtAPeriodicVersionGetsItsOwnKey(t *testing.T) {
-	m, _, _ := newTestMaster(t, func(c *Config) { c.ValidationData = c.TrainingData; c.EvaluationSteps = 10 })
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.queueEvalLocked(10, false); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.queueEvalLocked(10, true); err != nil {
-		t.Fatal(err)
-	}
-	if m.finalKey != 11 || m.passes[11].version != 10 || !m.passes[11].final {
-		t.Fatalf("final key %d, passes %+v", m.finalKey, m.passes)
 	}
 }
 
@@ -154,11 +137,11 @@ func TestEvaluateJob(t *testing.T) {
 	}
 	reportEval(t, m, 2, e3, 42, 244)
 	select {
-	case <-m.done:
+	case <-m.ended:
 	default:
 		t.Fatal("evaluate job not finished")
 	}
-	s := m.buildSummary(nil, 0)
+	s := summaryOf(m)
 	if s.Eval == nil || s.Eval.Accuracy != 0.5 || s.Eval.Records != 1000 || s.Eval.ModelVersion != 42 || len(s.Epochs) != 0 || s.Mode != ModeEvaluate {
 		t.Fatalf("summary %+v eval %+v", s, s.Eval)
 	}
@@ -238,11 +221,13 @@ func TestPredictJob(t *testing.T) {
 		c.PredictionOutputs = out
 		c.CheckpointDirForInit = init
 	})
-	pw, err := newPredictionWriter(out, m.predRecords, m.spec.NumClasses)
+	pf, err := newPredictionFile(out, m.spec.NumClasses)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.pred = pw
+	m.mu.Lock()
+	m.pred = pf
+	m.mu.Unlock()
 	ctx := context.Background()
 	p1, p2 := getTask(t, m, 0), getTask(t, m, 1)
 	if p1.Type != masterpb.TaskType_PREDICTION || p1.Shard.Start != 0 || p2.Shard.Start != 512 {
@@ -252,7 +237,7 @@ func TestPredictJob(t *testing.T) {
 	if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 1, TaskId: p2.Id, Records: 488, Predictions: predictions(512, 999, 10, nil)}); err != nil {
 		t.Fatal(err)
 	}
-	if s := m.buildSummary(nil, 0); s.Tasks.Failed != 1 {
+	if s := summaryOf(m); s.Tasks.Failed != 1 {
 		t.Fatalf("tasks %+v", s.Tasks)
 	}
 	p2 = getTask(t, m, 1)
@@ -274,12 +259,13 @@ func TestPredictJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-m.done:
+	case <-m.ended:
 	default:
 		t.Fatal("predict job not finished")
 	}
-	if err := pw.commit(); err != nil {
-		t.Fatal(err)
+	m.step(ctx, m.carryOutSave(ctx, m.save)) // commits the predictions
+	if s := summaryOf(m); s.Status != "succeeded" {
+		t.Fatal(s.Error)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -297,8 +283,8 @@ func TestPredictJob(t *testing.T) {
 			t.Fatalf("row %d is %q", i, l)
 		}
 	}
-	if pw.corrupt != 1 {
-		t.Fatalf("corrupt %d", pw.corrupt)
+	if p := summaryOf(m).Predictions; p == nil || p.CorruptRecords != 1 {
+		t.Fatalf("predictions %+v", p)
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*tmp*")); len(left) != 0 {
 		t.Fatalf("temp files left: %v", left)
@@ -308,17 +294,17 @@ func TestPredictJob(t *testing.T) {
 func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "p.csv")
-	pw, err := newPredictionWriter(out, 10, 2)
+	pf, err := newPredictionFile(out, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := pw.commit(); err == nil || !strings.Contains(err.Error(), "only records [0,0) of 10") {
+	if err := pf.commit(10); err == nil || !strings.Contains(err.Error(), "only records [0,0) of 10") {
 		t.Fatalf("commit of nothing: %v", err)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("left %v", ents)
 	}
-	if _, err := newPredictionWriter(filepath.Join(dir, "missing", "p.csv"), 10, 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := newPredictionFile(filepath.Join(dir, "missing", "p.csv"), 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing dir: %v", err)
 	}
 }
@@ -370,7 +356,7 @@ func TestEvaluationAUCFromHistograms(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := m.buildSummary(nil, 0)
+	s := summaryOf(m)
 	if s.Eval == nil || s.Eval.AUC == nil || *s.Eval.AUC != want.AUC() || len(s.Evaluations) != 1 || s.Evaluations[0].AUC == nil || *s.Evaluations[0].AUC != want.AUC() {
 		t.Fatalf("eval %+v, history %+v; want AUC %v", s.Eval, s.Evaluations, want.AUC())
 	}

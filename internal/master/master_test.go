@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/job"
 	"elasticdl/model"
 	"elasticdl/model/zoo"
 	"elasticdl/proto/masterpb"
@@ -105,16 +106,9 @@ func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.masterAddr = "127.0.0.1:2"
 	m.psAddrs, m.psListen = []string{"127.0.0.1:1"}, []string{"127.0.0.1:1"}
-	ctx := context.Background()
-	if err := m.launchPS(ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < cfg.NumWorkers; i++ {
-		if err := m.launchWorker(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m.step(context.Background(), job.Start{})
 	return m, fb, clk
 }
 
@@ -127,8 +121,14 @@ type snapshot struct {
 func snap(m *Master) snapshot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.disp.Progress()
-	return snapshot{progress: p, coverage: m.disp.Coverage(), summary: m.summary}
+	s := m.job.Snapshot()
+	return snapshot{progress: s.Progress, coverage: m.job.Coverage(), summary: s.Summary}
+}
+
+// summaryOf is the job's summary so far.
+func summaryOf(m *Master) *Summary {
+	s, _ := m.summary(0)
+	return s
 }
 
 func getTask(t *testing.T, m *Master, worker int32) *masterpb.Task {
@@ -230,14 +230,14 @@ func TestJobRunsToEvaluationAndFinish(t *testing.T) {
 		}
 	}
 	select {
-	case <-m.done:
+	case <-m.ended:
 	default:
 		t.Fatal("job not finished after all tasks")
 	}
 	if resp, _ := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); resp.Action != masterpb.GetTaskResponse_DONE {
 		t.Fatalf("want DONE, got %v", resp.Action)
 	}
-	s := m.buildSummary(nil, time.Second)
+	s := summaryOf(m)
 	if s.Eval == nil || s.Eval.Records != 1000 || s.Eval.Accuracy != 0.5 || s.Eval.Loss != 1 {
 		t.Fatalf("eval %+v", s.Eval)
 	}
@@ -264,7 +264,7 @@ func TestLostWorkerIsRelaunchedAndItsTaskRequeued(t *testing.T) {
 	if _, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); status.Code(err) != codes.NotFound {
 		t.Fatalf("dead worker's request: %v", err)
 	}
-	s := m.buildSummary(nil, 0)
+	s := summaryOf(m)
 	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 || s.Workers.Launched != 3 || s.Tasks.Requeued != 1 {
 		t.Fatalf("counts %+v %+v", s.Workers, s.Tasks)
 	}
@@ -278,7 +278,7 @@ func TestLostPSIsRelaunchedAtItsIndex(t *testing.T) {
 	if last.Role != cluster.PS || last.Index != 0 || last.ID != 1 {
 		t.Fatalf("relaunch = %+v, want ps ID 1 at index 0", last)
 	}
-	if s := m.buildSummary(nil, 0); s.PS.Lost != 1 || s.PS.Launched != 2 {
+	if s := summaryOf(m); s.PS.Lost != 1 || s.PS.Launched != 2 {
 		t.Fatalf("ps counts %+v", s.PS)
 	}
 }
@@ -288,17 +288,17 @@ func TestFailingWorkersEndTheJob(t *testing.T) {
 	ctx := context.Background()
 	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Phase: cluster.Exited, ExitCode: 2, Reason: cluster.Failed, Message: "boom"})
 	select {
-	case <-m.done:
+	case <-m.ended:
 		t.Fatal("job failed after the first worker error; one relaunch is allowed")
 	default:
 	}
 	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 1, Phase: cluster.Exited, ExitCode: 2, Reason: cluster.Failed, Message: "boom"})
 	select {
-	case <-m.done:
+	case <-m.ended:
 	default:
 		t.Fatal("job still running with no workers left")
 	}
-	if m.jobErr == nil {
+	if m.jobErr() == nil {
 		t.Fatal("no job error")
 	}
 }
@@ -327,7 +327,7 @@ func TestSilentWorkerIsStoppedAndReplaced(t *testing.T) {
 		if last := l[len(l)-1]; last.Role != cluster.Worker || last.Index != 0 || len(l) != 4 {
 			t.Fatalf("launches %+v, want a 4th: a worker in slot 0", l)
 		}
-		if s := m.buildSummary(nil, 0); s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
+		if s := summaryOf(m); s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
 			t.Fatalf("workers %+v", s.Workers)
 		}
 	}

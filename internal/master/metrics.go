@@ -53,9 +53,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		reg.Unregister(c)
 		return err
 	}
-	m.mu.Lock()
 	m.getTaskLatency = lat
-	m.mu.Unlock()
 	return nil
 }
 
@@ -68,22 +66,12 @@ func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
-	s := m.summary
-	pr := m.disp.Progress()
-	count := func(in map[int]*instance) (running, pending float64) {
-		for _, i := range in {
-			if i.running {
-				running++
-			} else {
-				pending++
-			}
-		}
-		return running, pending
-	}
-	wRun, wPend := count(m.workers)
-	pRun, pPend := count(m.ps)
-	version, finished := m.trainVersion, m.finished
+	snap := m.job.Snapshot()
 	m.mu.Unlock()
+	s, pr := snap.Summary, snap.Progress
+	wRun, wPend := float64(snap.WorkersRunning), float64(snap.WorkersPending)
+	pRun, pPend := float64(snap.PSRunning), float64(snap.PSPending)
+	version, finished := snap.ModelVersion, snap.Over
 
 	counter := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)

@@ -71,7 +71,7 @@ func TestMetricsFollowTheJob(t *testing.T) {
 		{"elasticdl_master_tasks_total", map[string]string{"outcome": "failed"}, 0},
 		{"elasticdl_master_records_done_total", nil, float64(n)},
 		{"elasticdl_master_model_version", nil, 5},
-		{"elasticdl_master_instances_launched_total", map[string]string{"role": "worker"}, float64(m.summary.Workers.Launched)},
+		{"elasticdl_master_instances_launched_total", map[string]string{"role": "worker"}, float64(summaryOf(m).Workers.Launched)},
 		{"elasticdl_master_instances", map[string]string{"role": "worker", "state": "running"}, 1}, // worker 0 called
 		{"elasticdl_master_get_task_seconds", nil, 1},
 		{"elasticdl_master_job_finished", nil, 0},

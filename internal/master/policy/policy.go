@@ -16,73 +16,29 @@
 //   - a worker not relaunched fails the job only if no worker is left.
 package policy
 
-import "fmt"
+import (
+	"fmt"
 
-// Role is the kind of instance.
-type Role int
-
-// Roles.
-const (
-	Worker Role = iota
-	PS
+	"elasticdl/internal/cluster"
 )
 
-func (r Role) String() string {
+// reasonWord is how the policy's messages name an exit reason; the zero
+// ExitReason is unknown (classified from the exit code, see classify).
+func reasonWord(r cluster.ExitReason) string {
 	switch r {
-	case Worker:
-		return "worker"
-	case PS:
-		return "ps"
-	}
-	return fmt.Sprintf("Role(%d)", int(r))
-}
-
-// ExitReason is why an instance exited, as classified by the master from the
-// platform's status.
-type ExitReason int
-
-// Exit reasons.
-const (
-	// Unknown (the zero value) is classified from ExitCode: 0 is Completed,
-	// anything else Error. That keeps a forgotten field on the safe side.
-	Unknown ExitReason = iota
-	// Completed: exit code 0.
-	Completed
-	// Killed by a signal (SIGKILL/SIGTERM) that we did not ask for.
-	Killed
-	// Preempted by the cluster (spot/low-priority capacity reclaimed).
-	Preempted
-	// OOMKilled: killed for exceeding its memory limit.
-	OOMKilled
-	// Error: non-zero exit code.
-	Error
-	// Deleted: the instance was removed out-of-band (e.g. kubectl delete).
-	Deleted
-)
-
-func (r ExitReason) String() string {
-	switch r {
-	case Unknown:
+	case 0:
 		return "unknown"
-	case Completed:
-		return "completed"
-	case Killed:
-		return "killed"
-	case Preempted:
-		return "preempted"
-	case OOMKilled:
-		return "OOMKilled"
-	case Error:
+	case cluster.Failed:
 		return "error"
-	case Deleted:
-		return "deleted"
+	case cluster.OOMKilled:
+		return "OOMKilled"
 	}
-	return fmt.Sprintf("ExitReason(%d)", int(r))
+	return r.String()
 }
 
 // Exit describes one instance that exited.
 type Exit struct {
-	Role Role
+	Role cluster.Role
 	// ID is the instance's own id (unique per launch), used in messages.
 	ID int
 	// Slot identifies the lineage: a worker's slot is the ID of the first
@@ -90,7 +46,10 @@ type Exit struct {
 	// counts follow the slot, not the instance. For a PS, Slot is its index.
 	Slot     int
 	ExitCode int
-	Reason   ExitReason
+	// Reason is zero when unknown: it is then classified from ExitCode
+	// (0 is completed, anything else an error), which keeps a forgotten
+	// field on the safe side.
+	Reason   cluster.ExitReason
 	// Message is the platform's or process's last words, quoted in Reason.
 	Message string
 	// Requested is true when the master asked the instance to stop (scale
@@ -188,7 +147,7 @@ func (p *Policy) WorkerRelaunches() int { return p.workerRelaunch }
 func (p *Policy) Decide(e Exit, jobFinished bool) Decision {
 	who := fmt.Sprintf("%s %d (slot %d)", e.Role, e.ID, e.Slot)
 	reason := classify(e)
-	what := fmt.Sprintf("%s exited: %s, code %d", who, reason, e.ExitCode)
+	what := fmt.Sprintf("%s exited: %s, code %d", who, reasonWord(reason), e.ExitCode)
 	if e.Message != "" {
 		what += fmt.Sprintf(", %q", e.Message)
 	}
@@ -199,9 +158,9 @@ func (p *Policy) Decide(e Exit, jobFinished bool) Decision {
 		return Decision{Reason: what + "; stop was requested, not relaunching"}
 	}
 	switch e.Role {
-	case PS:
+	case cluster.PS:
 		return p.decidePS(e, what)
-	case Worker:
+	case cluster.Worker:
 		return p.decideWorker(e, reason, what)
 	}
 	// A role we do not know is a bug in the caller; fail loudly rather than
@@ -209,14 +168,14 @@ func (p *Policy) Decide(e Exit, jobFinished bool) Decision {
 	return Decision{FailJob: true, Reason: what + "; unknown role, failing the job"}
 }
 
-func classify(e Exit) ExitReason {
-	if e.Reason != Unknown {
+func classify(e Exit) cluster.ExitReason {
+	if e.Reason != 0 {
 		return e.Reason
 	}
 	if e.ExitCode == 0 {
-		return Completed
+		return cluster.Completed
 	}
-	return Error
+	return cluster.Failed
 }
 
 func (p *Policy) decidePS(e Exit, what string) Decision {
@@ -231,11 +190,11 @@ func (p *Policy) decidePS(e Exit, what string) Decision {
 		what, n+1, p.cfg.MaxPSRelaunches)}
 }
 
-func (p *Policy) decideWorker(e Exit, reason ExitReason, what string) Decision {
+func (p *Policy) decideWorker(e Exit, reason cluster.ExitReason, what string) Decision {
 	switch reason {
-	case Completed:
+	case cluster.Completed:
 		return p.noRelaunch(e, what+"; worker completed before the job finished, not relaunching")
-	case Error:
+	case cluster.Failed:
 		p.slotFailures[e.Slot]++
 		n := p.slotFailures[e.Slot]
 		if n > p.cfg.MaxWorkerFailureRelaunches {
@@ -243,9 +202,9 @@ func (p *Policy) decideWorker(e Exit, reason ExitReason, what string) Decision {
 				what, n, p.cfg.MaxWorkerFailureRelaunches))
 		}
 		return p.relaunchWorker(e, fmt.Sprintf("%s; relaunching after failure %d of %d allowed", what, n, p.cfg.MaxWorkerFailureRelaunches))
-	case OOMKilled:
+	case cluster.OOMKilled:
 		return p.relaunchWorker(e, what+"; out of memory, relaunching with the same resources (raise the memory limit if it repeats)")
-	case Killed, Preempted, Deleted:
+	case cluster.Killed, cluster.Preempted, cluster.Deleted:
 		// The instance, not the program, was lost: relaunching is the
 		// point of an elastic job.
 		return p.relaunchWorker(e, what+"; instance lost, relaunching")

@@ -3,9 +3,24 @@ package policy
 import (
 	"strings"
 	"testing"
+
+	"elasticdl/internal/cluster"
 )
 
-func worker(id, slot int, r ExitReason, live int) Exit {
+// The roles and reasons the tables use, in the policy's words.
+const (
+	Worker    = cluster.Worker
+	PS        = cluster.PS
+	Unknown   = cluster.ExitReason(0)
+	Completed = cluster.Completed
+	Killed    = cluster.Killed
+	Preempted = cluster.Preempted
+	OOMKilled = cluster.OOMKilled
+	Error     = cluster.Failed
+	Deleted   = cluster.Deleted
+)
+
+func worker(id, slot int, r cluster.ExitReason, live int) Exit {
 	code := 0
 	switch r {
 	case Error:
@@ -16,7 +31,7 @@ func worker(id, slot int, r ExitReason, live int) Exit {
 	return Exit{Role: Worker, ID: id, Slot: slot, Reason: r, ExitCode: code, LiveWorkers: live}
 }
 
-func ps(slot int, r ExitReason) Exit {
+func ps(slot int, r cluster.ExitReason) Exit {
 	return Exit{Role: PS, ID: slot, Slot: slot, Reason: r, ExitCode: 1}
 }
 
@@ -133,8 +148,8 @@ func TestDecide(t *testing.T) {
 			exit: ps(0, Killed), relaunch: true},
 
 		// Caller bugs fail loudly.
-		{name: "unknown role", cfg: def, exit: Exit{Role: Role(7), Reason: Killed}, failJob: true, says: []string{"Role(7)", "unknown role"}},
-		{name: "unknown reason value", cfg: def, exit: worker(1, 1, ExitReason(42), 3), failJob: true, says: []string{"ExitReason(42)"}},
+		{name: "unknown role", cfg: def, exit: Exit{Role: cluster.Role("Role(7)"), Reason: Killed}, failJob: true, says: []string{"Role(7)", "unknown role"}},
+		{name: "unknown reason value", cfg: def, exit: worker(1, 1, cluster.ExitReason(42), 3), failJob: true, says: []string{"reason(42)"}},
 
 		// The message is quoted in the reason.
 		{name: "message quoted", cfg: def, exit: Exit{Role: Worker, ID: 4, Slot: 2, Reason: Error, ExitCode: 3, Message: "CUDA error", LiveWorkers: 1},
@@ -203,7 +218,7 @@ func TestCounters(t *testing.T) {
 		{withCode(worker(6, 6, Unknown, 1), 1), false},       // slot 6 failure, relaunch
 		{withCode(worker(7, 7, Unknown, 0), 0), false},       // completed: nothing
 		{worker(8, 8, OOMKilled, 3), false},                  // relaunch
-		{Exit{Role: Role(9), Reason: Killed, ID: 10}, false}, // fails, not counted
+		{Exit{Role: cluster.Role("Role(9)"), Reason: Killed, ID: 10}, false}, // fails, not counted
 	}
 	for _, s := range steps {
 		p.Decide(s.exit, s.finished)
@@ -229,23 +244,24 @@ func TestCounters(t *testing.T) {
 	}
 }
 
-func TestStrings(t *testing.T) {
+// The words the policy's messages use for roles and exit reasons.
+func TestWords(t *testing.T) {
 	tests := []struct {
 		got, want string
 	}{
-		{Worker.String(), "worker"},
-		{PS.String(), "ps"},
-		{Unknown.String(), "unknown"},
-		{Completed.String(), "completed"},
-		{Killed.String(), "killed"},
-		{Preempted.String(), "preempted"},
-		{OOMKilled.String(), "OOMKilled"},
-		{Error.String(), "error"},
-		{Deleted.String(), "deleted"},
+		{string(Worker), "worker"},
+		{string(PS), "ps"},
+		{reasonWord(Unknown), "unknown"},
+		{reasonWord(Completed), "completed"},
+		{reasonWord(Killed), "killed"},
+		{reasonWord(Preempted), "preempted"},
+		{reasonWord(OOMKilled), "OOMKilled"},
+		{reasonWord(Error), "error"},
+		{reasonWord(Deleted), "deleted"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
-			t.Errorf("String() = %q, want %q", tc.got, tc.want)
+			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,160 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"elasticdl/data"
+	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/model"
+)
+
+// checkOutputDir fails when the directory a file is to be written to does
+// not exist.
+func checkOutputDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--prediction_outputs: directory %s does not exist: create it first", dir)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--prediction_outputs: %s is not a directory", dir)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("--prediction_outputs: %s is a directory; give a file name", path)
+	}
+	return nil
+}
+
+// countRecords opens a data source to learn its size and check that it
+// fits the model, then closes it: workers read the records themselves.
+func countRecords(uri string, spec model.Spec) (int64, error) {
+	src, err := data.Open(uri)
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	if !sameShape(src.FeatureShape(), spec.InputShape) {
+		return 0, fmt.Errorf("%s: records have shape %v, model %s expects %v", uri, src.FeatureShape(), spec.Name, spec.InputShape)
+	}
+	if spec.Sparse != nil {
+		cs, ok := src.(data.CategoricalSource)
+		if !ok {
+			return 0, fmt.Errorf("%s: records have no categorical ids, model %s expects %d", uri, spec.Name, spec.Sparse.NumCategorical)
+		}
+		if cs.NumCategorical() != spec.Sparse.NumCategorical {
+			return 0, fmt.Errorf("%s: records have %d categorical ids, model %s expects %d",
+				uri, cs.NumCategorical(), spec.Name, spec.Sparse.NumCategorical)
+		}
+	}
+	if src.Len() == 0 {
+		return 0, fmt.Errorf("%s: no records", uri)
+	}
+	return src.Len(), nil
+}
+
+// checkCheckpoints fails the job before anything is launched when the
+// checkpoint the PS would start from does not fit the model, or when
+// --checkpoint_dir_for_init holds none; otherwise every PS would fail at
+// start, or every worker at its first pull.
+func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, error) {
+	if cfg.CheckpointDir == "" && cfg.CheckpointDirForInit == "" {
+		return -1, nil
+	}
+	var set *checkpoint.Set
+	flagName := "checkpoint_dir"
+	if cfg.CheckpointDir != "" {
+		var err error
+		set, err = checkpoint.Load(cfg.CheckpointDir, log)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+			return -1, fmt.Errorf("--checkpoint_dir: %w", err)
+		}
+	}
+	if set == nil && cfg.CheckpointDirForInit != "" {
+		var err error
+		flagName = "checkpoint_dir_for_init"
+		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
+			return -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+		}
+	}
+	if set == nil {
+		return -1, nil
+	}
+	// Only the names and shapes matter.
+	params := spec.Build(rand.New(rand.NewSource(cfg.Seed))).Params()
+	dims := map[string][]int64{}
+	for _, c := range set.Shards {
+		for _, t := range c.GetDenseParameters() {
+			dims[t.GetName()] = t.GetDims()
+		}
+	}
+	for _, p := range params {
+		d, ok := dims[p.Name]
+		if !ok {
+			return -1, fmt.Errorf("--%s: %s does not fit model %s: no parameter %q", flagName, set.Dir, spec.Name, p.Name)
+		}
+		if !slices.Equal(d, intsToInt64(p.Value.Shape)) {
+			return -1, fmt.Errorf("--%s: %s does not fit model %s: parameter %q has shape %v, the model %v", flagName, set.Dir, spec.Name, p.Name, d, p.Value.Shape)
+		}
+	}
+	if len(dims) != len(params) {
+		return -1, fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
+	}
+	if err := checkTables(set, spec); err != nil {
+		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
+	}
+	log.Info("parameter servers will start from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
+	return set.Version, nil
+}
+
+// checkTables checks the checkpoint's embedding tables against the model's:
+// each must be one of the model's, with its dimension. A table of the model
+// that the checkpoint lacks is fine (its rows are created on first use).
+func checkTables(set *checkpoint.Set, spec model.Spec) error {
+	want := map[string]int{}
+	if spec.Sparse != nil {
+		for _, t := range spec.Sparse.Tables() {
+			want[t.Table] = t.Dim
+		}
+	}
+	for _, c := range set.Shards {
+		for _, et := range c.GetEmbeddingTables() {
+			name, dim := et.GetInfo().GetName(), et.GetInfo().GetDim()
+			d, ok := want[name]
+			if !ok {
+				return fmt.Errorf("embedding table %q is not one of the model's", name)
+			}
+			if int64(d) != dim {
+				return fmt.Errorf("embedding table %q has dimension %d, the model %d", name, dim, d)
+			}
+		}
+	}
+	return nil
+}
+
+func intsToInt64(s []int) []int64 {
+	out := make([]int64, len(s))
+	for i, v := range s {
+		out[i] = int64(v)
+	}
+	return out
+}
+
+func sameShape(a, b []int) bool {
+	prod := func(s []int) int {
+		p := 1
+		for _, d := range s {
+			p *= d
+		}
+		return p
+	}
+	// A flat record fits a model whose input has the same number of values.
+	return prod(a) == prod(b)
+}
+

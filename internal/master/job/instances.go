@@ -1,0 +1,255 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/policy"
+)
+
+func (j *Job) launchPS(now time.Time, index int, relaunch string) {
+	id := j.nextPSID
+	j.nextPSID++
+	live := j.runningWorkers()
+	if j.nextWorkerID == 0 {
+		live = j.cfg.NumWorkers // the first PS start before the workers
+	}
+	j.ps[index] = &instance{id: id, index: index, lastSeen: now}
+	j.summary.PS.Launched++
+	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.PS, ID: id, Index: index, LiveWorkers: live, Relaunch: relaunch})
+}
+
+func (j *Job) launchWorker(now time.Time, index int, relaunch string) {
+	id := j.nextWorkerID
+	j.nextWorkerID++
+	j.workers[id] = &instance{id: id, index: index, lastSeen: now}
+	j.summary.Workers.Launched++
+	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.Worker, ID: id, Index: index, Relaunch: relaunch})
+	j.sendLiveWorkers(false)
+}
+
+// launchFailed: a worker that could not be launched is forgotten; either
+// way the job cannot have what it needs, and fails.
+func (j *Job) launchFailed(ev LaunchFailed) {
+	l := ev.Launch
+	if l.Role == cluster.Worker {
+		delete(j.workers, l.ID)
+	}
+	err := ev.Err
+	if l.Relaunch != "" {
+		err = fmt.Errorf("relaunch after %s: %w", l.Relaunch, err)
+	}
+	j.fail(err)
+}
+
+// sendLiveWorkers tells every PS how many workers run now (sync SGD only),
+// so that no version waits for a gone worker; flush also makes them apply
+// what they accumulated (end of training). Each count carries a higher
+// generation, so that a PS never takes an older count over a newer one.
+func (j *Job) sendLiveWorkers(flush bool) {
+	if !j.cfg.SyncSGD || !j.liveSending || j.phase.over() {
+		return // after the tasks, Save carries the last count
+	}
+	j.liveGen++
+	j.ready.LiveWorkers = append(j.ready.LiveWorkers, LiveWorkers{Live: j.runningWorkers(), Gen: j.liveGen, Flush: flush})
+}
+
+// runningWorkers counts the workers that run (a pending pod is not a
+// worker a sync version may wait for).
+func (j *Job) runningWorkers() int {
+	n := 0
+	for _, w := range j.workers {
+		if w.running {
+			n++
+		}
+	}
+	return n
+}
+
+// RunningWorkers is the number of workers that run now.
+func (j *Job) RunningWorkers() int { return j.runningWorkers() }
+
+// seen marks the worker making a request alive (and running: a pod that
+// talks runs, whatever the backend said so far). A worker this master did
+// not launch, or already gave up on, is refused.
+func (j *Job) seen(id int, now time.Time) error {
+	w, ok := j.workers[id]
+	if !ok {
+		return fmt.Errorf("%w %d: not launched by this master or already lost", ErrUnknownWorker, id)
+	}
+	w.lastSeen = now
+	if !w.running {
+		w.running = true
+		j.noteRunning(cluster.Worker)
+	}
+	return nil
+}
+
+// noteRunning updates what depends on the number of running workers.
+func (j *Job) noteRunning(r cluster.Role) {
+	if r != cluster.Worker {
+		return
+	}
+	j.summary.Workers.MaxRunning = max(j.summary.Workers.MaxRunning, j.runningWorkers())
+	j.sendLiveWorkers(false)
+}
+
+func (j *Job) lookup(r cluster.Role, id int) *instance {
+	switch r {
+	case cluster.Worker:
+		return j.workers[id]
+	case cluster.PS:
+		for _, in := range j.ps {
+			if in.id == id {
+				return in
+			}
+		}
+	}
+	return nil
+}
+
+func (j *Job) instanceEvent(now time.Time, ev cluster.Event) {
+	name := cluster.InstanceName(ev.Role, ev.ID)
+	switch ev.Phase {
+	case cluster.Pending:
+		j.log.Info("instance pending", "instance", name)
+	case cluster.Running:
+		if in := j.lookup(ev.Role, ev.ID); in != nil && !in.running {
+			// Silence is measured from here: a pending pod is not silent.
+			in.running, in.lastSeen = true, now
+			j.noteRunning(ev.Role)
+		}
+		j.log.Debug("instance running", "instance", name)
+	case cluster.Exited:
+		j.exited(now, ev)
+	}
+}
+
+// exited forgets an instance that ended and decides, with the policy, what
+// follows: its tasks back to todo, a relaunch, or the end of the job.
+func (j *Job) exited(now time.Time, ev cluster.Event) {
+	in := j.lookup(ev.Role, ev.ID)
+	if in == nil {
+		return // an instance this master no longer tracks (already replaced)
+	}
+	if j.phase.over() {
+		// The job is done: workers exit, the backend stops the rest.
+		j.forget(ev.Role, in)
+		return
+	}
+	name := cluster.InstanceName(ev.Role, ev.ID)
+	lost := !ev.Requested && ev.Reason != cluster.Completed
+	counts := &j.summary.Workers.Lost
+	if ev.Role == cluster.PS {
+		counts = &j.summary.PS.Lost
+	}
+	if lost {
+		*counts++
+		if ev.Reason == cluster.Preempted {
+			j.countPreempted(ev.Role)
+		}
+	}
+	j.forget(ev.Role, in)
+	if ev.Role == cluster.Worker {
+		if requeued := j.disp.WorkerLost(ev.ID, now); len(requeued) > 0 {
+			j.summary.Tasks.Requeued += int64(len(requeued))
+			j.log.Info("tasks of a lost worker back to todo", "instance", name, "tasks", len(requeued))
+		}
+		j.sendLiveWorkers(false)
+	}
+	decision := j.policy.Decide(policy.Exit{
+		Role: ev.Role, ID: ev.ID, Slot: in.index, ExitCode: ev.ExitCode, Reason: ev.Reason,
+		Message: ev.Message, Requested: ev.Requested, LiveWorkers: len(j.workers),
+	}, false)
+	level := j.log.Info
+	if lost {
+		level = j.log.Warn
+	}
+	level("instance exited", "instance", name, "reason", ev.Reason, "exit_code", ev.ExitCode,
+		"message", ev.Message, "relaunch", decision.Relaunch, "decision", decision.Reason)
+	if lost {
+		msg := fmt.Sprintf("%s %s (exit %d): %s", name, ev.Reason, ev.ExitCode, ev.Message)
+		if decision.Relaunch {
+			msg += "; relaunching"
+		}
+		j.notice(true, noticeReason(ev.Role, ev.Reason), msg)
+	}
+	switch {
+	case decision.FailJob:
+		j.fail(fmt.Errorf("%s %s: %s", name, ev.Reason, decision.Reason))
+	case decision.Relaunch && ev.Role == cluster.Worker:
+		j.launchWorker(now, in.index, name+" "+ev.Reason.String())
+		j.summary.Workers.Relaunched++
+	case decision.Relaunch:
+		j.launchPS(now, in.index, name+" "+ev.Reason.String())
+		j.summary.PS.Relaunched++
+	}
+}
+
+func (j *Job) forget(r cluster.Role, in *instance) {
+	if r == cluster.Worker {
+		delete(j.workers, in.id)
+	} else {
+		delete(j.ps, in.index)
+	}
+}
+
+func (j *Job) countPreempted(r cluster.Role) {
+	if r == cluster.Worker {
+		j.summary.Workers.Preempted++
+	} else {
+		j.summary.PS.Preempted++
+	}
+}
+
+// noticeReason is the Kubernetes-style Event reason of a lost instance,
+// e.g. WorkerPreempted, PSOOMKilled.
+func noticeReason(r cluster.Role, why cluster.ExitReason) string {
+	role := "Worker"
+	if r == cluster.PS {
+		role = "PS"
+	}
+	switch why {
+	case cluster.Preempted:
+		return role + "Preempted"
+	case cluster.OOMKilled:
+		return role + "OOMKilled"
+	case cluster.Deleted:
+		return role + "Deleted"
+	case cluster.Killed:
+		return role + "Killed"
+	}
+	return role + "Failed"
+}
+
+// tick applies timeouts: tasks held too long go back to todo, and a worker
+// that went silent (alive to the backend, but hung) is stopped and treated
+// at once as lost — its tasks requeued, a replacement launched — without
+// waiting for a hung process to die. Its real exit is then ignored.
+func (j *Job) tick(now time.Time) {
+	if requeued := j.disp.Tick(now); len(requeued) > 0 {
+		j.summary.Tasks.Requeued += int64(len(requeued))
+		j.log.Warn("tasks timed out, back to todo", "tasks", len(requeued), "timeout", j.cfg.Tasks.TaskTimeout)
+	}
+	if !j.phase.over() {
+		var silent []int
+		for id, w := range j.workers {
+			if w.running && now.Sub(w.lastSeen) > j.cfg.HeartbeatTimeout {
+				silent = append(silent, id)
+			}
+		}
+		slices.Sort(silent) // a deterministic order of decisions
+		for _, id := range silent {
+			j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
+			j.exited(now, cluster.Event{
+				Role: cluster.Worker, ID: id, Index: j.workers[id].index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed,
+				Message: fmt.Sprintf("silent for over %s: stopped by the master", j.cfg.HeartbeatTimeout),
+			})
+		}
+	}
+	if err := j.disp.Err(); err != nil {
+		j.fail(err)
+	}
+}

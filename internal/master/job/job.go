@@ -1,0 +1,435 @@
+// Package job is the decision core of a job's master: one pure state
+// machine that holds everything the master decides with — the task
+// dispatcher (package task), the relaunch policy (package policy), the
+// instances and their states, the evaluation passes, the order of a
+// predict job's rows, the live-worker generation for sync SGD, the summary
+// counters and the job's phase.
+//
+// Its inputs are events (Step): instance events from the cluster backend,
+// workers' requests and reports, clock ticks, and the outcome of what the
+// master carried out. What to do comes back in a Ready (as etcd's raft
+// returns it): instances to launch or stop, live-worker counts for the PS,
+// notices, prediction rows to write in order, the model to save. The core
+// does no I/O, reads no clock (every Step gets now), starts no goroutine and
+// takes no lock; the master (its shell) serialises Steps and carries out
+// the Ready. That makes every rule a table test and a whole job a
+// simulation (see sim_test.go).
+package job
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/policy"
+	"elasticdl/internal/master/task"
+)
+
+// Job modes: what a job does with its model.
+const (
+	// ModeTrain trains on the training data (and evaluates on the
+	// validation data).
+	ModeTrain = "train"
+	// ModeEvaluate evaluates a restored model on the validation data: one
+	// pass, no training.
+	ModeEvaluate = "evaluate"
+	// ModePredict predicts every record of the prediction data with a
+	// restored model, rows released in input order.
+	ModePredict = "predict"
+)
+
+// Phase is where the job is in its life.
+type Phase int
+
+// Phases, in the order a job goes through them (a job may skip some, and
+// may fail from any phase before Succeeded).
+const (
+	Starting   Phase = iota // before Start
+	Training                // training tasks (and periodic evaluation passes)
+	Evaluating              // the final evaluation pass, or an evaluate job's pass
+	Predicting              // a predict job's tasks
+	Saving                  // all tasks done; the shell saves the model or commits the predictions
+	Succeeded
+	Failed
+)
+
+func (p Phase) String() string {
+	switch p {
+	case Starting:
+		return "starting"
+	case Training:
+		return "training"
+	case Evaluating:
+		return "evaluating"
+	case Predicting:
+		return "predicting"
+	case Saving:
+		return "saving"
+	case Succeeded:
+		return "succeeded"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Phase(%d)", int(p))
+}
+
+// over reports whether workers are done: no task will be handed out again.
+func (p Phase) over() bool { return p >= Saving }
+
+// Config is what the core needs to know of a job; the shell has checked
+// it, and counted the records of each data set.
+type Config struct {
+	// Mode is ModeTrain, ModeEvaluate or ModePredict ("" means train).
+	Mode     string
+	JobName  string
+	ModelDef string
+	// Tasks configures the dispatcher; for a training job it holds the
+	// training shards and epochs.
+	Tasks task.Config
+	// RecordsPerTask sizes evaluation and prediction tasks.
+	RecordsPerTask int64
+	// ValidationData (may be empty) and its record count; EvaluationSteps
+	// > 0 queues a pass each time the model version reported by training
+	// crosses a multiple of it.
+	ValidationData    string
+	ValidationRecords int64
+	EvaluationSteps   int64
+	// PredictionData, its record count, the CSV path the shell writes, and
+	// the model's number of classes (predict jobs).
+	PredictionData    string
+	PredictionRecords int64
+	PredictionOutputs string
+	NumClasses        int
+
+	NumWorkers, NumPS int
+	// SyncSGD: the PS apply the average of the live workers' pushes, so
+	// they must be told how many workers are live (Ready.LiveWorkers).
+	SyncSGD bool
+	// HeartbeatTimeout: a running worker silent this long is stopped and
+	// replaced.
+	HeartbeatTimeout time.Duration
+	Policy           policy.Config
+	// InitVersion is the version of the checkpoint the PS start from (-1:
+	// none); an evaluate job's pass and a non-training job's model version.
+	InitVersion int64
+	// Logger receives the core's decisions; slog.Default when nil.
+	Logger *slog.Logger
+}
+
+func (c *Config) training() bool { return c.Mode == "" || c.Mode == ModeTrain }
+
+// Errors of requests, wrapped with context; the shell maps them to gRPC
+// codes with errors.Is.
+var (
+	// ErrUnknownWorker: the request comes from a worker this master did not
+	// launch or already gave up on; it must not touch the job's state.
+	ErrUnknownWorker = errors.New("unknown worker")
+	// ErrRejected: the request does not fit the job's state (a task the
+	// worker does not hold, a late report).
+	ErrRejected = errors.New("rejected")
+	// ErrInvalid: the request is malformed.
+	ErrInvalid = errors.New("invalid request")
+)
+
+// Job is the state of one job. Build it with New; it is not safe for
+// concurrent use (the shell holds one lock around Step and Ready).
+type Job struct {
+	cfg    Config
+	log    *slog.Logger
+	phase  Phase
+	jobErr error
+
+	disp   *task.Dispatcher
+	policy *policy.Policy
+
+	workers      map[int]*instance // live workers by ID
+	ps           map[int]*instance // live PS by shard index
+	nextWorkerID int
+	nextPSID     int
+
+	evalScheduled bool                  // the final pass is queued
+	evalPending   map[int64]evalMetrics // by task ID, until the task succeeds
+	passes        map[int64]*evalPass   // by dispatcher key (see queueEval)
+	finalKey      int64                 // key of the final pass; -1 until queued
+	// trainVersion is the highest model version training reports carried;
+	// nextEvalAt the version whose crossing queues the next pass.
+	trainVersion, nextEvalAt int64
+
+	pred *predictionOrder // predict jobs only
+
+	// liveGen orders the live-worker counts sent to the PS (sync SGD);
+	// liveSending is set once the initial workers are launched (the PS
+	// started with --live_workers=NumWorkers).
+	liveGen     int64
+	liveSending bool
+
+	summary         Summary
+	saved           Saved
+	progress        progressMeter
+	trainingStart   time.Time
+	trainingEnd     time.Time
+	epochsAnnounced int
+
+	ready Ready
+}
+
+type instance struct {
+	id, index int
+	lastSeen  time.Time
+	running   bool
+}
+
+// New builds the core of a job: the dispatcher with its tasks, and the
+// evaluation or prediction pass of an evaluate or predict job.
+func New(cfg Config) (*Job, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = ModeTrain
+	}
+	disp, err := task.New(cfg.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("task dispatcher: %w", err)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	j := &Job{
+		cfg:         cfg,
+		log:         logger,
+		disp:        disp,
+		policy:      policy.New(cfg.Policy),
+		workers:     map[int]*instance{},
+		ps:          map[int]*instance{},
+		evalPending: map[int64]evalMetrics{},
+		passes:      map[int64]*evalPass{},
+		finalKey:    -1,
+		nextEvalAt:  cfg.EvaluationSteps,
+		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
+	}
+	switch cfg.Mode {
+	case ModeEvaluate:
+		// One pass over the restored model: its key is the checkpoint's
+		// version.
+		j.evalScheduled = true
+		if err := j.queueEval(cfg.InitVersion, true); err != nil {
+			return nil, err
+		}
+	case ModePredict:
+		if _, err := disp.AddPrediction([]task.Shard{{Name: cfg.PredictionData, Records: cfg.PredictionRecords}}, cfg.RecordsPerTask); err != nil {
+			return nil, fmt.Errorf("schedule prediction: %w", err)
+		}
+		j.pred = newPredictionOrder(cfg.PredictionRecords, cfg.NumClasses)
+	}
+	return j, nil
+}
+
+// Event is an input of Step.
+type Event interface{ isEvent() }
+
+// Start launches the job's parameter servers and workers.
+type Start struct{}
+
+// Tick applies timeouts: held tasks, silent workers.
+type Tick struct{}
+
+// Fail ends the job with Err (the first error wins): the context was
+// cancelled, the backend failed, the predictions could not be written.
+type Fail struct{ Err error }
+
+// Saved is the outcome of Ready.Save: where the model went, or why saving
+// (or committing the predictions) failed.
+type Saved struct {
+	Err          error
+	ModelPath    string
+	ModelVersion int64
+	// Restores are the checkpoints the PS had restored at start.
+	Restores []PSRestore
+}
+
+// Instance is a backend event about one of the job's instances.
+type Instance struct{ cluster.Event }
+
+// LaunchFailed says that carrying out Launch failed.
+type LaunchFailed struct {
+	Launch Launch
+	Err    error
+}
+
+func (Start) isEvent()        {}
+func (Tick) isEvent()         {}
+func (Fail) isEvent()         {}
+func (Saved) isEvent()        {}
+func (Instance) isEvent()     {}
+func (LaunchFailed) isEvent() {}
+
+// Reply answers a worker's request.
+type Reply struct {
+	// Assignment answers GetTask.
+	Assignment task.Assignment
+	// Stop answers Heartbeat: the job is over, the worker may exit.
+	Stop bool
+}
+
+// Step applies one event at time now and returns the answer to a worker's
+// request (an error wrapping ErrUnknownWorker, ErrRejected or ErrInvalid
+// when it is refused; the state is then unchanged). What to do next
+// accumulates in Ready.
+func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
+	switch ev := ev.(type) {
+	case Start:
+		j.start(now)
+	case Tick:
+		j.tick(now)
+	case Fail:
+		j.fail(ev.Err)
+	case Saved:
+		j.finishSave(ev)
+	case Instance:
+		j.instanceEvent(now, ev.Event)
+	case LaunchFailed:
+		j.launchFailed(ev)
+	case GetTask:
+		return j.getTask(now, ev)
+	case ReportTask:
+		return j.reportTask(now, ev)
+	case ReportEval:
+		return j.reportEval(now, ev)
+	case Heartbeat:
+		if err := j.seen(ev.Worker, now); err != nil {
+			return Reply{}, err
+		}
+		return Reply{Stop: j.phase.over()}, nil
+	default:
+		return Reply{}, fmt.Errorf("%w: event %T", ErrInvalid, ev)
+	}
+	return Reply{}, nil
+}
+
+// Launch asks the shell to start an instance.
+type Launch struct {
+	Role      cluster.Role
+	ID, Index int
+	// LiveWorkers is a PS's starting count of live workers (sync SGD).
+	LiveWorkers int
+	// Relaunch names the loss this launch replaces ("" at start), for the
+	// error should the launch fail.
+	Relaunch string
+}
+
+// StopInstance asks the shell to stop an instance (its exit is then
+// expected, and ignored).
+type StopInstance struct {
+	Role cluster.Role
+	ID   int
+}
+
+// LiveWorkers tells every PS how many workers are live (sync SGD); Gen
+// orders the counts, Flush makes the PS apply what they accumulated.
+type LiveWorkers struct {
+	Live  int
+	Gen   int64
+	Flush bool
+}
+
+// Notice is what a user would want to see in the cluster's own tools
+// (Kubernetes Events): relaunches, preemptions, epoch ends.
+type Notice struct {
+	Warning         bool
+	Reason, Message string
+}
+
+// Save asks the shell to save the trained model (Model) or commit the
+// predictions (Predictions, all Records of them), then to Step Saved.
+// Before saving a sync-SGD model, the PS apply what they accumulated:
+// FlushLive and FlushGen are the count and generation to flush with.
+type Save struct {
+	Model, Predictions bool
+	Records            int64
+	FlushLive          int
+	FlushGen           int64
+}
+
+// Ready is what the shell must carry out, in order of the fields within
+// each list.
+type Ready struct {
+	Launch         []Launch
+	Stop           []StopInstance
+	LiveWorkers    []LiveWorkers
+	Notices        []Notice
+	PredictionRows []*PredictionRows
+	// Save is set once, when all tasks are done (train and predict jobs).
+	Save *Save
+	// Ended is set once, when the workers are done (phase Saving or
+	// later): the shell's event loop may stop.
+	Ended bool
+}
+
+// Ready returns what to do since the last call, and forgets it.
+func (j *Job) Ready() Ready {
+	rd := j.ready
+	j.ready = Ready{}
+	return rd
+}
+
+func (j *Job) notice(warning bool, reason, msg string) {
+	j.ready.Notices = append(j.ready.Notices, Notice{Warning: warning, Reason: reason, Message: msg})
+}
+
+// setPhase moves the job on; leaving the task phases ends the event loop.
+func (j *Job) setPhase(p Phase) {
+	if !j.phase.over() && p.over() {
+		j.ready.Ended = true
+	}
+	j.phase = p
+}
+
+// fail ends the job with err; the first error wins.
+func (j *Job) fail(err error) {
+	if j.phase == Succeeded || j.phase == Failed {
+		return
+	}
+	j.jobErr = err
+	j.setPhase(Failed)
+}
+
+func (j *Job) finishSave(s Saved) {
+	if j.phase != Saving {
+		return
+	}
+	j.saved = s
+	if s.Err != nil {
+		j.fail(s.Err)
+		return
+	}
+	j.setPhase(Succeeded)
+}
+
+func (j *Job) start(now time.Time) {
+	if j.phase != Starting {
+		return
+	}
+	switch j.cfg.Mode {
+	case ModeEvaluate:
+		j.setPhase(Evaluating)
+	case ModePredict:
+		j.setPhase(Predicting)
+	default:
+		j.setPhase(Training)
+	}
+	for i := 0; i < j.cfg.NumPS; i++ {
+		j.launchPS(now, i, "")
+	}
+	for i := 0; i < j.cfg.NumWorkers; i++ {
+		j.launchWorker(now, i, "")
+	}
+	j.liveSending = true
+	j.sendLiveWorkers(false)
+}
+
+// Phase returns where the job is.
+func (j *Job) Phase() Phase { return j.phase }
+
+// Err is why the job failed (nil unless the phase is Failed).
+func (j *Job) Err() error { return j.jobErr }

@@ -1,0 +1,171 @@
+package job
+
+import (
+	"fmt"
+	"time"
+
+	"elasticdl/internal/master/task"
+)
+
+// GetTask is a worker asking for work.
+type GetTask struct{ Worker int }
+
+// Heartbeat is a worker saying it lives.
+type Heartbeat struct{ Worker int }
+
+// ReportTask is a worker's report of a task it held.
+type ReportTask struct {
+	Worker int
+	TaskID int64
+	// Result.Err is empty on success.
+	Result task.Result
+	// ModelVersion: training, the version after the task's last push;
+	// FirstCorruptError names the first unreadable record.
+	ModelVersion      int64
+	FirstCorruptError string
+	// Predictions: prediction tasks only.
+	Predictions *Predictions
+}
+
+func (GetTask) isEvent()    {}
+func (Heartbeat) isEvent()  {}
+func (ReportTask) isEvent() {}
+
+func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	if j.phase.over() || j.phase == Starting {
+		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
+	}
+	a := j.disp.Get(ev.Worker, now)
+	if a.Kind == task.KindTask && a.Task.Type == task.Training && j.trainingStart.IsZero() {
+		j.trainingStart = now
+	}
+	return Reply{Assignment: a}, nil
+}
+
+func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	res := ev.Result
+	info, _ := j.disp.TaskInfo(ev.TaskID)
+	var rows *PredictionRows
+	if info.Type == task.Prediction && res.Err == "" && j.pred != nil {
+		// Bad predictions fail the task (it is retried elsewhere, and fails
+		// the job after MaxAttempts) rather than the worker.
+		var err error
+		if rows, err = j.pred.check(info, ev.Predictions, res.Corrupt); err != nil {
+			res.Err = fmt.Sprintf("invalid predictions: %v", err)
+		}
+	}
+	if err := j.disp.Report(ev.Worker, ev.TaskID, res, now); err != nil {
+		return Reply{}, fmt.Errorf("%w: report of task %d by worker %d: %v", ErrRejected, ev.TaskID, ev.Worker, err)
+	}
+	if res.Err != "" {
+		j.summary.Tasks.Failed++
+		j.log.Warn("task failed", "task", ev.TaskID, "worker", ev.Worker, "err", res.Err)
+		delete(j.evalPending, ev.TaskID)
+		if err := j.disp.Err(); err != nil {
+			j.fail(err)
+		}
+		return Reply{}, nil
+	}
+	j.summary.Tasks.Completed++
+	if res.Corrupt > 0 {
+		j.summary.CorruptRecords += res.Corrupt
+		if j.summary.FirstCorruptRecord == "" {
+			j.summary.FirstCorruptRecord = ev.FirstCorruptError
+		}
+		j.log.Warn("corrupt records skipped", "task", ev.TaskID, "count", res.Corrupt, "first", ev.FirstCorruptError)
+	}
+	switch info.Type {
+	case task.Training:
+		if j.summary.FirstTaskTrainedAt == nil {
+			t := now.UTC()
+			j.summary.FirstTaskTrainedAt = &t
+		}
+		j.announceEpochs()
+		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
+		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
+		j.maybeEvaluate()
+	case task.Evaluation:
+		j.evalTaskDone(info)
+	case task.Prediction:
+		ready, err := j.pred.add(rows)
+		if err != nil {
+			j.fail(fmt.Errorf("write predictions: %w", err))
+			return Reply{}, nil
+		}
+		j.ready.PredictionRows = append(j.ready.PredictionRows, ready...)
+	}
+	j.advance(now)
+	return Reply{}, nil
+}
+
+// announceEpochs notifies the end of each epoch whose tasks are all done.
+func (j *Job) announceEpochs() {
+	// Coverage sorts every reported range of every epoch: computing it on
+	// each report made reports (and, through the lock, GetTask) cost O(tasks)
+	// — 76 tasks/s and a GetTask p99 of 3 s with 200 workers. Only look when
+	// an epoch not yet announced may have finished.
+	if j.disp.Progress().EpochsDone <= j.epochsAnnounced {
+		return
+	}
+	cov := j.disp.Coverage()
+	for j.epochsAnnounced < len(cov) && cov[j.epochsAnnounced].Finished {
+		c := cov[j.epochsAnnounced]
+		j.epochsAnnounced++
+		j.notice(false, "EpochFinished", fmt.Sprintf("epoch %d/%d: %d/%d records trained, %d twice, %d missed",
+			c.Epoch, j.cfg.Tasks.NumEpochs, c.RecordsTrained, c.Records, c.RecordsTrainedTwice, c.RecordsMissed))
+	}
+}
+
+// advance moves the job on once the work queued so far is done: training
+// done → the final evaluation (when there is validation data) → saving
+// the model or the predictions (an evaluate job has nothing to save).
+func (j *Job) advance(now time.Time) {
+	if err := j.disp.Err(); err != nil {
+		j.fail(err)
+		return
+	}
+	if !j.disp.Finished() || j.phase.over() {
+		return
+	}
+	if j.trainingEnd.IsZero() {
+		j.trainingEnd = now
+		if j.cfg.training() {
+			// Sync SGD: apply the gradients of the last, incomplete
+			// version before the final evaluation pulls the model.
+			j.sendLiveWorkers(true)
+		}
+	}
+	if j.cfg.ValidationData != "" && !j.evalScheduled {
+		j.evalScheduled = true
+		if err := j.queueEval(j.trainVersion, true); err != nil {
+			j.fail(err)
+			return
+		}
+		j.setPhase(Evaluating)
+		j.log.Info("training done, evaluating", "validation_data", j.cfg.ValidationData, "records", j.cfg.ValidationRecords, "version", j.trainVersion)
+		return
+	}
+	j.log.Info("all tasks done")
+	switch {
+	case j.cfg.training():
+		// Sync SGD: no gradient is left unapplied in an accumulator.
+		j.liveGen++
+		j.ready.Save = &Save{Model: true, FlushLive: len(j.workers), FlushGen: j.liveGen}
+		j.setPhase(Saving)
+	case j.pred != nil:
+		if err := j.pred.complete(); err != nil {
+			j.fail(fmt.Errorf("write predictions: %w", err))
+			return
+		}
+		j.ready.Save = &Save{Predictions: true, Records: j.pred.total}
+		j.setPhase(Saving)
+	default:
+		j.setPhase(Succeeded)
+	}
+}

@@ -1,0 +1,115 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/job"
+)
+
+// loop turns backend events and clock ticks into the core's events until
+// the core says the workers are done, or ctx ends.
+func (m *Master) loop(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var progressC <-chan time.Time
+	if m.cfg.ProgressInterval > 0 {
+		pt := time.NewTicker(m.cfg.ProgressInterval)
+		defer pt.Stop()
+		progressC = pt.C
+	}
+	for {
+		select {
+		case ev, ok := <-m.backend.Events():
+			if !ok {
+				m.step(ctx, job.Fail{Err: errors.New("cluster backend closed its event stream")})
+				return
+			}
+			m.handleEvent(ctx, ev)
+		case <-tick.C:
+			m.tick(ctx)
+		case <-progressC:
+			m.logProgress()
+		case <-m.ended:
+			if m.jobErr() == nil {
+				m.logProgress()
+			}
+			return
+		case <-ctx.Done():
+			m.step(ctx, job.Fail{Err: fmt.Errorf("job stopped: %w", context.Cause(ctx))})
+			return
+		}
+	}
+}
+
+func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
+	m.step(ctx, job.Instance{Event: ev})
+}
+
+func (m *Master) tick(ctx context.Context) { m.step(ctx, job.Tick{}) }
+
+func (m *Master) jobErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.job.Err()
+}
+
+// awaitWorkersExit gives running workers, told DONE by their next request,
+// a moment to exit on their own before the backend stops whatever remains
+// (pending pods never ran: nothing to wait for).
+func (m *Master) awaitWorkersExit(limit time.Duration) {
+	timeout := time.After(limit)
+	for {
+		m.mu.Lock()
+		n := m.job.RunningWorkers()
+		m.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case ev, ok := <-m.backend.Events():
+			if !ok {
+				return
+			}
+			m.handleEvent(context.Background(), ev)
+		case <-timeout:
+			return
+		}
+	}
+}
+
+// drainEvents consumes what the backend reports while it stops everything.
+func (m *Master) drainEvents() {
+	for ev := range m.backend.Events() {
+		if ev.Phase == cluster.Exited {
+			m.log.Debug("instance ended", "instance", cluster.InstanceName(ev.Role, ev.ID), "reason", ev.Reason)
+		}
+	}
+}
+
+// logProgress logs one progress line: epoch, records, rate, loss, and the
+// instances that run out of those the job wants.
+func (m *Master) logProgress() {
+	m.mu.Lock()
+	s := m.job.Snapshot()
+	rate, loss := m.job.Rate(m.now())
+	m.mu.Unlock()
+	workers := fmt.Sprintf("%d/%d", s.WorkersRunning, m.cfg.NumWorkers)
+	ps := fmt.Sprintf("%d/%d", s.PSRunning, m.cfg.NumPS)
+	pr := s.Progress
+	if !m.cfg.training() {
+		m.log.Info("progress", "tasks_done", pr.TasksDone, "tasks_todo", pr.TasksTodo, "tasks_doing", pr.TasksDoing, "workers", workers, "ps", ps)
+		return
+	}
+	m.log.Info("progress",
+		"epoch", fmt.Sprintf("%d/%d", pr.Epoch, pr.NumEpochs),
+		"records", fmt.Sprintf("%d/%d", pr.EpochRecordsDone, pr.EpochRecordsTotal),
+		"records_per_s", math.Round(rate),
+		"loss", fmt.Sprintf("%.4f", loss),
+		"workers", workers,
+		"ps", ps)
+}

@@ -1,0 +1,114 @@
+package master
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"elasticdl/internal/master/job"
+	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/ps/client"
+	"elasticdl/internal/wire"
+	"elasticdl/proto/pserverpb"
+)
+
+// saveModel pulls the trained parameters from the parameter servers and
+// writes them as a one-shard checkpoint without optimizer slots,
+// --output/model/version-N/variables-0-of-1.ckpt, so that another job can
+// start from it with --checkpoint_dir_for_init=OUTPUT/model. A model with
+// embedding tables is written by the PS themselves (SaveModel), one file
+// per shard with slots and table rows, --output/model/version-N/
+// variables-i-of-n.ckpt; the path returned is then the version directory.
+// It also records in the summary the checkpoints the PS restored.
+func (m *Master) saveModel(ctx context.Context, s *job.Save) job.Saved {
+	if !m.cfg.UseAsync {
+		// Sync SGD: no gradient is left unapplied in an accumulator.
+		if err := setLiveWorkers(ctx, m.psAddrs, s.FlushLive, s.FlushGen, true); err != nil {
+			return job.Saved{Err: fmt.Errorf("flush accumulated gradients: %w", err)}
+		}
+	}
+	c, err := client.Dial(ctx, m.psAddrs)
+	if err != nil {
+		return job.Saved{Err: err}
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		return job.Saved{Err: fmt.Errorf("status of the PS: %w", err)}
+	}
+	saved := job.Saved{Restores: m.restores(st)}
+	saved.ModelPath, saved.ModelVersion, saved.Err = m.writeModel(ctx, c, st)
+	return saved
+}
+
+// writeModel writes the model the PS hold under --output/model, and
+// removes any other version there.
+func (m *Master) writeModel(ctx context.Context, c *client.Client, st []client.ShardStatus) (string, int64, error) {
+	root := filepath.Join(m.cfg.Output, "model")
+	var (
+		path    string
+		version int64
+		err     error
+	)
+	if m.spec.Sparse != nil {
+		// Embedding tables live only on the PS: each shard writes itself
+		// (parameters, slots, table rows) as one file of a complete
+		// checkpoint version, labelled with the highest shard version.
+		version = -1
+		for _, s := range st {
+			version = max(version, s.Version)
+		}
+		if _, err := c.SaveModel(ctx, root, version); err != nil {
+			return "", 0, fmt.Errorf("write model: %w", err)
+		}
+		path = checkpoint.VersionDir(root, version)
+	} else {
+		// Only the names and shapes matter: the values come from the PS.
+		net := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed)))
+		params := net.Params()
+		if _, err := c.Pull(ctx, params); err != nil {
+			return "", 0, fmt.Errorf("pull final parameters: %w", err)
+		}
+		version = c.Version()
+		out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1}
+		for _, p := range params {
+			out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+		}
+		slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
+		if path, err = checkpoint.Write(root, out); err != nil {
+			return "", 0, fmt.Errorf("write model: %w", err)
+		}
+	}
+	// The directory holds one model: an earlier job's left there would be
+	// the one a warm start picks if its version were higher.
+	vs, err := checkpoint.Versions(root)
+	if err != nil {
+		return "", 0, fmt.Errorf("write model: %w", err)
+	}
+	for _, v := range vs {
+		if v == version {
+			continue
+		}
+		if err := os.RemoveAll(checkpoint.VersionDir(root, v)); err != nil {
+			return "", 0, fmt.Errorf("remove an earlier model: %w", err)
+		}
+	}
+	return path, version, nil
+}
+
+// restores are the checkpoints each PS's current process restored at
+// start (a relaunch after a loss, or a warm start).
+func (m *Master) restores(st []client.ShardStatus) []PSRestore {
+	var out []PSRestore
+	for i, s := range st {
+		if s.RestoredVersion >= 0 {
+			out = append(out, PSRestore{PS: i, Version: s.RestoredVersion, Dir: s.RestoredDir})
+			m.log.Info("PS restored a checkpoint", "ps", i, "version", s.RestoredVersion, "dir", s.RestoredDir)
+		}
+	}
+	return out
+}

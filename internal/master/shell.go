@@ -1,0 +1,212 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/job"
+	"elasticdl/internal/ps/client"
+)
+
+// step feeds one event to the core and carries out what it decided: under
+// the lock what must follow the core's order and cannot block (notices,
+// live-worker counts queued, prediction rows written), then, without the
+// lock, the backend calls (launch, stop), which can take a while.
+func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
+	m.mu.Lock()
+	now := m.now()
+	reply, err := m.job.Step(now, ev)
+	var todo []job.Ready
+	for {
+		rd := m.job.Ready()
+		if isEmpty(rd) {
+			break
+		}
+		if ferr := m.applyLocked(rd); ferr != nil {
+			m.job.Step(now, job.Fail{Err: ferr})
+		}
+		todo = append(todo, rd)
+	}
+	m.mu.Unlock()
+	for _, rd := range todo {
+		m.applyInstances(ctx, rd)
+	}
+	return reply, err
+}
+
+func isEmpty(rd job.Ready) bool {
+	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
+		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended
+}
+
+// applyLocked carries out the part of rd that must happen in the core's
+// order; an error is the job's (a prediction file that cannot be written).
+// Caller holds m.mu.
+func (m *Master) applyLocked(rd job.Ready) error {
+	for _, n := range rd.Notices {
+		m.notify.Notify(n.Warning, n.Reason, n.Message)
+	}
+	for _, u := range rd.LiveWorkers {
+		m.live.send(liveUpdate{LiveWorkers: u, addrs: m.psAddrs})
+	}
+	if rd.Save != nil {
+		m.save = rd.Save
+	}
+	if rd.Ended {
+		close(m.ended)
+	}
+	for _, r := range rd.PredictionRows {
+		if m.pred == nil {
+			break // a core test without a file
+		}
+		if err := m.pred.write(r); err != nil {
+			return fmt.Errorf("write predictions: %w", err)
+		}
+	}
+	return nil
+}
+
+// applyInstances stops and launches instances; a launch that fails is the
+// core's to judge.
+func (m *Master) applyInstances(ctx context.Context, rd job.Ready) {
+	for _, s := range rd.Stop {
+		if err := m.backend.Stop(ctx, s.Role, s.ID); err != nil {
+			m.log.Warn("stop instance", "instance", cluster.InstanceName(s.Role, s.ID), "err", err)
+		}
+	}
+	for _, l := range rd.Launch {
+		spec := m.instanceSpec(l)
+		if err := m.backend.Launch(ctx, spec); err != nil {
+			m.step(ctx, job.LaunchFailed{Launch: l, Err: fmt.Errorf("launch %s: %w", spec.Name(), err)})
+			return
+		}
+	}
+}
+
+// instanceSpec is what the backend launches for l: the role's flags.
+func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
+	if l.Role == cluster.PS {
+		return m.psSpec(l)
+	}
+	return cluster.InstanceSpec{
+		Role:  cluster.Worker,
+		ID:    l.ID,
+		Index: l.Index,
+		Args: append([]string{
+			"--worker_id=" + strconv.Itoa(l.ID),
+			"--master_addr=" + m.masterAddr,
+			"--ps_addrs=" + strings.Join(m.psAddrs, ","),
+			"--model_def=" + m.cfg.ModelDef,
+			"--minibatch_size=" + strconv.Itoa(m.cfg.MinibatchSize),
+			"--seed=" + strconv.FormatInt(m.cfg.Seed, 10),
+		}, m.cfg.WorkerArgs...),
+		// One BLAS thread per worker: the job's parallelism is its workers.
+		Env: []string{"OPENBLAS_NUM_THREADS=1"},
+	}
+}
+
+func (m *Master) psSpec(l job.Launch) cluster.InstanceSpec {
+	spec := cluster.InstanceSpec{
+		Role:  cluster.PS,
+		ID:    l.ID,
+		Index: l.Index,
+		Args: []string{
+			"--ps_id=" + strconv.Itoa(l.Index),
+			"--num_ps_pods=" + strconv.Itoa(m.cfg.NumPS),
+			"--addr=" + m.psListen[l.Index],
+			"--optimizer=" + m.optimizer,
+			"--master_addr=" + m.masterAddr,
+		},
+	}
+	if !m.cfg.UseAsync {
+		spec.Args = append(spec.Args, "--use_async=false",
+			"--grads_to_wait="+strconv.Itoa(m.cfg.GradsToWait),
+			"--sync_version_tolerance="+strconv.FormatInt(m.cfg.SyncVersionTolerance, 10),
+			"--live_workers="+strconv.Itoa(l.LiveWorkers))
+	} else if m.cfg.LRStalenessModulation {
+		spec.Args = append(spec.Args, "--lr_staleness_modulation")
+	}
+	if m.cfg.MetricsPort > 0 {
+		host, _, _ := net.SplitHostPort(m.psListen[l.Index])
+		spec.Args = append(spec.Args, "--metrics_addr="+net.JoinHostPort(host, strconv.Itoa(m.cfg.MetricsPort+1+l.Index)))
+	}
+	for _, f := range []struct{ flag, value string }{
+		{"checkpoint_dir", m.cfg.CheckpointDir},
+		{"checkpoint_steps", strconv.FormatInt(m.cfg.CheckpointSteps, 10)},
+		{"keep_checkpoint_max", strconv.Itoa(m.cfg.KeepCheckpointMax)},
+		{"checkpoint_dir_for_init", m.cfg.CheckpointDirForInit},
+	} {
+		if f.value != "" && f.value != "0" {
+			spec.Args = append(spec.Args, "--"+f.flag+"="+f.value)
+		}
+	}
+	return spec
+}
+
+// liveWorkersTimeout bounds one SetLiveWorkers round (retries of an
+// unavailable PS included); a PS relaunched meanwhile gets the count from
+// its --live_workers flag.
+const liveWorkersTimeout = 30 * time.Second
+
+type liveUpdate struct {
+	job.LiveWorkers
+	addrs []string
+}
+
+// liveSender tells the PS the live-worker counts in the background, in the
+// order the core decided them (each carries a higher generation anyway).
+type liveSender struct {
+	log     *slog.Logger
+	mu      sync.Mutex
+	pending []liveUpdate
+	running bool
+}
+
+func newLiveSender(log *slog.Logger) *liveSender { return &liveSender{log: log} }
+
+func (s *liveSender) send(u liveUpdate) {
+	u.addrs = slices.Clone(u.addrs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, u)
+	if !s.running {
+		s.running = true
+		go s.drain()
+	}
+}
+
+func (s *liveSender) drain() {
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		u := s.pending[0]
+		s.pending = s.pending[1:]
+		s.mu.Unlock()
+		if err := setLiveWorkers(context.Background(), u.addrs, u.Live, u.Gen, u.Flush); err != nil {
+			s.log.Warn("telling the PS the live workers", "live", u.Live, "flush", u.Flush, "err", err)
+		}
+	}
+}
+
+func setLiveWorkers(ctx context.Context, addrs []string, live int, gen int64, flush bool) error {
+	ctx, cancel := context.WithTimeout(ctx, liveWorkersTimeout)
+	defer cancel()
+	c, err := client.Dial(ctx, addrs)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return c.SetLiveWorkers(ctx, live, gen, flush)
+}
