@@ -1,0 +1,473 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/policy"
+	"elasticdl/internal/master/task"
+)
+
+// The simulator drives whole jobs through the core, as a cluster and its
+// workers would, with faults chosen by a seeded random source: workers
+// killed, preempted, OOM-killed or failing, parameter servers lost,
+// workers that hang, slow workers whose tasks time out, late and repeated
+// reports from workers the master gave up on, flaky tasks, time jumping.
+// After every job it checks the invariants the system promises: the job
+// ends and succeeds; every record of every epoch was trained exactly once
+// in the ledger (by the core's count and by the simulator's own); no task
+// is left todo or held; a predict job's rows came once each, in input
+// order; the evaluation covered the validation data; live-worker counts
+// went out in generation order.
+//
+// SIM_SEED=n go test -run TestSimulatedJobs -v ./internal/master/job
+// replays job n with a trace of every event.
+
+const simJobs = 10000
+
+func TestSimulatedJobs(t *testing.T) {
+	if s := os.Getenv("SIM_SEED"); s != "" {
+		seed, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runSim(seed, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	failed := 0
+	var total simStats
+	for seed := int64(0); seed < simJobs; seed++ {
+		st, err := runSim(seed, nil)
+		total.add(st)
+		if err != nil {
+			t.Errorf("seed %d: %v (replay: SIM_SEED=%d go test -run TestSimulatedJobs -v ./internal/master/job)", seed, err, seed)
+			if failed++; failed == 5 {
+				t.FailNow()
+			}
+		}
+	}
+	// What the jobs went through, so that a change that stops the faults
+	// from happening shows.
+	t.Logf("%d jobs: %+v", simJobs, total)
+	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 {
+		t.Errorf("too few faults: %+v", total)
+	}
+}
+
+// simStats sums what happened in the simulated jobs.
+type simStats struct {
+	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks int64
+}
+
+func (a *simStats) add(b simStats) {
+	a.Steps += b.Steps
+	a.WorkersLost += b.WorkersLost
+	a.PSLost += b.PSLost
+	a.Requeued += b.Requeued
+	a.Silent += b.Silent
+	a.LateReports += b.LateReports
+	a.FailedTasks += b.FailedTasks
+}
+
+type simWorker struct {
+	id       int
+	running  bool
+	held     *task.Task
+	wait     int  // actions to spend on the held task before reporting
+	hung     bool // silent: never talks again
+	reported []task.Task
+}
+
+type sim struct {
+	rng     *rand.Rand
+	j       *Job
+	cfg     Config
+	now     time.Time
+	trace   func(string, ...any)
+	workers map[int]*simWorker // processes alive, by ID
+	ps      []int              // PS instance IDs alive
+	ghosts  []*simWorker       // processes the master gave up on, with what they held
+	// accepted[taskID] counts the simulator's accepted training reports;
+	// ranges[epoch] the records of those reports, late[epoch] those of
+	// successful reports refused because the task had timed out.
+	accepted map[int64]int
+	ranges   map[int][][2]int64
+	late     map[int][][2]int64
+	predNext int64
+	lastGen  int64
+	saved    bool
+	silent   int64 // workers the master stopped for silence
+}
+
+func simConfig(rng *rand.Rand) Config {
+	records := 1 + rng.Int63n(400)
+	per := int64(8 + rng.Intn(120))
+	workers := 1 + rng.Intn(5)
+	cfg := Config{
+		Mode:             ModeTrain,
+		JobName:          "sim",
+		RecordsPerTask:   per,
+		NumWorkers:       workers,
+		NumPS:            1 + rng.Intn(2),
+		NumClasses:       2,
+		SyncSGD:          rng.Intn(2) == 0,
+		HeartbeatTimeout: 30 * time.Second,
+		InitVersion:      -1,
+		// High caps: the simulation checks exactness under churn, the
+		// policy's limits have tests of their own.
+		Policy: policy.Config{MaxWorkerFailureRelaunches: 1000, MaxPSRelaunches: 1000, MaxTotalWorkerRelaunches: 100000},
+		Tasks: task.Config{
+			Training:       []task.Shard{{Name: "train", Records: records}},
+			RecordsPerTask: per,
+			NumEpochs:      1 + rng.Intn(3),
+			MaxAttempts:    1000,
+			TaskTimeout:    time.Duration(rng.Intn(3)) * time.Minute, // 0: none
+			Shuffle:        rng.Intn(2) == 0,
+			Seed:           rng.Int63(),
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	switch r := rng.Intn(10); {
+	case r < 2:
+		cfg.Mode = ModeEvaluate
+		cfg.Tasks.Training, cfg.Tasks.NumEpochs = nil, 0
+		cfg.ValidationData, cfg.ValidationRecords = "val", records
+		cfg.InitVersion = rng.Int63n(100)
+	case r < 4:
+		cfg.Mode = ModePredict
+		cfg.Tasks.Training, cfg.Tasks.NumEpochs = nil, 0
+		cfg.PredictionData, cfg.PredictionRecords = "pred", records
+	case r < 7:
+		cfg.ValidationData, cfg.ValidationRecords = "val", 1+rng.Int63n(200)
+		cfg.EvaluationSteps = int64(rng.Intn(4)) * 5
+	}
+	return cfg
+}
+
+func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
+	rng := rand.New(rand.NewSource(seed))
+	cfg := simConfig(rng)
+	j, err := New(cfg)
+	if err != nil {
+		return st, err
+	}
+	s := &sim{rng: rng, j: j, cfg: cfg, now: time.Unix(0, 0), trace: trace, workers: map[int]*simWorker{},
+		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}}
+	s.log("config %+v", cfg)
+	defer func() {
+		sum, p := j.Summary(0), j.Snapshot().Progress
+		st.WorkersLost, st.PSLost, st.Requeued = int64(sum.Workers.Lost), int64(sum.PS.Lost), sum.Tasks.Requeued
+		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
+	}()
+	if _, err := s.step(Start{}); err != nil {
+		return st, err
+	}
+	for ; st.Steps < 200000; st.Steps++ {
+		switch j.Phase() {
+		case Saving:
+			if _, err := s.step(Saved{}); err != nil {
+				return st, err
+			}
+			continue
+		case Succeeded:
+			return st, s.check()
+		case Failed:
+			return st, fmt.Errorf("job failed: %v", j.Err())
+		}
+		if err := s.act(); err != nil {
+			return st, err
+		}
+	}
+	return st, fmt.Errorf("job did not end: phase %v, %+v", j.Phase(), j.Snapshot().Progress)
+}
+
+func (s *sim) log(format string, args ...any) {
+	if s.trace != nil {
+		s.trace(format, args...)
+	}
+}
+
+// step applies ev and carries out the Ready as a cluster would.
+func (s *sim) step(ev Event) (Reply, error) {
+	r, err := s.j.Step(s.now, ev)
+	s.log("%v %T%+v -> %+v %v", s.now.Unix(), ev, ev, r.Assignment, err)
+	rd := s.j.Ready()
+	for _, st := range rd.Stop {
+		s.silent++
+		w := s.workers[st.ID]
+		delete(s.workers, st.ID)
+		s.ghosts = append(s.ghosts, w)
+		defer s.step(Instance{cluster.Event{Role: cluster.Worker, ID: st.ID, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed, Requested: true}})
+	}
+	for _, l := range rd.Launch {
+		if l.Role == cluster.PS {
+			s.ps = append(s.ps, l.ID)
+			continue
+		}
+		s.workers[l.ID] = &simWorker{id: l.ID}
+	}
+	for _, u := range rd.LiveWorkers {
+		if u.Gen <= s.lastGen {
+			return r, fmt.Errorf("live-worker generation %d after %d", u.Gen, s.lastGen)
+		}
+		s.lastGen = u.Gen
+	}
+	for _, rows := range rd.PredictionRows {
+		if rows.Start != s.predNext {
+			return r, fmt.Errorf("prediction rows from %d, want %d", rows.Start, s.predNext)
+		}
+		s.predNext = rows.End
+	}
+	if rd.Save != nil {
+		if s.saved {
+			return r, errors.New("a second Save")
+		}
+		s.saved = true
+		if rd.Save.FlushGen != 0 && rd.Save.FlushGen <= s.lastGen {
+			return r, fmt.Errorf("save flush generation %d after %d", rd.Save.FlushGen, s.lastGen)
+		}
+	}
+	return r, err
+}
+
+// ids returns the alive workers' IDs, sorted (a deterministic choice).
+func (s *sim) ids() []int {
+	ids := make([]int, 0, len(s.workers))
+	for id := range s.workers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// act picks one thing to happen.
+func (s *sim) act() error {
+	ids := s.ids()
+	switch r := s.rng.Intn(100); {
+	case r < 70 && len(ids) > 0:
+		return s.workerActs(s.workers[ids[s.rng.Intn(len(ids))]])
+	case r < 75 && len(ids) > 0:
+		return s.killWorker(s.workers[ids[s.rng.Intn(len(ids))]])
+	case r < 77 && len(s.ps) > 0:
+		i := s.rng.Intn(len(s.ps))
+		id := s.ps[i]
+		s.ps = slices.Delete(s.ps, i, i+1)
+		_, err := s.step(Instance{cluster.Event{Role: cluster.PS, ID: id, Phase: cluster.Exited, ExitCode: 137, Reason: cluster.Killed}})
+		return err
+	case r < 79 && len(ids) > 0:
+		// Only a worker that runs can hang; a pending one just waits.
+		w := s.workers[ids[s.rng.Intn(len(ids))]]
+		w.hung = w.running
+		return nil
+	case r < 82 && len(s.ghosts) > 0:
+		return s.ghostReports(s.ghosts[s.rng.Intn(len(s.ghosts))])
+	default:
+		return s.timePasses(ids)
+	}
+}
+
+// timePasses moves the clock; workers that are not hung heartbeat (most of
+// the time) as their heartbeat goroutine does whatever their task, then
+// the master's clock ticks.
+func (s *sim) timePasses(ids []int) error {
+	s.now = s.now.Add(time.Duration(s.rng.Intn(20)) * time.Second)
+	for _, id := range ids {
+		if w := s.workers[id]; w != nil && w.running && !w.hung && s.rng.Intn(10) > 0 {
+			if _, err := s.step(Heartbeat{Worker: id}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := s.step(Tick{})
+	return err
+}
+
+func (s *sim) killWorker(w *simWorker) error {
+	reasons := []cluster.ExitReason{cluster.Killed, cluster.Preempted, cluster.OOMKilled, cluster.Deleted}
+	if len(s.workers) > 1 {
+		reasons = append(reasons, cluster.Failed)
+	}
+	why := reasons[s.rng.Intn(len(reasons))]
+	delete(s.workers, w.id)
+	s.ghosts = append(s.ghosts, w)
+	_, err := s.step(Instance{cluster.Event{Role: cluster.Worker, ID: w.id, Phase: cluster.Exited, ExitCode: 1, Reason: why}})
+	return err
+}
+
+// ghostReports: a worker the master gave up on reports late (what it held,
+// or repeats what it reported): always refused.
+func (s *sim) ghostReports(g *simWorker) error {
+	tasks := g.reported
+	if g.held != nil {
+		tasks = append(tasks, *g.held)
+	}
+	if len(tasks) == 0 {
+		return nil
+	}
+	t := tasks[s.rng.Intn(len(tasks))]
+	if _, err := s.step(ReportTask{Worker: g.id, TaskID: t.ID, Result: task.Result{Records: t.Records()}}); !errors.Is(err, ErrUnknownWorker) {
+		return fmt.Errorf("late report of task %d by lost worker %d: %v, want refused", t.ID, g.id, err)
+	}
+	return nil
+}
+
+func (s *sim) workerActs(w *simWorker) error {
+	switch {
+	case w.hung:
+		return nil
+	case !w.running && s.rng.Intn(2) == 0:
+		w.running = true
+		_, err := s.step(Instance{cluster.Event{Role: cluster.Worker, ID: w.id, Phase: cluster.Running}})
+		return err
+	case w.held != nil && w.wait > 0:
+		w.wait--
+		return nil
+	case w.held != nil:
+		return s.report(w)
+	}
+	w.running = true
+	r, err := s.step(GetTask{Worker: w.id})
+	if err != nil {
+		return err
+	}
+	if r.Assignment.Kind == task.KindTask {
+		t := r.Assignment.Task
+		w.held, w.wait = &t, s.rng.Intn(3)
+		if s.rng.Intn(10) == 0 {
+			w.wait = 20 + s.rng.Intn(40) // a slow worker: its task may time out
+		}
+	}
+	return nil
+}
+
+// report reports the held task: sometimes failed (a flaky record), and
+// sometimes repeated afterwards; a report after the task was taken back
+// (timeout) is refused.
+func (s *sim) report(w *simWorker) error {
+	t := *w.held
+	w.held = nil
+	ev := ReportTask{Worker: w.id, TaskID: t.ID, Result: task.Result{Records: t.Records(), Steps: 1}, ModelVersion: int64(t.ID)}
+	if s.rng.Intn(30) == 0 {
+		ev.Result = task.Result{Err: "flaky"}
+	}
+	switch t.Type {
+	case task.Evaluation:
+		n := t.Records()
+		if _, err := s.step(ReportEval{Worker: w.id, TaskID: t.ID, Records: n, ModelVersion: 1, Sums: map[string]float64{"correct": float64(n)}}); err != nil && !errors.Is(err, ErrRejected) {
+			return err
+		}
+	case task.Prediction:
+		ev.Predictions = predictionsOf(t.Start, t.End, 2, nil)
+	}
+	_, err := s.step(ev)
+	switch {
+	case errors.Is(err, ErrRejected):
+		// Timed out meanwhile: someone else has it. The gradients were
+		// pushed all the same, and the ledger says so.
+		if ev.Result.Err == "" && t.Type == task.Training {
+			s.late[t.Epoch] = append(s.late[t.Epoch], [2]int64{t.Start, t.End})
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	w.reported = append(w.reported, t)
+	if ev.Result.Err == "" && t.Type == task.Training {
+		s.accepted[t.ID]++
+		s.ranges[t.Epoch] = append(s.ranges[t.Epoch], [2]int64{t.Start, t.End})
+	}
+	if s.rng.Intn(20) == 0 {
+		// A repeated report (a retry after a lost response) is refused.
+		if _, err := s.step(ev); !errors.Is(err, ErrRejected) {
+			return fmt.Errorf("repeated report of task %d: %v, want refused", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// check verifies the invariants of a finished job.
+func (s *sim) check() error {
+	p := s.j.Snapshot().Progress
+	if p.TasksTodo != 0 || p.TasksDoing != 0 {
+		return fmt.Errorf("tasks left: %d todo, %d doing", p.TasksTodo, p.TasksDoing)
+	}
+	sum := s.j.Summary(0)
+	switch s.cfg.Mode {
+	case ModeTrain:
+		if !s.saved {
+			return errors.New("the model was never saved")
+		}
+		if err := s.checkLedger(sum); err != nil {
+			return err
+		}
+		if s.cfg.ValidationData != "" && (sum.Eval == nil || sum.Eval.Records != s.cfg.ValidationRecords) {
+			return fmt.Errorf("final evaluation %+v, want %d records", sum.Eval, s.cfg.ValidationRecords)
+		}
+	case ModeEvaluate:
+		if sum.Eval == nil || sum.Eval.Records != s.cfg.ValidationRecords || sum.Eval.Accuracy != 1 {
+			return fmt.Errorf("evaluation %+v, want %d records", sum.Eval, s.cfg.ValidationRecords)
+		}
+	case ModePredict:
+		if s.predNext != s.cfg.PredictionRecords || sum.Predictions == nil || sum.Predictions.Records != s.cfg.PredictionRecords {
+			return fmt.Errorf("predictions up to %d (%+v), want %d", s.predNext, sum.Predictions, s.cfg.PredictionRecords)
+		}
+	}
+	return nil
+}
+
+// checkLedger: every task accepted once, its records tiling each epoch;
+// the core's ledger says every record was trained, and trained twice
+// exactly the records the simulator pushed twice (a slow worker's task
+// that timed out and was redone: exactness below the task is not yet
+// promised).
+func (s *sim) checkLedger(sum *Summary) error {
+	n := s.cfg.Tasks.Training[0].Records
+	if len(sum.Epochs) != s.cfg.Tasks.NumEpochs {
+		return fmt.Errorf("%d epochs in the ledger, want %d", len(sum.Epochs), s.cfg.Tasks.NumEpochs)
+	}
+	for id, c := range s.accepted {
+		if c != 1 {
+			return fmt.Errorf("task %d accepted %d times", id, c)
+		}
+	}
+	for _, e := range sum.Epochs {
+		rs := s.ranges[e.Epoch]
+		slices.SortFunc(rs, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+		next := int64(0)
+		for _, r := range rs {
+			if r[0] != next {
+				return fmt.Errorf("epoch %d: records [%d,%d) accepted %s", e.Epoch, min(next, r[0]), max(next, r[0]), map[bool]string{true: "twice", false: "never"}[r[0] < next])
+			}
+			next = r[1]
+		}
+		if next != n {
+			return fmt.Errorf("epoch %d: records [%d,%d) never trained", e.Epoch, next, n)
+		}
+		count := make([]int, n)
+		for _, r := range append(rs, s.late[e.Epoch]...) {
+			for i := r[0]; i < r[1]; i++ {
+				count[i]++
+			}
+		}
+		twice := int64(0)
+		for _, c := range count {
+			if c > 1 {
+				twice++
+			}
+		}
+		if e.Records != n || e.RecordsTrained != n || e.RecordsTrainedTwice != twice || e.RecordsMissed != 0 {
+			return fmt.Errorf("ledger of epoch %d: %+v, want %d records trained, %d twice", e.Epoch, e, n, twice)
+		}
+	}
+	return nil
+}
