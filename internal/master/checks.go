@@ -157,4 +157,3 @@ func sameShape(a, b []int) bool {
 	// A flat record fits a model whose input has the same number of values.
 	return prod(a) == prod(b)
 }
-

@@ -139,7 +139,6 @@ type TaskCounts struct {
 	Requeued  int64 `json:"requeued"`
 }
 
-
 // Summary returns the job's summary after duration d: its outcome so far
 // (succeeded unless it failed), counters, per-epoch ledger, evaluations.
 func (j *Job) Summary(d time.Duration) *Summary {

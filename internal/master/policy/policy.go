@@ -49,7 +49,7 @@ type Exit struct {
 	// Reason is zero when unknown: it is then classified from ExitCode
 	// (0 is completed, anything else an error), which keeps a forgotten
 	// field on the safe side.
-	Reason   cluster.ExitReason
+	Reason cluster.ExitReason
 	// Message is the platform's or process's last words, quoted in Reason.
 	Message string
 	// Requested is true when the master asked the instance to stop (scale

@@ -206,18 +206,18 @@ func TestCounters(t *testing.T) {
 		exit     Exit
 		finished bool
 	}{
-		{worker(1, 1, Error, 3), false},                      // slot 1 failure 1, relaunch
-		{worker(5, 1, Error, 3), false},                      // slot 1 failure 2, no relaunch
-		{worker(2, 2, Preempted, 3), false},                  // relaunch
-		{withRequested(worker(3, 3, Error, 3)), false},       // not counted
-		{worker(4, 4, Error, 3), true},                       // job finished: not counted
-		{ps(0, Killed), false},                               // PS 0 relaunch
-		{ps(0, Error), false},                                // PS 0 relaunch
-		{ps(1, Killed), true},                                // finished: not counted
-		{withRequested(ps(1, Killed)), false},                // requested: not counted
-		{withCode(worker(6, 6, Unknown, 1), 1), false},       // slot 6 failure, relaunch
-		{withCode(worker(7, 7, Unknown, 0), 0), false},       // completed: nothing
-		{worker(8, 8, OOMKilled, 3), false},                  // relaunch
+		{worker(1, 1, Error, 3), false},                                      // slot 1 failure 1, relaunch
+		{worker(5, 1, Error, 3), false},                                      // slot 1 failure 2, no relaunch
+		{worker(2, 2, Preempted, 3), false},                                  // relaunch
+		{withRequested(worker(3, 3, Error, 3)), false},                       // not counted
+		{worker(4, 4, Error, 3), true},                                       // job finished: not counted
+		{ps(0, Killed), false},                                               // PS 0 relaunch
+		{ps(0, Error), false},                                                // PS 0 relaunch
+		{ps(1, Killed), true},                                                // finished: not counted
+		{withRequested(ps(1, Killed)), false},                                // requested: not counted
+		{withCode(worker(6, 6, Unknown, 1), 1), false},                       // slot 6 failure, relaunch
+		{withCode(worker(7, 7, Unknown, 0), 0), false},                       // completed: nothing
+		{worker(8, 8, OOMKilled, 3), false},                                  // relaunch
 		{Exit{Role: cluster.Role("Role(9)"), Reason: Killed, ID: 10}, false}, // fails, not counted
 	}
 	for _, s := range steps {
