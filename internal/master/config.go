@@ -119,6 +119,33 @@ func (c *Config) Validate() error {
 	if c.ModelDef == "" {
 		bad("model_def", "required (see `elasticdl zoo`)")
 	}
+	c.validateMode(bad)
+	if c.JobName == "" {
+		bad("job_name", "must not be empty")
+	}
+	c.validateSizes(bad)
+	if err := ps.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.UseAsync {
+		if err := ps.CheckSyncFlags(c.GradsToWait, c.SyncVersionTolerance); err != nil {
+			errs = append(errs, err)
+		}
+		if c.LRStalenessModulation {
+			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
+		}
+	}
+	if c.MetricsPort < 0 || c.MetricsPort+1+c.NumPS > 65535 {
+		bad("metrics_port", "%d leaves no room for the PS metrics ports (metrics_port+1+i)", c.MetricsPort)
+	}
+	if c.Output == "" {
+		bad("output", "required: where the model and job_summary.json go")
+	}
+	return errors.Join(errs...)
+}
+
+// validateMode checks the data and model flags each mode needs.
+func (c *Config) validateMode(bad func(flag, format string, args ...any)) {
 	switch c.Mode {
 	case "", ModeTrain:
 		if c.TrainingData == "" {
@@ -148,9 +175,10 @@ func (c *Config) Validate() error {
 	default:
 		bad("mode", "unknown job mode %q", c.Mode)
 	}
-	if c.JobName == "" {
-		bad("job_name", "must not be empty")
-	}
+}
+
+// validateSizes checks the job's sizes, counts and timeouts.
+func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	positive := []struct {
 		flag string
 		v    int
@@ -178,24 +206,6 @@ func (c *Config) Validate() error {
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)
 	}
-	if err := ps.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
-		errs = append(errs, err)
-	}
-	if !c.UseAsync {
-		if err := ps.CheckSyncFlags(c.GradsToWait, c.SyncVersionTolerance); err != nil {
-			errs = append(errs, err)
-		}
-		if c.LRStalenessModulation {
-			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
-		}
-	}
-	if c.MetricsPort < 0 || c.MetricsPort+1+c.NumPS > 65535 {
-		bad("metrics_port", "%d leaves no room for the PS metrics ports (metrics_port+1+i)", c.MetricsPort)
-	}
-	if c.Output == "" {
-		bad("output", "required: where the model and job_summary.json go")
-	}
-	return errors.Join(errs...)
 }
 
 // training reports whether the job trains.

@@ -118,6 +118,12 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
+	var trainN int64
+	for _, sh := range jcfg.Tasks.Training {
+		trainN += sh.Records
+	}
+	logger.Info("data checked", "model", spec.Name, "training_records", trainN, "validation_records", jcfg.ValidationRecords,
+		"prediction_records", jcfg.PredictionRecords, "init_version", jcfg.InitVersion)
 	m := &Master{
 		cfg:       cfg,
 		backend:   deps.Backend,

@@ -1,0 +1,101 @@
+package job
+
+import "elasticdl/internal/cluster"
+
+// Event is an input of Step.
+type Event interface{ isEvent() }
+
+// Start launches the job's parameter servers and workers.
+type Start struct{}
+
+// Tick applies timeouts: held tasks, silent workers.
+type Tick struct{}
+
+// Fail ends the job with Err (the first error wins): the context was
+// cancelled, the backend failed, the predictions could not be written.
+type Fail struct{ Err error }
+
+// Saved is the outcome of Ready.Save: where the model went, or why saving
+// (or committing the predictions) failed.
+type Saved struct {
+	Err          error
+	ModelPath    string
+	ModelVersion int64
+	// Restores are the checkpoints the PS had restored at start.
+	Restores []PSRestore
+}
+
+// Instance is a backend event about one of the job's instances.
+type Instance struct{ cluster.Event }
+
+// LaunchFailed says that carrying out Launch failed.
+type LaunchFailed struct {
+	Launch Launch
+	Err    error
+}
+
+func (Start) isEvent()        {}
+func (Tick) isEvent()         {}
+func (Fail) isEvent()         {}
+func (Saved) isEvent()        {}
+func (Instance) isEvent()     {}
+func (LaunchFailed) isEvent() {}
+
+// Launch asks the shell to start an instance.
+type Launch struct {
+	Role      cluster.Role
+	ID, Index int
+	// LiveWorkers is a PS's starting count of live workers (sync SGD).
+	LiveWorkers int
+	// Relaunch names the loss this launch replaces ("" at start), for the
+	// error should the launch fail.
+	Relaunch string
+}
+
+// StopInstance asks the shell to stop an instance (its exit is then
+// expected, and ignored).
+type StopInstance struct {
+	Role cluster.Role
+	ID   int
+}
+
+// LiveWorkers tells every PS how many workers are live (sync SGD); Gen
+// orders the counts, Flush makes the PS apply what they accumulated.
+type LiveWorkers struct {
+	Live  int
+	Gen   int64
+	Flush bool
+}
+
+// Notice is what a user would want to see in the cluster's own tools
+// (Kubernetes Events): relaunches, preemptions, epoch ends.
+type Notice struct {
+	Warning         bool
+	Reason, Message string
+}
+
+// Save asks the shell to save the trained model (Model) or commit the
+// predictions (Predictions, all Records of them), then to Step Saved.
+// Before saving a sync-SGD model, the PS apply what they accumulated:
+// FlushLive and FlushGen are the count and generation to flush with.
+type Save struct {
+	Model, Predictions bool
+	Records            int64
+	FlushLive          int
+	FlushGen           int64
+}
+
+// Ready is what the shell must carry out, in order of the fields within
+// each list.
+type Ready struct {
+	Launch         []Launch
+	Stop           []StopInstance
+	LiveWorkers    []LiveWorkers
+	Notices        []Notice
+	PredictionRows []*PredictionRows
+	// Save is set once, when all tasks are done (train and predict jobs).
+	Save *Save
+	// Ended is set once, when the workers are done (phase Saving or
+	// later): the shell's event loop may stop.
+	Ended bool
+}
