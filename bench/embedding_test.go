@@ -66,7 +66,7 @@ func startEmbCluster(b *testing.B, numPS int) *client.Client {
 	})
 	tctx, tcancel := context.WithTimeout(ctx, time.Minute)
 	defer tcancel()
-	if err := c.PushModelWithTables(tctx, nil, []client.EmbeddingTable{{Name: "emb", Dim: embDim}}); err != nil {
+	if err := c.PushModel(tctx, nil, client.EmbeddingTable{Name: "emb", Dim: embDim}); err != nil {
 		b.Fatal(err)
 	}
 	ids := make([]int64, 1<<16)
@@ -112,7 +112,7 @@ func BenchmarkEmbeddingPull(b *testing.B) {
 	}
 }
 
-// BenchmarkEmbeddingPush: PushSparse of embBatch random rows (Adam),
+// BenchmarkEmbeddingPush: Push of embBatch random rows (Adam),
 // through gRPC.
 func BenchmarkEmbeddingPush(b *testing.B) {
 	for _, numPS := range []int{1, 2} {
@@ -127,7 +127,7 @@ func BenchmarkEmbeddingPush(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := cpuTime(b)
 			for range b.N {
-				if _, err := c.PushSparse(ctx, nil, []client.SparseGrad{g}, 0); err != nil {
+				if _, err := c.Push(ctx, nil, []client.SparseGrad{g}, 0, client.AllShards); err != nil {
 					b.Fatal(err)
 				}
 			}

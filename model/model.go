@@ -1,7 +1,8 @@
 // Package model defines the contract between a trainable network and the
 // rest of the system (workers, parameter servers, evaluation): a Spec
-// describes a model's input, output and default optimizer and builds
-// fresh networks; a Registry maps names to Specs.
+// describes a model's input, output, embedding tables and default
+// optimizer and builds fresh networks, each an *nn.Model (embeddings,
+// possibly none, and a dense tower); a Registry maps names to Specs.
 //
 // There is deliberately no global registry: callers create one with
 // NewRegistry and fill it (see package model/zoo for the built-in models),
@@ -28,15 +29,15 @@ type Spec struct {
 	NumClasses  int
 	// Build returns a fresh, initialized network mapping [N, InputShape...]
 	// to logits [N, NumClasses]. The same seed must give the same weights,
-	// so that every worker can start from identical parameters.
-	Build func(rng *rand.Rand) *nn.Sequential
+	// so that every worker can start from identical parameters. Its
+	// embeddings are the ones Sparse describes, in order (their rows come
+	// from the PS per batch); none when Sparse is nil.
+	Build func(rng *rand.Rand) *nn.Model
 	// Optimizer is the default optimizer spec string, e.g.
 	// "adam:learning_rate=0.001"; it is parsed by the optimizer package.
 	Optimizer string
 	// Sparse, when set, makes this a recommender model with embeddings
-	// (see SparseSpec): InputShape is then [dense features], and Build may
-	// be nil, in which case Register sets it to a Build whose Sequential
-	// only carries the dense parameters (their names and shapes).
+	// (see SparseSpec): InputShape is then [dense features].
 	Sparse *SparseSpec
 }
 
@@ -54,6 +55,9 @@ func (s Spec) Validate() error {
 	if strings.TrimSpace(s.Name) == "" {
 		return fmt.Errorf("empty name: %w", ErrInvalidSpec)
 	}
+	if s.Build == nil {
+		return fmt.Errorf("model %q: nil Build: %w", s.Name, ErrInvalidSpec)
+	}
 	if s.Sparse != nil {
 		if err := s.Sparse.validate(s.Name); err != nil {
 			return err
@@ -61,8 +65,6 @@ func (s Spec) Validate() error {
 		if len(s.InputShape) != 1 {
 			return fmt.Errorf("model %q: sparse model InputShape %v, want [dense features]: %w", s.Name, s.InputShape, ErrInvalidSpec)
 		}
-	} else if s.Build == nil {
-		return fmt.Errorf("model %q: nil Build: %w", s.Name, ErrInvalidSpec)
 	}
 	if len(s.InputShape) == 0 {
 		return fmt.Errorf("model %q: empty InputShape: %w", s.Name, ErrInvalidSpec)
@@ -93,11 +95,13 @@ func (s Spec) BatchShape(n int) []int {
 	return append([]int{n}, s.InputShape...)
 }
 
-// CheckBuild builds the network and runs one zero record through it,
-// verifying the logits have shape [1, NumClasses]. It catches wiring
-// mistakes (e.g. a Dense width that does not match the flattened conv
-// output) that Validate cannot see. A panic inside Build or Forward is
-// reported as an error.
+// CheckBuild builds the network and runs one record through it (zero
+// features, and id 0 in every categorical field of a sparse spec),
+// verifying that its embeddings are the ones the spec describes and that
+// the logits have shape [1, NumClasses]. It catches wiring mistakes (e.g.
+// a Dense width that does not match the flattened conv output) that
+// Validate cannot see. A panic inside Build or Forward is reported as an
+// error.
 func (s Spec) CheckBuild() (err error) {
 	if err := s.Validate(); err != nil {
 		return err
@@ -107,12 +111,25 @@ func (s Spec) CheckBuild() (err error) {
 			err = fmt.Errorf("model %q: building or running the network: %v: %w", s.Name, r, ErrInvalidSpec)
 		}
 	}()
-	if s.Sparse != nil {
-		return s.checkSparseBuild()
-	}
 	net := s.Build(rand.New(rand.NewSource(1)))
 	if net == nil {
 		return fmt.Errorf("model %q: Build returned nil: %w", s.Name, ErrInvalidSpec)
+	}
+	tables, slots := s.Embeddings(), s.NumCategorical()
+	embs := net.Embeddings()
+	if len(embs) != len(tables) {
+		return fmt.Errorf("model %q: net has %d embeddings, spec describes %d: %w",
+			s.Name, len(embs), len(tables), ErrInvalidSpec)
+	}
+	ids := make([]int64, slots)
+	for i, e := range embs {
+		if e.Dim() != tables[i].Dim {
+			return fmt.Errorf("model %q: embedding %d has dim %d, spec says %d: %w",
+				s.Name, i, e.Dim(), tables[i].Dim, ErrInvalidSpec)
+		}
+		if _, err := e.SetBatch(ids, nil, slots); err != nil {
+			return fmt.Errorf("model %q: %v: %w", s.Name, err, ErrInvalidSpec)
+		}
 	}
 	y := net.Forward(nn.NewTensor(s.BatchShape(1)...), false)
 	if want := []int{1, s.NumClasses}; !slices.Equal(y.Shape, want) {
@@ -148,9 +165,6 @@ func NewRegistry() *Registry {
 func (r *Registry) Register(s Spec) error {
 	if err := s.Validate(); err != nil {
 		return fmt.Errorf("register model: %w", err)
-	}
-	if s.Sparse != nil && s.Build == nil {
-		s.Build = denseBuild(s.Sparse)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -14,8 +14,8 @@ func tinySpec(name string) Spec {
 		Name:       name,
 		InputShape: []int{2, 2, 1},
 		NumClasses: 3,
-		Build: func(rng *rand.Rand) *nn.Sequential {
-			return nn.MustSequential(nn.NewFlatten("flatten"), nn.NewDense("dense_1", 4, 3, rng))
+		Build: func(rng *rand.Rand) *nn.Model {
+			return nn.MustModel(nil, nn.NewFlatten("flatten"), nn.NewDense("dense_1", 4, 3, rng))
 		},
 		Optimizer: "sgd:learning_rate=0.1",
 	}

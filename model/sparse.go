@@ -2,30 +2,12 @@ package model
 
 import (
 	"fmt"
-	"math/rand"
 	"slices"
-
-	"elasticdl/nn"
 )
 
-// SparseNet is a network with embedding lookups, trained against
-// parameter-server embedding tables. Each embedding reads all the record's
-// categorical fields (CombinerNone, slots = SparseSpec.NumCategorical); the
-// caller sets each embedding's batch, fills its Rows from the PS, and then
-// runs Forward on the dense features [N, DenseFeatures] to get the logits
-// [N, NumClasses]. After Backward the tower's gradients are in Params and
-// each embedding's sparse gradient in its Grad.
-type SparseNet interface {
-	Embeddings() []*nn.Embedding
-	Params() []*nn.Param // dense parameters only
-	ZeroGrads()          // dense and sparse gradients
-	Forward(dense *nn.Tensor, train bool) *nn.Tensor
-	Backward(dlogits *nn.Tensor)
-}
-
-// EmbeddingSpec names the PS table behind one of a SparseNet's
-// embeddings. Several nets (and several embeddings) may share a table only
-// if they agree on its Dim and Initializer.
+// EmbeddingSpec names the PS table behind one of a model's embeddings.
+// Several models (and several embeddings) may share a table only if they
+// agree on its Dim and Initializer.
 type EmbeddingSpec struct {
 	Table string
 	Dim   int
@@ -34,17 +16,17 @@ type EmbeddingSpec struct {
 	Initializer string
 }
 
-// SparseSpec makes a Spec a sparse (recommender) model. The Spec's
+// SparseSpec makes a Spec a sparse (recommender) model: its network has
+// embeddings, each reading all of a record's categorical fields
+// (nn.CombinerNone, NumCategorical slots), whose rows live in
+// parameter-server tables (initialized there, not by Build). The Spec's
 // InputShape is then [DenseFeatures] (the dense features of a record), and
 // the records must also carry NumCategorical ids (data.Batch.Categorical).
 type SparseSpec struct {
 	NumCategorical int
-	// Embeddings describes, in order, the tables behind Build's
-	// Embeddings(): one entry per embedding, with the embedding's Dim.
+	// Embeddings describes, in order, the tables behind the Spec's
+	// Build(...).Embeddings(): one entry per embedding, with its Dim.
 	Embeddings []EmbeddingSpec
-	// Build returns a fresh network; the same seed gives the same dense
-	// weights (the tables' rows are initialized by the PS).
-	Build func(rng *rand.Rand) SparseNet
 }
 
 // IsSparse reports whether s is a sparse model.
@@ -54,10 +36,25 @@ func (s Spec) IsSparse() bool { return s.Sparse != nil }
 // model (the size of its InputShape).
 func (s Spec) DenseFeatures() int { return s.InputSize() }
 
-func (ss *SparseSpec) validate(name string) error {
-	if ss.Build == nil {
-		return fmt.Errorf("model %q: nil Sparse.Build: %w", name, ErrInvalidSpec)
+// Embeddings describes, in order, the tables behind the embeddings of the
+// networks s builds: none for a dense model.
+func (s Spec) Embeddings() []EmbeddingSpec {
+	if s.Sparse == nil {
+		return nil
 	}
+	return s.Sparse.Embeddings
+}
+
+// NumCategorical is the number of categorical ids per record, which every
+// embedding reads: 0 for a dense model.
+func (s Spec) NumCategorical() int {
+	if s.Sparse == nil {
+		return 0
+	}
+	return s.Sparse.NumCategorical
+}
+
+func (ss *SparseSpec) validate(name string) error {
 	if ss.NumCategorical < 1 {
 		return fmt.Errorf("model %q: Sparse.NumCategorical %d, want >= 1: %w", name, ss.NumCategorical, ErrInvalidSpec)
 	}
@@ -77,8 +74,12 @@ func (ss *SparseSpec) validate(name string) error {
 	return nil
 }
 
-// Tables returns the distinct tables of a sparse spec, in first-use order.
+// Tables returns the distinct tables of a sparse spec, in first-use order;
+// none for a nil SparseSpec (a dense model).
 func (ss *SparseSpec) Tables() []EmbeddingSpec {
+	if ss == nil {
+		return nil
+	}
 	var out []EmbeddingSpec
 	for _, e := range ss.Embeddings {
 		if !slices.ContainsFunc(out, func(o EmbeddingSpec) bool { return o.Table == e.Table }) {
@@ -86,57 +87,4 @@ func (ss *SparseSpec) Tables() []EmbeddingSpec {
 		}
 	}
 	return out
-}
-
-// checkSparseBuild builds the sparse net and runs one record of zero
-// features and id 0 through it.
-func (s Spec) checkSparseBuild() error {
-	net := s.Sparse.Build(rand.New(rand.NewSource(1)))
-	if net == nil {
-		return fmt.Errorf("model %q: Sparse.Build returned nil: %w", s.Name, ErrInvalidSpec)
-	}
-	embs := net.Embeddings()
-	if len(embs) != len(s.Sparse.Embeddings) {
-		return fmt.Errorf("model %q: net has %d embeddings, spec describes %d: %w",
-			s.Name, len(embs), len(s.Sparse.Embeddings), ErrInvalidSpec)
-	}
-	ids := make([]int64, s.Sparse.NumCategorical)
-	for i, e := range embs {
-		if e.Dim() != s.Sparse.Embeddings[i].Dim {
-			return fmt.Errorf("model %q: embedding %d has dim %d, spec says %d: %w",
-				s.Name, i, e.Dim(), s.Sparse.Embeddings[i].Dim, ErrInvalidSpec)
-		}
-		if _, err := e.SetBatch(ids, nil, len(ids)); err != nil {
-			return fmt.Errorf("model %q: %v: %w", s.Name, err, ErrInvalidSpec)
-		}
-	}
-	y := net.Forward(nn.NewTensor(s.BatchShape(1)...), false)
-	if want := []int{1, s.NumClasses}; !slices.Equal(y.Shape, want) {
-		return fmt.Errorf("model %q: output shape %v, want %v: %w", s.Name, y.Shape, want, ErrInvalidSpec)
-	}
-	return nil
-}
-
-// paramsLayer is a Layer that only carries parameters: the Sequential that
-// a sparse spec's Build returns, for callers that need only the names and
-// shapes of the dense parameters (checkpoints, the master's final save).
-type paramsLayer struct {
-	name   string
-	params []*nn.Param
-}
-
-func (l *paramsLayer) Name() string        { return l.name }
-func (l *paramsLayer) Params() []*nn.Param { return l.params }
-func (l *paramsLayer) Backward(*nn.Tensor) *nn.Tensor {
-	panic("model: the Build of a sparse spec gives parameters only; use Sparse.Build")
-}
-func (l *paramsLayer) Forward(*nn.Tensor, bool) *nn.Tensor {
-	panic("model: the Build of a sparse spec gives parameters only; use Sparse.Build")
-}
-
-// denseBuild is the Build of a sparse spec that has none.
-func denseBuild(ss *SparseSpec) func(rng *rand.Rand) *nn.Sequential {
-	return func(rng *rand.Rand) *nn.Sequential {
-		return nn.MustSequential(&paramsLayer{name: "sparse_net_params", params: ss.Build(rng).Params()})
-	}
 }

@@ -8,31 +8,16 @@ import (
 	"elasticdl/nn"
 )
 
-// tinySparse is a SparseNet: one embedding, summed into logit 1.
-type tinySparse struct {
-	emb    *nn.Embedding
-	d      *nn.Dense
-	logits *nn.Tensor
-}
-
-func (t *tinySparse) Embeddings() []*nn.Embedding { return []*nn.Embedding{t.emb} }
-func (t *tinySparse) Params() []*nn.Param         { return t.d.Params() }
-func (t *tinySparse) ZeroGrads()                  {}
-func (t *tinySparse) Backward(*nn.Tensor)         {}
-func (t *tinySparse) Forward(x *nn.Tensor, train bool) *nn.Tensor {
-	t.emb.Forward(nil, train)
-	return t.d.Forward(x, train)
-}
-
 func sparseSpec() Spec {
 	return Spec{
 		Name: "tiny.sparse", InputShape: []int{3}, NumClasses: 2,
+		// One embedding of the 2 fields, concatenated with the 3 features.
+		Build: func(rng *rand.Rand) *nn.Model {
+			return nn.MustModel([]*nn.Embedding{nn.NewEmbedding("e", 4, nn.CombinerNone)}, nn.NewDense("d", 2*4+3, 2, rng))
+		},
 		Sparse: &SparseSpec{
 			NumCategorical: 2,
 			Embeddings:     []EmbeddingSpec{{Table: "t", Dim: 4}},
-			Build: func(rng *rand.Rand) SparseNet {
-				return &tinySparse{emb: nn.NewEmbedding("e", 4, nn.CombinerNone), d: nn.NewDense("d", 3, 2, rng)}
-			},
 		},
 	}
 }
@@ -64,7 +49,7 @@ func TestSparseSpecRegister(t *testing.T) {
 
 func TestSparseSpecInvalid(t *testing.T) {
 	for name, mut := range map[string]func(*Spec){
-		"no build":       func(s *Spec) { s.Sparse.Build = nil },
+		"no build":       func(s *Spec) { s.Build = nil },
 		"no categorical": func(s *Spec) { s.Sparse.NumCategorical = 0 },
 		"no embeddings":  func(s *Spec) { s.Sparse.Embeddings = nil },
 		"bad dim":        func(s *Spec) { s.Sparse.Embeddings[0].Dim = 0 },
@@ -82,5 +67,17 @@ func TestSparseSpecInvalid(t *testing.T) {
 	s.Sparse.Embeddings[0].Dim = 5
 	if err := s.CheckBuild(); !errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("CheckBuild with a wrong dim = %v", err)
+	}
+	// So are embeddings the spec does not describe, or describes and the
+	// net lacks.
+	s = sparseSpec()
+	s.Sparse = nil
+	if err := s.CheckBuild(); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("CheckBuild of a dense spec whose net has embeddings = %v", err)
+	}
+	s = sparseSpec()
+	s.Sparse.Embeddings = append(s.Sparse.Embeddings, EmbeddingSpec{Table: "u", Dim: 4})
+	if err := s.CheckBuild(); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("CheckBuild with an embedding the net lacks = %v", err)
 	}
 }

@@ -23,6 +23,10 @@
 // until the layer's next Forward call; likewise the dx returned by
 // Backward is valid until the next Backward. Callers that need to keep a
 // result must copy it, and must not modify a Forward input before the
-// matching Backward (layers keep a reference to it, not a copy). Layers and Sequential are not safe for concurrent
-// use; give each goroutine its own network.
+// matching Backward (layers keep a reference to it, not a copy). Layers,
+// Sequential and Model are not safe for concurrent use; give each
+// goroutine its own network.
+//
+// Model is what a trainable network is: embedding lookups (possibly none)
+// concatenated with the dense input and fed through a tower of layers.
 package nn

@@ -46,9 +46,9 @@ func (c Combiner) String() string {
 //
 //	unique, err := e.SetBatch(ids, offsets, slots) // validates, dedups ids
 //	pull(unique, e.Rows())                         // row i of Rows() = table[unique[i]]
-//	y := e.Forward(nil, true)                      // or SparseModel.Forward
+//	y := e.Forward(nil, true)                      // or Model.Forward
 //	... loss, dy ...
-//	e.Backward(dy)                                 // or SparseModel.Backward
+//	e.Backward(dy)                                 // or Model.Backward
 //	gids, grows := e.Grad()                        // push: grows[i*Dim:(i+1)*Dim] is dL/dtable[gids[i]]
 //
 // Batch layout. With CombinerNone, ids is [N*Slots] row-major (example i's
@@ -82,7 +82,7 @@ func (c Combiner) String() string {
 //
 // Sequential cannot drive an Embedding's backward pass: it skips layers in
 // front of its first parameterized layer and never computes that layer's
-// input gradient. Use SparseModel (or call the layers' Backward yourself).
+// input gradient. Use Model (or call the layers' Backward yourself).
 type Embedding struct {
 	name     string
 	dim      int

@@ -402,21 +402,21 @@ func TestConcat(t *testing.T) {
 	mustPanic(t, "dy mismatch", func() { c.Backward(NewTensor(2, 4)) })
 }
 
-// TestSparseModelGrad checks SparseModel end to end through the softmax
-// loss: the pulled rows of both embeddings and every tower parameter.
-func TestSparseModelGrad(t *testing.T) {
+// TestModelGrad checks Model end to end through the softmax loss: the
+// pulled rows of both embeddings and every tower parameter.
+func TestModelGrad(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	slot := NewEmbedding("slot", 3, CombinerNone)
 	bag := NewEmbedding("bag", 2, CombinerMean)
 	const n, slots, denseW, classes = 3, 2, 2, 4
-	m, err := NewSparseModel([]*Embedding{slot, bag},
+	m, err := NewModel([]*Embedding{slot, bag},
 		NewDense("d1", slots*3+2+denseW, 5, rng), NewDense("d2", 5, classes, rng))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustSetBatch(t, slot, []int64{1, 2, 2, 3, 1, 1}, nil, slots)
 	mustSetBatch(t, bag, []int64{7, 8, 7, 9}, []int32{0, 3, 3, 4}, 0)
-	for _, e := range m.Embeddings {
+	for _, e := range m.Embeddings() {
 		for i := range e.Rows() {
 			e.Rows()[i] = float32(rng.NormFloat64())
 		}
@@ -454,7 +454,7 @@ func TestSparseModelGrad(t *testing.T) {
 			}
 		}
 	}
-	for _, e := range m.Embeddings {
+	for _, e := range m.Embeddings() {
 		_, g := e.Grad()
 		check(e.Name()+" rows", e.Rows(), g)
 	}
@@ -463,27 +463,69 @@ func TestSparseModelGrad(t *testing.T) {
 	}
 }
 
-func TestSparseModelErrors(t *testing.T) {
+func TestModelErrors(t *testing.T) {
 	rng := rand.New(rand.NewSource(6))
 	e := NewEmbedding("e", 2, CombinerNone)
-	if _, err := NewSparseModel(nil, NewDense("d", 2, 2, rng)); !errors.Is(err, ErrShape) {
-		t.Errorf("no embeddings: err = %v", err)
-	}
-	if _, err := NewSparseModel([]*Embedding{e}, NewDense("e", 2, 2, rng)); err == nil {
+	if _, err := NewModel([]*Embedding{e}, NewDense("e", 2, 2, rng)); err == nil {
 		t.Error("duplicate names accepted")
 	}
-	if _, err := NewSparseModel([]*Embedding{e, nil}); err == nil {
+	if _, err := NewModel([]*Embedding{e, nil}); err == nil {
 		t.Error("nil embedding accepted")
 	}
-	if _, err := NewSparseModel([]*Embedding{e}, nil); err == nil {
+	if _, err := NewModel([]*Embedding{e}, nil); err == nil {
 		t.Error("nil tower layer accepted")
+	}
+	if _, err := NewModel(nil, NewReLU("a"), NewReLU("a")); err == nil {
+		t.Error("duplicate tower names accepted")
 	}
 }
 
-// TestSparseModelLearns trains Embedding(Mean) → Dense → softmax CE with
+// TestModelWithoutEmbeddings: a model with no embeddings is its tower,
+// fed the input unflattened, with the same outputs and gradients as the
+// equivalent Sequential (which skips the first layer's dx).
+func TestModelWithoutEmbeddings(t *testing.T) {
+	build := func() []Layer {
+		rng := rand.New(rand.NewSource(8))
+		return []Layer{NewConv2D("c", 1, 2, 3, 3, 1, Same, rng), NewFlatten("f"), NewDense("d", 4*4*2, 3, rng)}
+	}
+	m, err := NewModel(nil, build()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := MustSequential(build()...)
+	if len(m.Embeddings()) != 0 || m.NumParams() != s.NumParams() {
+		t.Fatalf("model: %d embeddings, %d params; sequential %d params", len(m.Embeddings()), m.NumParams(), s.NumParams())
+	}
+	x := randTensor(rand.New(rand.NewSource(9)), 2, 4, 4, 1)
+	labels := []int32{2, 0}
+	for _, net := range []interface {
+		ZeroGrads()
+		Forward(*Tensor, bool) *Tensor
+		Backward(*Tensor)
+	}{m, s} {
+		net.ZeroGrads()
+		_, d, err := SoftmaxCrossEntropy(net.Forward(x, true), labels)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.Backward(d)
+	}
+	sp := s.Params()
+	for i, p := range m.Params() {
+		if p.Name != sp[i].Name {
+			t.Fatalf("param %d: %s vs %s", i, p.Name, sp[i].Name)
+		}
+		assertData(t, p.Name+" grad", p.Grad, sp[i].Grad.Shape, sp[i].Grad.Data, 0)
+	}
+	if err := CopyParams(s, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestModelLearns trains Embedding(Mean) → Dense → softmax CE with
 // plain SGD, the table living in a map the way a PS holds it: rows are
 // created on first pull, pulled per batch and updated from Grad only.
-func TestSparseModelLearns(t *testing.T) {
+func TestModelLearns(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	const (
 		vocab, classes, dim = 200, 4, 8
@@ -528,7 +570,7 @@ func TestSparseModelLearns(t *testing.T) {
 		}
 	}
 	emb := NewEmbedding("emb", dim, CombinerMean)
-	m, err := NewSparseModel([]*Embedding{emb}, NewDense("out", dim, classes, rng))
+	m, err := NewModel([]*Embedding{emb}, NewDense("out", dim, classes, rng))
 	if err != nil {
 		t.Fatal(err)
 	}

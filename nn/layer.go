@@ -46,21 +46,29 @@ type Sequential struct {
 // NewSequential builds a Sequential and checks that layer names are
 // non-empty and unique, which makes parameter names unique.
 func NewSequential(layers ...Layer) (*Sequential, error) {
+	if err := checkNames(layers); err != nil {
+		return nil, fmt.Errorf("nn: %w", err)
+	}
+	return &Sequential{Layers: layers}, nil
+}
+
+// checkNames reports a nil layer or an empty or repeated layer name.
+func checkNames(layers []Layer) error {
 	seen := make(map[string]bool, len(layers))
 	for i, l := range layers {
 		if l == nil {
-			return nil, fmt.Errorf("nn: layer %d is nil", i)
+			return fmt.Errorf("layer %d is nil", i)
 		}
 		n := l.Name()
 		if n == "" {
-			return nil, fmt.Errorf("nn: layer %d has an empty name", i)
+			return fmt.Errorf("layer %d has an empty name", i)
 		}
 		if seen[n] {
-			return nil, fmt.Errorf("nn: duplicate layer name %q", n)
+			return fmt.Errorf("duplicate layer name %q", n)
 		}
 		seen[n] = true
 	}
-	return &Sequential{Layers: layers}, nil
+	return nil
 }
 
 // MustSequential is NewSequential for statically known architectures; it
@@ -106,6 +114,16 @@ func (s *Sequential) Backward(dy *Tensor) {
 	s.Layers[first].Backward(dy)
 }
 
+// backwardInput back-propagates dy through every layer and returns the
+// gradient of the input: what a Model's embeddings need, and what Backward
+// saves itself from computing.
+func (s *Sequential) backwardInput(dy *Tensor) *Tensor {
+	for i := len(s.Layers) - 1; i >= 0; i-- {
+		dy = s.Layers[i].Backward(dy)
+	}
+	return dy
+}
+
 // Params returns all parameters in layer order (kernel before bias).
 func (s *Sequential) Params() []*Param {
 	var ps []*Param
@@ -125,9 +143,11 @@ func (s *Sequential) ZeroGrads() {
 }
 
 // NumParams returns the total number of scalar parameters.
-func (s *Sequential) NumParams() int {
+func (s *Sequential) NumParams() int { return numParams(s.Params()) }
+
+func numParams(ps []*Param) int {
 	n := 0
-	for _, p := range s.Params() {
+	for _, p := range ps {
 		n += p.Value.Len()
 	}
 	return n
@@ -136,9 +156,10 @@ func (s *Sequential) NumParams() int {
 // ErrShape reports tensors whose shapes do not fit together.
 var ErrShape = errors.New("nn: shape mismatch")
 
-// CopyParams copies parameter values from src into dst; both must have
-// the same architecture. Useful to clone a model or load weights.
-func CopyParams(dst, src *Sequential) error {
+// CopyParams copies parameter values from src into dst (Sequentials or
+// Models); both must have the same architecture. Useful to clone a model
+// or load weights.
+func CopyParams(dst, src interface{ Params() []*Param }) error {
 	dp, sp := dst.Params(), src.Params()
 	if len(dp) != len(sp) {
 		return fmt.Errorf("copy params: %d vs %d params: %w", len(dp), len(sp), ErrShape)

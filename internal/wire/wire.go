@@ -27,7 +27,7 @@ func EncodeTensor(name string, shape []int, data []float32) *pserverpb.Tensor {
 // worker pushing gradients) does not allocate once warm. t must not be in
 // use by an in-flight RPC.
 func EncodeTensorTo(t *pserverpb.Tensor, name string, shape []int, data []float32) {
-	if n, ok := numElements(shape); !ok || n != len(data) {
+	if n, err := NumElements(shape); err != nil || n != len(data) {
 		// Cloning keeps shape from escaping to the heap on the happy path.
 		panic(fmt.Sprintf("wire: encode %q: shape %v does not describe %d elements", name, slices.Clone(shape), len(data)))
 	}
@@ -47,7 +47,7 @@ func EncodeTensorTo(t *pserverpb.Tensor, name string, shape []int, data []float3
 
 // DecodeTensor returns the shape and a newly allocated copy of the data.
 func DecodeTensor(t *pserverpb.Tensor) (shape []int, data []float32, err error) {
-	n, err := NumElements(t)
+	n, err := Validate(t)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -63,7 +63,7 @@ func DecodeTensor(t *pserverpb.Tensor) (shape []int, data []float32, err error) 
 // DecodeInto decodes t into dst without allocating. dst must have exactly
 // as many elements as t's dims describe; on any error dst is unchanged.
 func DecodeInto(t *pserverpb.Tensor, dst []float32) error {
-	n, err := NumElements(t)
+	n, err := Validate(t)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func DecodeIntoShape(t *pserverpb.Tensor, shape []int, dst []float32) error {
 // CheckShape reports whether t's dims equal shape and its content length
 // matches them.
 func CheckShape(t *pserverpb.Tensor, shape []int) error {
-	if _, err := NumElements(t); err != nil {
+	if _, err := Validate(t); err != nil {
 		return err
 	}
 	if !sameDims(t.Dims, shape) {
@@ -96,22 +96,15 @@ func CheckShape(t *pserverpb.Tensor, shape []int) error {
 	return nil
 }
 
-// NumElements validates t (non-nil, non-negative dims, content exactly
+// Validate checks t (non-nil, non-negative dims, content exactly
 // 4×prod(dims) bytes) and returns its element count.
-func NumElements(t *pserverpb.Tensor) (int, error) {
+func Validate(t *pserverpb.Tensor) (int, error) {
 	if t == nil {
 		return 0, ErrNilTensor
 	}
-	n := 1
-	for _, d := range t.Dims {
-		if d < 0 {
-			return 0, fmt.Errorf("wire: tensor %q: negative dimension in dims %v", t.Name, t.Dims)
-		}
-		// Reject products that overflow before they can alias a small length.
-		if d != 0 && int64(n) > math.MaxInt32/d {
-			return 0, fmt.Errorf("wire: tensor %q: dims %v too large", t.Name, t.Dims)
-		}
-		n *= int(d)
+	n, err := NumElements(t.Dims)
+	if err != nil {
+		return 0, fmt.Errorf("wire: tensor %q: dims %v: %w", t.Name, t.Dims, err)
 	}
 	if len(t.Content) != 4*n {
 		return 0, fmt.Errorf("wire: tensor %q: content is %d bytes, dims %v need %d", t.Name, len(t.Content), t.Dims, 4*n)
@@ -119,15 +112,27 @@ func NumElements(t *pserverpb.Tensor) (int, error) {
 	return n, nil
 }
 
-func numElements(shape []int) (int, bool) {
+var (
+	errNegativeDim = errors.New("negative dimension")
+	errTooLarge    = errors.New("too large")
+)
+
+// NumElements is the number of elements of a tensor of the given shape
+// (wire dims or a parameter's shape): the product of the dimensions. A
+// negative dimension is an error, and so is a product above MaxInt32,
+// which must not wrap around to alias a small length.
+func NumElements[D int | int64](shape []D) (int, error) {
 	n := 1
 	for _, d := range shape {
 		if d < 0 {
-			return 0, false
+			return 0, errNegativeDim
 		}
-		n *= d
+		if d != 0 && int64(n) > math.MaxInt32/int64(d) {
+			return 0, errTooLarge
+		}
+		n *= int(d)
 	}
-	return n, true
+	return n, nil
 }
 
 func sameDims(dims []int64, shape []int) bool {

@@ -252,3 +252,18 @@ func BenchmarkDecodePortable(b *testing.B) {
 		getFloatsPortable(dst, buf)
 	}
 }
+
+func TestNumElements(t *testing.T) {
+	if n, err := NumElements([]int{2, 3, 4}); err != nil || n != 24 {
+		t.Errorf("[2 3 4]: %d, %v", n, err)
+	}
+	if n, err := NumElements([]int64{}); err != nil || n != 1 {
+		t.Errorf("scalar: %d, %v", n, err)
+	}
+	if n, err := NumElements([]int{5, 0, -1}); err == nil {
+		t.Errorf("negative dimension: %d, no error", n)
+	}
+	if n, err := NumElements([]int64{1 << 20, 1 << 20}); err == nil {
+		t.Errorf("2^40 elements: %d, no error", n)
+	}
+}

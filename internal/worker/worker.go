@@ -2,6 +2,10 @@
 // reads the task's records, computes gradients against parameters pulled
 // from the parameter servers, pushes the gradients back, and reports each
 // task. Evaluation tasks compute metrics on the current model instead.
+//
+// Dense and sparse (recommender) models go through the same loop: a
+// model's embeddings, when it has any, pull their rows for each minibatch
+// and push their gradient rows along with the dense gradients.
 package worker
 
 import (
@@ -44,14 +48,22 @@ type Config struct {
 	MasterTimeout time.Duration
 }
 
+// maxRejectedPushes bounds how often one minibatch is recomputed after the
+// PS rejected its gradients (sync SGD: they were computed on a stale model).
+const maxRejectedPushes = 100
+
 // Worker trains tasks. Build it with New, then Run it once.
 type Worker struct {
 	cfg    Config
 	spec   model.Spec
 	log    *slog.Logger
-	net    *nn.Sequential
+	net    *nn.Model
 	params []*nn.Param
-	sparse *sparseState // sparse (recommender) models only; net is then nil
+	// tables are the PS tables behind the model's embeddings, each once;
+	// grads[i] names the table of embedding i and carries its gradient
+	// rows to a push. Both are empty for a dense model.
+	tables []client.EmbeddingTable
+	grads  []client.SparseGrad
 
 	master  masterpb.MasterClient
 	conn    *grpc.ClientConn
@@ -97,14 +109,17 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 		log:     logger.With("worker", cfg.WorkerID),
 		sources: map[string]data.Source{},
 	}
-	if spec.IsSparse() {
-		if w.sparse, err = newSparseState(spec, cfg.Seed); err != nil {
-			return nil, err
-		}
-		w.params = w.sparse.net.Params()
-	} else {
-		w.net = spec.Build(rand.New(rand.NewSource(cfg.Seed)))
-		w.params = w.net.Params()
+	w.net = spec.Build(rand.New(rand.NewSource(cfg.Seed)))
+	w.params = w.net.Params()
+	embs := spec.Embeddings()
+	if n := len(w.net.Embeddings()); n != len(embs) {
+		return nil, fmt.Errorf("model %s: net has %d embeddings, spec describes %d", spec.Name, n, len(embs))
+	}
+	for _, t := range spec.Sparse.Tables() {
+		w.tables = append(w.tables, client.EmbeddingTable{Name: t.Table, Dim: t.Dim, Initializer: t.Initializer})
+	}
+	for _, e := range embs {
+		w.grads = append(w.grads, client.SparseGrad{Table: e.Table})
 	}
 	return w, nil
 }
@@ -134,12 +149,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}()
 
-	if w.sparse != nil {
-		err = w.ps.PushModelWithTables(ctx, w.params, w.sparse.tables)
-	} else {
-		err = w.ps.PushModel(ctx, w.params)
-	}
-	if err != nil {
+	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}
 
@@ -251,11 +261,7 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 	var taskErr error
 	switch t.Type {
 	case masterpb.TaskType_TRAINING:
-		if w.sparse != nil {
-			taskErr = w.trainSparse(ctx, t, report)
-		} else {
-			taskErr = w.train(ctx, t, report)
-		}
+		taskErr = w.train(ctx, t, report)
 	case masterpb.TaskType_EVALUATION:
 		taskErr = w.evaluate(ctx, t, report)
 	case masterpb.TaskType_PREDICTION:
@@ -309,18 +315,38 @@ func (w *Worker) read(t *masterpb.Task, report *masterpb.ReportTaskResultRequest
 }
 
 // minibatches calls fn for consecutive slices of at most MinibatchSize
-// records of b, shaped as the model's input.
-func (w *Worker) minibatches(b *data.Batch, fn func(x *nn.Tensor, labels []int32) error) error {
-	per := 1
-	for _, d := range w.spec.InputShape {
-		per *= d
+// records of b: their dense inputs shaped as the model's input, their
+// categorical ids (none for a model without embeddings) and labels.
+func (w *Worker) minibatches(b *data.Batch, fn func(x *nn.Tensor, ids []int64, labels []int32) error) error {
+	nc := w.spec.NumCategorical()
+	if nc > 0 && (b.NumCategorical != nc || len(b.Categorical) != b.N*nc) {
+		return fmt.Errorf("records have %d categorical ids, model %s expects %d", b.NumCategorical, w.spec.Name, nc)
+	}
+	per := w.spec.InputSize()
+	if len(b.Features) != b.N*per {
+		return fmt.Errorf("records have %d dense features, model %s expects %d", len(b.Features)/max(b.N, 1), w.spec.Name, per)
 	}
 	for lo := 0; lo < b.N; lo += w.cfg.MinibatchSize {
 		hi := min(lo+w.cfg.MinibatchSize, b.N)
-		shape := append([]int{hi - lo}, w.spec.InputShape...)
-		x := &nn.Tensor{Shape: shape, Data: b.Features[lo*per : hi*per]}
-		if err := fn(x, b.Labels[lo:hi]); err != nil {
+		x := &nn.Tensor{Shape: w.spec.BatchShape(hi - lo), Data: b.Features[lo*per : hi*per]}
+		if err := fn(x, b.Categorical[lo*nc:hi*nc], b.Labels[lo:hi]); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// lookup installs a minibatch's ids in every embedding of the model and
+// pulls their rows from the PS; a model without embeddings has nothing to
+// look up.
+func (w *Worker) lookup(ctx context.Context, ids []int64) error {
+	for i, e := range w.net.Embeddings() {
+		unique, err := e.SetBatch(ids, nil, w.spec.NumCategorical())
+		if err != nil {
+			return err
+		}
+		if err := w.ps.PullEmbeddings(ctx, w.grads[i].Table, unique, e.Rows()); err != nil {
+			return &fatalError{fmt.Errorf("pull embeddings of table %s: %w", w.grads[i].Table, err)}
 		}
 	}
 	return nil
@@ -334,10 +360,14 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	// Minibatches mix the task's records in a new order each epoch, as a
 	// shuffling data loader would; the master already shuffles task order.
 	shuffle(b, t.Id, t.Epoch)
-	return w.minibatches(b, func(x *nn.Tensor, labels []int32) error {
+	return w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
 		// Sync SGD may reject gradients computed on a stale model: re-pull
 		// and redo the minibatch, pushing only to the shards that rejected.
+		to := client.AllShards
 		for attempt := 0; ; attempt++ {
+			if err := w.lookup(ctx, ids); err != nil {
+				return err
+			}
 			if _, err := w.ps.Pull(ctx, w.params); err != nil {
 				return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 			}
@@ -347,11 +377,10 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 				return err
 			}
 			w.net.Backward(dlogits)
-			push := w.ps.Push
-			if attempt > 0 {
-				push = w.ps.PushRejected
+			for i, e := range w.net.Embeddings() {
+				w.grads[i].IDs, w.grads[i].Values = e.Grad()
 			}
-			accepted, err := push(ctx, w.params, w.cfg.WorkerID)
+			accepted, err := w.ps.Push(ctx, w.params, w.grads, w.cfg.WorkerID, to)
 			if err != nil {
 				return &fatalError{fmt.Errorf("push gradients: %w", err)}
 			}
@@ -361,6 +390,7 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 				report.Steps++
 				return nil
 			}
+			to = client.RejectedShards
 			w.rejected.Add(1)
 			w.log.Debug("stale gradients rejected by the PS; redoing the minibatch", "task", t.Id, "attempt", attempt+1, "rejected_total", w.rejected.Load())
 			if attempt >= maxRejectedPushes {
@@ -370,17 +400,39 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	})
 }
 
-func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
+// readAndPull reads an evaluation or prediction task's records and pulls
+// the current model to run them through.
+func (w *Worker) readAndPull(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) (*data.Batch, error) {
 	b, err := w.read(t, report)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := w.ps.Pull(ctx, w.params); err != nil {
+		return nil, &fatalError{fmt.Errorf("pull parameters: %w", err)}
+	}
+	return b, nil
+}
+
+// infer runs the model forward, without training, over b's minibatches
+// (pulling their embedding rows first) and hands fn each minibatch's
+// logits and labels: what evaluation and prediction share.
+func (w *Worker) infer(ctx context.Context, b *data.Batch, fn func(logits *nn.Tensor, labels []int32) error) error {
+	return w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
+		if err := w.lookup(ctx, ids); err != nil {
+			return err
+		}
+		return fn(w.net.Forward(x, false), labels)
+	})
+}
+
+func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
+	b, err := w.readAndPull(ctx, t, report)
 	if err != nil {
 		return err
 	}
-	if _, err := w.ps.Pull(ctx, w.params); err != nil {
-		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
-	}
 	var correct, lossSum float64
 	var hist *data.ScoreHistogram // binary models: for the pass's AUC
-	err = w.inferBatches(ctx, b, func(logits *nn.Tensor, labels []int32) error {
+	err = w.infer(ctx, b, func(logits *nn.Tensor, labels []int32) error {
 		loss, _, err := nn.SoftmaxCrossEntropy(logits, labels)
 		if err != nil {
 			return err
@@ -425,12 +477,9 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 // the predicted class and the class probabilities (softmax of the logits),
 // carried back in the task's report.
 func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb.ReportTaskResultRequest) error {
-	b, err := w.read(t, report)
+	b, err := w.readAndPull(ctx, t, report)
 	if err != nil {
 		return err
-	}
-	if _, err := w.ps.Pull(ctx, w.params); err != nil {
-		return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 	}
 	k := w.spec.NumClasses
 	p := &masterpb.Predictions{
@@ -440,7 +489,7 @@ func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb
 		Probabilities:  make([]float32, 0, b.N*k),
 	}
 	off := 0
-	err = w.inferBatches(ctx, b, func(logits *nn.Tensor, labels []int32) error {
+	err = w.infer(ctx, b, func(logits *nn.Tensor, labels []int32) error {
 		n := len(labels)
 		if len(logits.Data) != n*k {
 			return fmt.Errorf("model output has %d values for %d records of %d classes", len(logits.Data), n, k)

@@ -10,7 +10,7 @@ import (
 
 // trainStep is one plain-SGD step: the unit BenchmarkTrainStep measures.
 type trainStep struct {
-	net     *nn.Sequential
+	net     *nn.Model
 	params  []*nn.Param
 	dlogits *nn.Tensor
 	lr      float32
@@ -33,7 +33,7 @@ func (s *trainStep) run(x *nn.Tensor, y []int32) (float32, error) {
 	return loss, nil
 }
 
-func benchTrain(b *testing.B, net *nn.Sequential) {
+func benchTrain(b *testing.B, net *nn.Model) {
 	const batch = 64
 	rng := rand.New(rand.NewSource(1))
 	x := nn.NewTensor(batch, 28, 28, 1)

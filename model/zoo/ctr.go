@@ -58,7 +58,7 @@ func XDeepFMSpec() model.Spec {
 	s := ctrSpec(CTRXDeepFM, false)
 	s.Description = fmt.Sprintf("CTR xDeepFM: first-order id weights + CIN %v + MLP over %d dense features and %d categorical fields (embedding dim %d; tower %d-%d-2)",
 		ctrCIN, ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2)
-	s.Sparse.Build = func(rng *rand.Rand) model.SparseNet {
+	s.Build = func(rng *rand.Rand) *nn.Model {
 		return NewXDeepFMNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, ctrCIN, rng)
 	}
 	return s
@@ -76,24 +76,53 @@ func ctrSpec(name string, fm bool) model.Spec {
 		InputShape: []int{ctrDense},
 		NumClasses: 2,
 		Optimizer:  ctrOpt,
+		Build: func(rng *rand.Rand) *nn.Model {
+			return NewCTRNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, fm, rng)
+		},
 		Sparse: &model.SparseSpec{
 			NumCategorical: ctrCategorical,
 			Embeddings: []model.EmbeddingSpec{
 				{Table: "ctr_linear", Dim: 1, Initializer: "zeros"},
 				{Table: "ctr_embed", Dim: ctrEmbedDim, Initializer: "uniform:-0.05,0.05"},
 			},
-			Build: func(rng *rand.Rand) model.SparseNet {
-				return NewCTRNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, fm, rng)
-			},
 		},
 	}
 }
 
-// CTRNet is the network of ctr.wide_and_deep (fm false), ctr.deepfm and
-// ctr.xdeepfm (cin set).
-type CTRNet struct {
+// NewCTRNet builds the network of ctr.wide_and_deep (fm false) or
+// ctr.deepfm (fm true) for records of dense features and fields
+// categorical ids, embeddings of width dim and a two-hidden-layer tower:
+// embeddings first_order (dim 1) and embedding (dim dim), then the
+// ctrHead.
+func NewCTRNet(dense, fields, dim, h1, h2 int, fm bool, rng *rand.Rand) *nn.Model {
+	h := newCTRHead(dense, fields, dim, h1, h2, rng)
+	if fm {
+		h.fm = nn.NewFMInteraction("fm")
+	}
+	return h.model()
+}
+
+// NewXDeepFMNet builds the network of ctr.xdeepfm: NewCTRNet without FM,
+// plus a CIN of layers cin over the field embeddings and Dense(ΣH → 1)
+// into logit 1.
+func NewXDeepFMNet(dense, fields, dim, h1, h2 int, cin []int, rng *rand.Rand) *nn.Model {
+	h := newCTRHead(dense, fields, dim, h1, h2, rng)
+	h.cin = nn.NewCIN("cin", fields, dim, cin, rng)
+	h.cinOut = nn.NewDense("cin_out", h.cin.OutputSize(), 1, rng)
+	h.cinOut.Initialize(nn.GlorotUniform, rng)
+	h.params = append(h.params, h.cin.Params()...)
+	h.params = append(h.params, h.cinOut.Params()...)
+	return h.model()
+}
+
+// ctrHead is everything of a CTR network above its two embeddings, as the
+// one tower layer of an nn.Model. Its input is the Model's concatenation,
+// per record [first-order weights (F) | field embeddings (F·D) | dense
+// features]; it runs the deep tower on [dense features, field
+// embeddings], adds the first-order weights and the FM or CIN term to
+// logit 1, and its Backward hands the Model the gradient of that input.
+type ctrHead struct {
 	dense, fields, dim int
-	first, emb         *nn.Embedding
 	fm                 *nn.FMInteraction
 	cin                *nn.CIN
 	cinOut             *nn.Dense
@@ -101,67 +130,45 @@ type CTRNet struct {
 	tower              []nn.Layer
 	params             []*nn.Param
 
-	e2     *nn.Tensor // embeddings of the last Forward, [N, F, D]
-	logits *nn.Tensor
-	dfm    *nn.Tensor
-	de1    *nn.Tensor
+	// Of the last Forward: its input, the field embeddings [N, F, D] and
+	// the dense features [N, dense].
+	x, e2, xd *nn.Tensor
+	logits    *nn.Tensor
+	dfm, dx   *nn.Tensor
 }
 
-var _ model.SparseNet = (*CTRNet)(nil)
+var _ nn.Layer = (*ctrHead)(nil)
 
-// NewCTRNet builds a CTRNet for records of dense features and fields
-// categorical ids, embeddings of width dim and a two-hidden-layer tower.
-func NewCTRNet(dense, fields, dim, h1, h2 int, fm bool, rng *rand.Rand) *CTRNet {
-	n := &CTRNet{
-		dense: dense, fields: fields, dim: dim,
-		first:  nn.NewEmbedding("first_order", 1, nn.CombinerNone),
-		emb:    nn.NewEmbedding("embedding", dim, nn.CombinerNone),
-		concat: nn.NewConcat("concat"),
-	}
-	if fm {
-		n.fm = nn.NewFMInteraction("fm")
-	}
+func newCTRHead(dense, fields, dim, h1, h2 int, rng *rand.Rand) *ctrHead {
+	h := &ctrHead{dense: dense, fields: fields, dim: dim, concat: nn.NewConcat("concat")}
 	d1 := nn.NewDense("dense_1", dense+fields*dim, h1, rng)
 	d2 := nn.NewDense("dense_2", h1, h2, rng)
 	d3 := nn.NewDense("dense_3", h2, 2, rng)
 	d1.Initialize(nn.GlorotUniform, rng)
 	d2.Initialize(nn.GlorotUniform, rng)
 	d3.Initialize(nn.GlorotUniform, rng)
-	n.tower = []nn.Layer{d1, nn.NewReLU("relu_1"), d2, nn.NewReLU("relu_2"), d3}
-	for _, l := range n.tower {
-		n.params = append(n.params, l.Params()...)
+	h.tower = []nn.Layer{d1, nn.NewReLU("relu_1"), d2, nn.NewReLU("relu_2"), d3}
+	for _, l := range h.tower {
+		h.params = append(h.params, l.Params()...)
 	}
-	return n
+	return h
 }
 
-// NewXDeepFMNet builds the CTRNet of ctr.xdeepfm: NewCTRNet without FM,
-// plus a CIN of layers cin over the field embeddings and Dense(ΣH → 1)
-// into logit 1.
-func NewXDeepFMNet(dense, fields, dim, h1, h2 int, cin []int, rng *rand.Rand) *CTRNet {
-	n := NewCTRNet(dense, fields, dim, h1, h2, false, rng)
-	n.cin = nn.NewCIN("cin", fields, dim, cin, rng)
-	n.cinOut = nn.NewDense("cin_out", n.cin.OutputSize(), 1, rng)
-	n.cinOut.Initialize(nn.GlorotUniform, rng)
-	n.params = append(n.params, n.cin.Params()...)
-	n.params = append(n.params, n.cinOut.Params()...)
-	return n
+// model puts h above its embeddings, in the order of the spec's tables.
+func (h *ctrHead) model() *nn.Model {
+	return nn.MustModel([]*nn.Embedding{
+		nn.NewEmbedding("first_order", 1, nn.CombinerNone),
+		nn.NewEmbedding("embedding", h.dim, nn.CombinerNone),
+	}, h)
 }
 
-// Embeddings implements model.SparseNet: first-order (dim 1), then the
-// field embeddings.
-func (n *CTRNet) Embeddings() []*nn.Embedding { return []*nn.Embedding{n.first, n.emb} }
+// Name implements nn.Layer.
+func (h *ctrHead) Name() string { return "ctr_head" }
 
-// Params implements model.SparseNet.
-func (n *CTRNet) Params() []*nn.Param { return n.params }
+// Params implements nn.Layer: the deep tower's, then the CIN's.
+func (h *ctrHead) Params() []*nn.Param { return h.params }
 
-// ZeroGrads implements model.SparseNet.
-func (n *CTRNet) ZeroGrads() {
-	for _, p := range n.params {
-		clear(p.Grad.Data)
-	}
-	n.first.ZeroGrad()
-	n.emb.ZeroGrad()
-}
+func (h *ctrHead) width() int { return h.fields + h.fields*h.dim + h.dense }
 
 func fit(t *nn.Tensor, shape ...int) *nn.Tensor {
 	size := 1
@@ -176,72 +183,84 @@ func fit(t *nn.Tensor, shape ...int) *nn.Tensor {
 	return t
 }
 
-// Forward implements model.SparseNet: dense is [N, dense features].
-func (n *CTRNet) Forward(dense *nn.Tensor, train bool) *nn.Tensor {
-	e1 := n.first.Forward(nil, train) // [N, F, 1]
-	n.e2 = n.emb.Forward(nil, train)  // [N, F, D]
-	rows := n.e2.Shape[0]
-	var x *nn.Tensor
-	if n.dense > 0 {
-		x = n.concat.Forward(dense, n.e2)
-	} else {
-		x = n.concat.Forward(n.e2)
+// Forward implements nn.Layer; x is [N, F + F·D + dense].
+func (h *ctrHead) Forward(x *nn.Tensor, train bool) *nn.Tensor {
+	w, fd := h.width(), h.fields*h.dim
+	if len(x.Shape) != 2 || x.Shape[1] != w || len(x.Data) != x.Shape[0]*w {
+		panic(fmt.Sprintf("zoo: %s: input shape %v, want [N %d]", h.Name(), x.Shape, w))
 	}
-	for _, l := range n.tower {
-		x = l.Forward(x, train)
+	rows := x.Shape[0]
+	h.x = x
+	h.e2 = fit(h.e2, rows, h.fields, h.dim)
+	h.xd = fit(h.xd, rows, h.dense)
+	for r := 0; r < rows; r++ {
+		in := x.Data[r*w : (r+1)*w]
+		copy(h.e2.Data[r*fd:(r+1)*fd], in[h.fields:h.fields+fd])
+		copy(h.xd.Data[r*h.dense:(r+1)*h.dense], in[h.fields+fd:])
 	}
-	n.logits = fit(n.logits, rows, 2)
-	copy(n.logits.Data, x.Data)
+	y := h.concat.Forward(h.xd, h.e2)
+	for _, l := range h.tower {
+		y = l.Forward(y, train)
+	}
+	h.logits = fit(h.logits, rows, 2)
+	copy(h.logits.Data, y.Data)
 	var fmy *nn.Tensor
-	if n.fm != nil {
-		fmy = n.fm.Forward(n.e2, train)
+	if h.fm != nil {
+		fmy = h.fm.Forward(h.e2, train)
 	}
-	if n.cin != nil {
-		fmy = n.cinOut.Forward(n.cin.Forward(n.e2, train), train) // [N, 1]
+	if h.cin != nil {
+		fmy = h.cinOut.Forward(h.cin.Forward(h.e2, train), train) // [N, 1]
 	}
 	for r := 0; r < rows; r++ {
 		var s float32
-		for _, v := range e1.Data[r*n.fields : (r+1)*n.fields] {
+		for _, v := range x.Data[r*w : r*w+h.fields] {
 			s += v
 		}
 		if fmy != nil {
 			s += fmy.Data[r]
 		}
-		n.logits.Data[2*r+1] += s
+		h.logits.Data[2*r+1] += s
 	}
-	return n.logits
+	return h.logits
 }
 
-// Backward implements model.SparseNet.
-func (n *CTRNet) Backward(dlogits *nn.Tensor) {
-	rows := n.e2.Shape[0]
+// Backward implements nn.Layer: it accumulates the parameters' gradients
+// and returns the gradient of the last Forward's input.
+func (h *ctrHead) Backward(dlogits *nn.Tensor) *nn.Tensor {
+	rows := h.e2.Shape[0]
 	dy := dlogits
-	for i := len(n.tower) - 1; i >= 0; i-- {
-		dy = n.tower[i].Backward(dy)
+	for i := len(h.tower) - 1; i >= 0; i-- {
+		dy = h.tower[i].Backward(dy)
 	}
-	dxs := n.concat.Backward(dy)
-	de2 := dxs[len(dxs)-1]
-	n.de1 = fit(n.de1, rows, n.fields, 1)
-	n.dfm = fit(n.dfm, rows, 1)
+	dxs := h.concat.Backward(dy)
+	dxd, de2 := dxs[0], dxs[1]
+	// Logit 1's gradient is that of every first-order weight and of the
+	// FM or CIN output.
+	h.dfm = fit(h.dfm, rows, 1)
 	for r := 0; r < rows; r++ {
-		g := dlogits.Data[2*r+1]
-		n.dfm.Data[r] = g
-		for f := 0; f < n.fields; f++ {
-			n.de1.Data[r*n.fields+f] = g
-		}
+		h.dfm.Data[r] = dlogits.Data[2*r+1]
 	}
-	if n.fm != nil {
-		dv := n.fm.Backward(n.dfm)
+	if h.fm != nil {
+		dv := h.fm.Backward(h.dfm)
 		for i, v := range dv.Data {
 			de2.Data[i] += v
 		}
 	}
-	if n.cin != nil {
-		dv := n.cin.Backward(n.cinOut.Backward(n.dfm))
+	if h.cin != nil {
+		dv := h.cin.Backward(h.cinOut.Backward(h.dfm))
 		for i, v := range dv.Data {
 			de2.Data[i] += v
 		}
 	}
-	n.emb.Backward(de2)
-	n.first.Backward(n.de1)
+	w, fd := h.width(), h.fields*h.dim
+	h.dx = fit(h.dx, h.x.Shape...)
+	for r := 0; r < rows; r++ {
+		out := h.dx.Data[r*w : (r+1)*w]
+		for f := 0; f < h.fields; f++ {
+			out[f] = h.dfm.Data[r]
+		}
+		copy(out[h.fields:h.fields+fd], de2.Data[r*fd:(r+1)*fd])
+		copy(out[h.fields+fd:], dxd.Data[r*h.dense:(r+1)*h.dense])
+	}
+	return h.dx
 }

@@ -22,7 +22,7 @@ func TestCTRSpecsRegister(t *testing.T) {
 		if err := s.CheckBuild(); err != nil {
 			t.Fatal(err)
 		}
-		// The derived Build carries the dense parameters: the tower's
+		// Build carries the dense parameters: the tower's
 		// 6, plus xDeepFM's 2 CIN kernels and its output layer's 2.
 		want := 6
 		if name == CTRXDeepFM {
@@ -41,7 +41,7 @@ func TestCTRNetGrad(t *testing.T) {
 		fm := kind
 		rng := rand.New(rand.NewSource(7))
 		const n, dense, fields, dim = 3, 2, 4, 3
-		var net *CTRNet
+		var net *nn.Model
 		if kind == "xdeepfm" {
 			net = NewXDeepFMNet(dense, fields, dim, 5, 4, []int{3, 2}, rng)
 		} else {

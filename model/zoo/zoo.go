@@ -73,12 +73,12 @@ func MLPSpec() model.Spec {
 		Description: "Fashion-MNIST MLP: Flatten, Dense 784->256, ReLU, Dense 256->10",
 		InputShape:  []int{28, 28, 1},
 		NumClasses:  10,
-		Build: func(rng *rand.Rand) *nn.Sequential {
+		Build: func(rng *rand.Rand) *nn.Model {
 			d1, d2 := nn.NewDense("dense_1", 28*28, 256, rng), nn.NewDense("dense_2", 256, 10, rng)
 			// Keras's default init: it tested a little better than He here.
 			d1.Initialize(nn.GlorotUniform, rng)
 			d2.Initialize(nn.GlorotUniform, rng)
-			return nn.MustSequential(standardize(), nn.NewFlatten("flatten"), d1, nn.NewReLU("relu_1"), d2)
+			return nn.MustModel(nil, standardize(), nn.NewFlatten("flatten"), d1, nn.NewReLU("relu_1"), d2)
 		},
 		Optimizer: defaultOpt,
 	}
@@ -92,7 +92,7 @@ func CNNSpec() model.Spec {
 			"Dense %d->%d, ReLU, Dense %d->10", cnnConv1, cnnConv2, 7*7*cnnConv2, cnnHidden, cnnHidden),
 		InputShape: []int{28, 28, 1},
 		NumClasses: 10,
-		Build: func(rng *rand.Rand) *nn.Sequential {
+		Build: func(rng *rand.Rand) *nn.Model {
 			return buildCNN(cnnConv1, cnnConv2, cnnHidden, rng)
 		},
 		Optimizer: cnnOpt,
@@ -107,8 +107,8 @@ func standardize() nn.Layer { return nn.NewStandardize("standardize", fashionMea
 
 // buildCNN builds the two-conv-block network with the given widths; it is
 // separate so the benchmarks can compare widths.
-func buildCNN(c1, c2, hidden int, rng *rand.Rand) *nn.Sequential {
-	return nn.MustSequential(
+func buildCNN(c1, c2, hidden int, rng *rand.Rand) *nn.Model {
+	return nn.MustModel(nil,
 		nn.NewConv2D("conv2d_1", 1, c1, 3, 3, 1, nn.Same, rng),
 		nn.NewReLU("relu_1"),
 		nn.NewMaxPool2D("max_pooling2d_1", 2, 2),

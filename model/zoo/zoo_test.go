@@ -131,7 +131,7 @@ func (d *idxSet) batch(x *nn.Tensor, y []int32, idx []int) {
 	}
 }
 
-func evaluate(net *nn.Sequential, d *idxSet) float64 {
+func evaluate(net *nn.Model, d *idxSet) float64 {
 	const bs = 500
 	x, y := nn.NewTensor(bs, 28, 28, 1), make([]int32, bs)
 	idx := make([]int, bs)
@@ -182,12 +182,12 @@ func (a *adam) step(params []*nn.Param) {
 // returns it. workers > 1 simulates asynchronous SGD: each gradient is
 // computed on a replica whose weights are workers-1 updates stale, the
 // staleness a parameter server sees with that many equally fast workers.
-func trainAdam(t *testing.T, spec model.Spec, train *idxSet, epochs, workers int, seed int64) *nn.Sequential {
+func trainAdam(t *testing.T, spec model.Spec, train *idxSet, epochs, workers int, seed int64) *nn.Model {
 	t.Helper()
 	const bs = 64
 	rng := rand.New(rand.NewSource(seed))
 	master := spec.Build(rand.New(rand.NewSource(seed)))
-	replicas := make([]*nn.Sequential, workers)
+	replicas := make([]*nn.Model, workers)
 	for i := range replicas {
 		replicas[i] = spec.Build(rand.New(rand.NewSource(seed)))
 	}

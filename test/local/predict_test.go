@@ -59,7 +59,7 @@ func zooSpec(t *testing.T, name string) model.Spec {
 
 // loadModel builds spec's network with the parameters of the newest
 // complete checkpoint under dir: a single-process copy of the model.
-func loadModel(t *testing.T, spec model.Spec, dir string) *nn.Sequential {
+func loadModel(t *testing.T, spec model.Spec, dir string) *nn.Model {
 	t.Helper()
 	set, err := checkpoint.Load(dir, nil)
 	if err != nil {

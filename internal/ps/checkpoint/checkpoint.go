@@ -369,7 +369,7 @@ func check(c *pserverpb.Checkpoint, version int64, index, numShards int) error {
 		if got := shard.Of(name, numShards); got != index {
 			return fmt.Errorf("parameter %q belongs to shard %d of %d", name, got, numShards)
 		}
-		if _, err := wire.NumElements(t); err != nil {
+		if _, err := wire.Validate(t); err != nil {
 			return err
 		}
 		dims[name] = t.GetDims()
@@ -395,7 +395,7 @@ func check(c *pserverpb.Checkpoint, version int64, index, numShards int) error {
 				return fmt.Errorf("parameter %q: slot name %q empty or repeated", name, t.GetName())
 			}
 			slotSeen[t.GetName()] = true
-			if _, err := wire.NumElements(t); err != nil {
+			if _, err := wire.Validate(t); err != nil {
 				return fmt.Errorf("parameter %q: %w", name, err)
 			}
 			if !slices.Equal(t.GetDims(), want) {

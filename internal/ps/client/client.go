@@ -34,8 +34,8 @@
 //
 // # Embedding tables
 //
-// PushModelWithTables registers sparse embedding tables on every shard;
-// PullEmbeddings and PushSparse route each id to shard id mod NumShards,
+// PushModel also registers a model's sparse embedding tables on every
+// shard; PullEmbeddings and Push route each id to shard id mod NumShards,
 // in parallel, and PullEmbeddings reassembles rows in the caller's order.
 // A relaunched empty shard is re-initialized as above, its tables
 // registered again; its rows restart from their deterministic initial
@@ -105,8 +105,8 @@ type Client struct {
 
 	mu     sync.Mutex
 	layout *layout // split of the params slice seen last
-	// tables are the embedding tables registered by PushModelWithTables;
-	// every PushModel (re-initializations included) carries them.
+	// tables are the embedding tables registered by PushModel; every
+	// initialization of a shard (re-initializations included) carries them.
 	tables []*pserverpb.EmbeddingTableInfo
 	dims   map[string]int
 }
@@ -211,11 +211,19 @@ func (c *Client) Version() int64 {
 	return v
 }
 
-// PushModel sends each shard its parameters' current values as version 0.
-// Shards already initialized ignore it; this client then has to Pull before
-// it holds the shard's values. Every shard is pushed, even one that holds
-// none of the parameters, so that it counts as initialized.
-func (c *Client) PushModel(ctx context.Context, params []*nn.Param) error {
+// PushModel sends each shard its parameters' current values as version 0
+// and registers the model's embedding tables (none for a dense model) on
+// it. Shards already initialized ignore it; this client then has to Pull
+// before it holds the shard's values. Every shard is pushed, even one that
+// holds none of the parameters, so that it counts as initialized. The
+// client remembers the tables and registers them again when it
+// re-initializes a relaunched shard; rows of such a shard then restart
+// from their deterministic initial values (unless the PS restored a
+// checkpoint).
+func (c *Client) PushModel(ctx context.Context, params []*nn.Param, tables ...EmbeddingTable) error {
+	if err := c.setTables(tables); err != nil {
+		return err
+	}
 	l, err := c.layoutFor(params)
 	if err != nil {
 		return err
@@ -363,7 +371,7 @@ func checkPulled(tensors []*pserverpb.Tensor, group []*nn.Param, byName map[stri
 		if err := wire.CheckShape(t, p.Value.Shape); err != nil {
 			return err
 		}
-		if n, ok := numElements(p.Value.Shape); !ok || n != len(p.Value.Data) {
+		if n, err := wire.NumElements(p.Value.Shape); err != nil || n != len(p.Value.Data) {
 			return fmt.Errorf("parameter %q: shape %v does not match its %d values", p.Name, p.Value.Shape, len(p.Value.Data))
 		}
 	}
@@ -401,36 +409,57 @@ func (c *Client) reinit(ctx context.Context, s *shardConn, group []*nn.Param, at
 	return nil
 }
 
-// Push sends each parameter's Grad to its shard, all shards in parallel,
-// tagged with the version of the shard the worker last pulled. accepted is
-// false if any shard declined the gradients (sync SGD: too stale; re-pull,
-// recompute and send with PushRejected); async shards accept stale
-// gradients. A shard rejects an invalid push as a
-// whole (codes.InvalidArgument, nothing applied), but other shards may
-// have applied theirs.
-func (c *Client) Push(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
-	return c.push(ctx, params, workerID, false)
-}
+// Shards selects the shards a Push goes to.
+type Shards int
 
-// push pushes to every shard of params, or only to those that rejected the
-// last push; accepted is false if any shard rejected this one.
-func (c *Client) push(ctx context.Context, params []*nn.Param, workerID int, onlyRejected bool) (accepted bool, err error) {
-	l, err := c.layoutFor(params)
+const (
+	// AllShards: every shard that has gradients of the push.
+	AllShards Shards = iota
+	// RejectedShards: only the shards that rejected this client's last
+	// push. Sync SGD's redo of a minibatch (re-pulled and recomputed) goes
+	// there: a shard that accepted the first computation must not count
+	// the minibatch twice.
+	RejectedShards
+)
+
+// Push sends one minibatch's gradients: each parameter's Grad to its shard
+// and the rows of sparse (embedding gradients; none for a dense model) to
+// shard id mod NumShards, in one PushGradients call per shard, the shards
+// in parallel, each tagged with the version of the shard the worker last
+// pulled. params may be empty. accepted is false if any shard declined the
+// gradients (sync SGD: too stale; re-pull, recompute and push again to
+// RejectedShards); async shards accept stale gradients. A shard rejects an
+// invalid push as a whole (codes.InvalidArgument, nothing applied), but
+// other shards may have applied theirs.
+func (c *Client) Push(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards) (accepted bool, err error) {
+	// No params: an empty layout, not remembered, so that a later
+	// re-initialization still pushes the dense values Pull saw.
+	l := &layout{groups: make([][]*nn.Param, len(c.shards))}
+	if len(params) > 0 {
+		if l, err = c.layoutFor(params); err != nil {
+			return false, err
+		}
+	}
+	rows, err := c.splitSparse(sparse)
 	if err != nil {
 		return false, err
 	}
+	want := func(i int) bool {
+		if len(l.groups[i]) == 0 && len(rows[i]) == 0 {
+			return false
+		}
+		if to == AllShards {
+			return true
+		}
+		s := c.shards[i]
+		s.pushMu.Lock()
+		defer s.pushMu.Unlock()
+		return s.rejected
+	}
 	var mu sync.Mutex
 	accepted = true
-	err = c.each(ctx, l, false, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
-		if onlyRejected {
-			s.pushMu.Lock()
-			rejected := s.rejected
-			s.pushMu.Unlock()
-			if !rejected {
-				return nil
-			}
-		}
-		ok, err := c.pushShard(ctx, s, group, workerID)
+	err = c.eachShard(want, func(s *shardConn) error {
+		ok, err := c.pushShard(ctx, s, l.groups[s.index], rows[s.index], workerID)
 		if !ok {
 			mu.Lock()
 			accepted = false
@@ -441,11 +470,7 @@ func (c *Client) push(ctx context.Context, params []*nn.Param, workerID int, onl
 	return accepted && err == nil, err
 }
 
-func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, workerID int) (bool, error) {
-	return c.pushShardSparse(ctx, s, group, nil, workerID)
-}
-
-func (c *Client) pushShardSparse(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int) (bool, error) {
+func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int) (bool, error) {
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
 	for len(s.pushBuf) < len(group) {
@@ -456,7 +481,7 @@ func (c *Client) pushShardSparse(ctx context.Context, s *shardConn, group []*nn.
 		if p.Grad == nil {
 			return false, fmt.Errorf("ps client: parameter %q has no gradient", p.Name)
 		}
-		if n, ok := numElements(p.Grad.Shape); !ok || n != len(p.Grad.Data) {
+		if n, err := wire.NumElements(p.Grad.Shape); err != nil || n != len(p.Grad.Data) {
 			return false, fmt.Errorf("ps client: gradient of %q: shape %v does not match %d values", p.Name, p.Grad.Shape, len(p.Grad.Data))
 		}
 		wire.EncodeTensorTo(grads[i], p.Name, p.Grad.Shape, p.Grad.Data)
@@ -523,23 +548,33 @@ func (c *Client) call(ctx context.Context, s *shardConn, op string, rpc func(con
 // each runs fn for every shard with parameters (every shard when
 // includeEmpty), in parallel, and joins the errors.
 func (c *Client) each(ctx context.Context, l *layout, includeEmpty bool, fn func(context.Context, *shardConn, []*nn.Param) error) error {
+	return c.eachShard(func(i int) bool { return includeEmpty || len(l.groups[i]) > 0 },
+		func(s *shardConn) error { return fn(ctx, s, l.groups[s.index]) })
+}
+
+// eachShard runs fn for the shards that want(index), in parallel (no
+// goroutine for a single one), and joins the errors.
+func (c *Client) eachShard(want func(int) bool, fn func(*shardConn) error) error {
 	var work []*shardConn
 	for _, s := range c.shards {
-		if includeEmpty || len(l.groups[s.index]) > 0 {
+		if want(s.index) {
 			work = append(work, s)
 		}
 	}
-	if len(work) == 1 { // no goroutine for the single-PS case
-		return fn(ctx, work[0], l.groups[work[0].index])
+	if len(work) == 1 {
+		return fn(work[0])
 	}
 	errs := make([]error, len(work))
 	var wg sync.WaitGroup
 	for i, s := range work {
-		wg.Go(func() { errs[i] = fn(ctx, s, l.groups[s.index]) })
+		wg.Go(func() { errs[i] = fn(s) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// allShards is eachShard's want for calls that go to every shard.
+func allShards(int) bool { return true }
 
 // layout is params split by shard; immutable once built.
 type layout struct {
@@ -589,17 +624,6 @@ func (c *Client) layoutFor(params []*nn.Param) (*layout, error) {
 	return l, nil
 }
 
-func numElements(shape []int) (int, bool) {
-	n := 1
-	for _, d := range shape {
-		if d < 0 {
-			return 0, false
-		}
-		n *= d
-	}
-	return n, true
-}
-
 // expBackoff is capped exponential backoff with ±20% jitter, so workers
 // retrying against one relaunched PS do not arrive in lockstep.
 type expBackoff struct {
@@ -623,30 +647,15 @@ func (b *expBackoff) wait(ctx context.Context) error {
 	}
 }
 
-// PushRejected pushes the parameters' gradients again, but only to the
-// shards that rejected this client's last push (sync SGD: the worker
-// re-pulled and recomputed the minibatch; shards that accepted the first
-// computation must not count the minibatch twice). accepted is false if
-// any of them rejected again.
-func (c *Client) PushRejected(ctx context.Context, params []*nn.Param, workerID int) (accepted bool, err error) {
-	return c.push(ctx, params, workerID, true)
-}
-
 // SetLiveWorkers tells every shard how many workers are alive (sync SGD;
 // see ps.Server.SetLiveWorkers), retrying unavailable shards until ctx
 // ends. generation orders the calls of one caller; flush makes each shard
 // apply what it has accumulated.
 func (c *Client) SetLiveWorkers(ctx context.Context, live int, generation int64, flush bool) error {
-	errs := make([]error, len(c.shards))
-	var wg sync.WaitGroup
-	for i, s := range c.shards {
-		wg.Go(func() {
-			errs[i] = c.call(ctx, s, "set live workers", func(ctx context.Context) error {
-				_, err := s.rpc.SetLiveWorkers(ctx, &pserverpb.SetLiveWorkersRequest{LiveWorkers: int32(live), Generation: generation, Flush: flush})
-				return err
-			})
+	return c.eachShard(allShards, func(s *shardConn) error {
+		return c.call(ctx, s, "set live workers", func(ctx context.Context) error {
+			_, err := s.rpc.SetLiveWorkers(ctx, &pserverpb.SetLiveWorkersRequest{LiveWorkers: int32(live), Generation: generation, Flush: flush})
+			return err
 		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	})
 }

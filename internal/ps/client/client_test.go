@@ -190,7 +190,7 @@ func TestOneShard(t *testing.T) {
 	// dense/bias [-1 1] with [1 1] -> [-1.5 0.5]; the others get zero grads.
 	model[0].Grad.Data = []float32{2, 0, 0, -2}
 	model[1].Grad.Data = []float32{1, 1}
-	ok, err := c.Push(ctx, model, 7)
+	ok, err := c.Push(ctx, model, nil, 7, AllShards)
 	if err != nil || !ok {
 		t.Fatalf("push: %v %v", ok, err)
 	}
@@ -245,7 +245,7 @@ func TestTwoShards(t *testing.T) {
 			model[0].Grad.Data = []float32{0, 0, 0, 0}
 			model[1].Grad.Data = []float32{0, 0}
 		}
-		if ok, err := c.Push(ctx, model, 0); err != nil || !ok {
+		if ok, err := c.Push(ctx, model, nil, 0, AllShards); err != nil || !ok {
 			t.Fatalf("push %d: %v %v", step, ok, err)
 		}
 	}
@@ -289,7 +289,7 @@ func TestConcurrentClients(t *testing.T) {
 						p.Grad.Data[i] = 0.5
 					}
 				}
-				if _, err := c.Push(ctx, model, w); err != nil {
+				if _, err := c.Push(ctx, model, nil, w, AllShards); err != nil {
 					t.Error(err)
 					return
 				}
@@ -326,7 +326,7 @@ func TestRestartedShardReinitializedByPush(t *testing.T) {
 	}
 	setGrads(model, 1)
 	for range 2 {
-		if _, err := c.Push(ctx, model, 0); err != nil {
+		if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -345,7 +345,7 @@ func TestRestartedShardReinitializedByPush(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the client sees Unavailable meanwhile
 		restarted <- startPS(t, 1, 2, addrs[1], 0.5)
 	}()
-	if ok, err := c.Push(ctx, model, 0); err != nil || !ok {
+	if ok, err := c.Push(ctx, model, nil, 0, AllShards); err != nil || !ok {
 		t.Fatalf("push across restart: %v %v", ok, err)
 	}
 	p1 := <-restarted
@@ -395,7 +395,7 @@ func TestRestartedShardReinitializedByPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	setGrads(model, 2)
-	if _, err := c.Push(ctx, model, 0); err != nil {
+	if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Pull(ctx, model); err != nil {
@@ -441,7 +441,7 @@ func TestFreshWorkerDoesNotReinitialize(t *testing.T) {
 	if p.srv.Version() != -1 {
 		t.Error("a worker without values initialized the shard")
 	}
-	if _, err := dial(t, addrs).Push(ctx, fresh, 0); status.Code(err) != codes.FailedPrecondition {
+	if _, err := dial(t, addrs).Push(ctx, fresh, nil, 0, AllShards); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("fresh push to an empty shard: %v, want FailedPrecondition", err)
 	}
 }
@@ -518,7 +518,7 @@ func TestInvalidPush(t *testing.T) {
 	// dense/bias's gradient has the wrong shape; dense/kernel's is fine but
 	// must not be applied either.
 	model[1].Grad = &nn.Tensor{Shape: []int{3}, Data: []float32{1, 1, 1}}
-	_, err := c.Push(ctx, model, 0)
+	_, err := c.Push(ctx, model, nil, 0, AllShards)
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("push: %v, want InvalidArgument", err)
 	}
@@ -543,7 +543,7 @@ func TestClientSideValidation(t *testing.T) {
 	}
 	noGrad := []*nn.Param{param("x", []int{1})}
 	noGrad[0].Grad = nil
-	if _, err := c.Push(ctx, noGrad, 0); err == nil || !strings.Contains(err.Error(), "no gradient") {
+	if _, err := c.Push(ctx, noGrad, nil, 0, AllShards); err == nil || !strings.Contains(err.Error(), "no gradient") {
 		t.Errorf("missing gradient: %v", err)
 	}
 	// The worker's model disagrees with the shard's: error, values intact.
@@ -577,7 +577,7 @@ func TestReinitRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	setGrads(ma, 1)
-	if _, err := a.Push(ctx, ma, 0); err != nil {
+	if _, err := a.Push(ctx, ma, nil, 0, AllShards); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.Pull(ctx, ma); err != nil { // a holds version 1
@@ -622,7 +622,7 @@ func TestRefetchAfterOutage(t *testing.T) {
 	}
 	setGrads(ma, 1)
 	for range 2 {
-		if _, err := a.Push(ctx, ma, 0); err != nil {
+		if _, err := a.Push(ctx, ma, nil, 0, AllShards); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -640,7 +640,7 @@ func TestRefetchAfterOutage(t *testing.T) {
 	// b restores version 0 and pushes twice: version 2 again, other values.
 	setGrads(mb, -1)
 	for range 2 {
-		if _, err := b.Push(ctx, mb, 1); err != nil {
+		if _, err := b.Push(ctx, mb, nil, 1, AllShards); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -713,7 +713,7 @@ func BenchmarkPushPull(b *testing.B) {
 			b.SetBytes(2 * 4 * 4 * 512 * 512)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.Push(ctx, model, 0); err != nil {
+				if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
 					b.Fatal(err)
 				}
 				if changed, err := c.Pull(ctx, model); err != nil || !changed {

@@ -2,9 +2,7 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,11 +37,8 @@ type SparseGrad struct {
 // numPS (ElasticDL's rule). ids must be non-negative.
 func EmbeddingShardOf(id int64, numPS int) int { return int(id % int64(numPS)) }
 
-// PushModelWithTables is PushModel that also registers embedding tables on
-// every shard. The client remembers them and registers them again when it
-// re-initializes a relaunched shard; rows of such a shard then restart from
-// their deterministic initial values (unless the PS restored a checkpoint).
-func (c *Client) PushModelWithTables(ctx context.Context, params []*nn.Param, tables []EmbeddingTable) error {
+// setTables validates and remembers the tables PushModel registers.
+func (c *Client) setTables(tables []EmbeddingTable) error {
 	infos := make([]*pserverpb.EmbeddingTableInfo, len(tables))
 	dims := make(map[string]int, len(tables))
 	for i, t := range tables {
@@ -59,7 +54,7 @@ func (c *Client) PushModelWithTables(ctx context.Context, params []*nn.Param, ta
 	c.mu.Lock()
 	c.tables, c.dims = infos, dims
 	c.mu.Unlock()
-	return c.PushModel(ctx, params)
+	return nil
 }
 
 func (c *Client) tableDim(table string) (int, error) {
@@ -67,7 +62,7 @@ func (c *Client) tableDim(table string) (int, error) {
 	defer c.mu.Unlock()
 	d, ok := c.dims[table]
 	if !ok {
-		return 0, fmt.Errorf("ps client: embedding table %q not registered (PushModelWithTables)", table)
+		return 0, fmt.Errorf("ps client: embedding table %q not registered (PushModel)", table)
 	}
 	return d, nil
 }
@@ -180,46 +175,23 @@ func (c *Client) initEmpty(ctx context.Context, s *shardConn, reinits *int, bo *
 	return nil
 }
 
-// PushSparse is Push with embedding gradients: each shard gets its dense
-// gradients and the rows of sparse whose id mod NumShards is its index, in
-// one PushGradients call, all shards in parallel. params may be empty. A
-// shard rejects an invalid push as a whole (InvalidArgument, nothing
-// applied); other shards may have applied theirs.
-func (c *Client) PushSparse(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int) (accepted bool, err error) {
-	return c.pushSparse(ctx, params, sparse, workerID, false)
-}
-
-// PushSparseRejected is PushSparse to the shards that rejected this
-// client's last push only (sync SGD's redo of a minibatch, as
-// PushRejected): a shard that accepted the first computation must not
-// count the minibatch twice.
-func (c *Client) PushSparseRejected(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int) (accepted bool, err error) {
-	return c.pushSparse(ctx, params, sparse, workerID, true)
-}
-
-func (c *Client) pushSparse(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, onlyRejected bool) (accepted bool, err error) {
+// splitSparse validates embedding gradients and splits their rows by
+// shard (id mod NumShards), encoded for PushGradients.
+func (c *Client) splitSparse(sparse []SparseGrad) ([][]*pserverpb.IndexedSlices, error) {
 	n := len(c.shards)
-	// No params: an empty layout, not remembered, so that a later
-	// re-initialization still pushes the dense values Pull saw.
-	l := &layout{groups: make([][]*nn.Param, n)}
-	if len(params) > 0 {
-		if l, err = c.layoutFor(params); err != nil {
-			return false, err
-		}
-	}
 	perShard := make([][]*pserverpb.IndexedSlices, n)
 	for _, g := range sparse {
 		dim, err := c.tableDim(g.Table)
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if len(g.Values) != len(g.IDs)*dim {
-			return false, fmt.Errorf("ps client: sparse gradient %q: %d values for %d ids of dim %d", g.Table, len(g.Values), len(g.IDs), dim)
+			return nil, fmt.Errorf("ps client: sparse gradient %q: %d values for %d ids of dim %d", g.Table, len(g.Values), len(g.IDs), dim)
 		}
 		if n == 1 { // no split needed
 			for _, id := range g.IDs {
 				if id < 0 {
-					return false, fmt.Errorf("ps client: sparse gradient %q: negative id %d", g.Table, id)
+					return nil, fmt.Errorf("ps client: sparse gradient %q: negative id %d", g.Table, id)
 				}
 			}
 			if len(g.IDs) > 0 {
@@ -230,7 +202,7 @@ func (c *Client) pushSparse(ctx context.Context, params []*nn.Param, sparse []Sp
 		counts := make([]int, n)
 		for _, id := range g.IDs {
 			if id < 0 {
-				return false, fmt.Errorf("ps client: sparse gradient %q: negative id %d", g.Table, id)
+				return nil, fmt.Errorf("ps client: sparse gradient %q: negative id %d", g.Table, id)
 			}
 			counts[EmbeddingShardOf(id, n)]++
 		}
@@ -254,48 +226,5 @@ func (c *Client) pushSparse(ctx context.Context, params []*nn.Param, sparse []Sp
 			}
 		}
 	}
-	var mu sync.Mutex
-	accepted = true
-	want := func(i int) bool {
-		if len(l.groups[i]) == 0 && len(perShard[i]) == 0 {
-			return false
-		}
-		if !onlyRejected {
-			return true
-		}
-		s := c.shards[i]
-		s.pushMu.Lock()
-		defer s.pushMu.Unlock()
-		return s.rejected
-	}
-	err = c.eachShard(want, func(s *shardConn) error {
-		ok, err := c.pushShardSparse(ctx, s, l.groups[s.index], perShard[s.index], workerID)
-		if !ok {
-			mu.Lock()
-			accepted = false
-			mu.Unlock()
-		}
-		return err
-	})
-	return accepted && err == nil, err
-}
-
-// eachShard runs fn for the shards that want(index), in parallel.
-func (c *Client) eachShard(want func(int) bool, fn func(*shardConn) error) error {
-	var work []*shardConn
-	for _, s := range c.shards {
-		if want(s.index) {
-			work = append(work, s)
-		}
-	}
-	if len(work) == 1 {
-		return fn(work[0])
-	}
-	errs := make([]error, len(work))
-	var wg sync.WaitGroup
-	for i, s := range work {
-		wg.Go(func() { errs[i] = fn(s) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return perShard, nil
 }

@@ -19,7 +19,7 @@ func TestEmbeddingsTwoShards(t *testing.T) {
 	c := dial(t, addrs)
 	ctx := ctxT(t, 10*time.Second)
 	params := testModel()
-	if err := c.PushModelWithTables(ctx, params, tables); err != nil {
+	if err := c.PushModel(ctx, params, tables...); err != nil {
 		t.Fatal(err)
 	}
 	ids := []int64{5, 2, 5, 8, 1, 0}
@@ -38,10 +38,10 @@ func TestEmbeddingsTwoShards(t *testing.T) {
 		t.Fatalf("rows not sharded by id mod 2")
 	}
 	setGrads(params, 0)
-	if ok, err := c.PushSparse(ctx, params, []SparseGrad{
+	if ok, err := c.Push(ctx, params, []SparseGrad{
 		{Table: "user", IDs: []int64{5, 2, 5}, Values: []float32{1, 1, 1, 2, 2, 2, 1, 1, 1}},
 		{Table: "tag", IDs: []int64{3}, Values: []float32{1, -1}},
-	}, 0); err != nil || !ok {
+	}, 0, AllShards); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	got := make([]float32, 9)
@@ -57,7 +57,7 @@ func TestEmbeddingsTwoShards(t *testing.T) {
 		t.Fatalf("tag row %v, %v", tag, err)
 	}
 	// Sparse-only push (no params) and client-side validation.
-	if _, err := c.PushSparse(ctx, nil, []SparseGrad{{Table: "tag", IDs: []int64{3}, Values: []float32{1, -1}}}, 0); err != nil {
+	if _, err := c.Push(ctx, nil, []SparseGrad{{Table: "tag", IDs: []int64{3}, Values: []float32{1, -1}}}, 0, AllShards); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.PullEmbeddings(ctx, "nope", []int64{1}, make([]float32, 3)); err == nil {
@@ -69,7 +69,7 @@ func TestEmbeddingsTwoShards(t *testing.T) {
 	if err := c.PullEmbeddings(ctx, "user", []int64{1}, make([]float32, 2)); err == nil {
 		t.Fatal("short dst accepted")
 	}
-	if _, err := c.PushSparse(ctx, nil, []SparseGrad{{Table: "tag", IDs: []int64{3}, Values: []float32{1}}}, 0); err == nil {
+	if _, err := c.Push(ctx, nil, []SparseGrad{{Table: "tag", IDs: []int64{3}, Values: []float32{1}}}, 0, AllShards); err == nil {
 		t.Fatal("short values accepted")
 	}
 }
@@ -82,7 +82,7 @@ func TestEmbeddingsRelaunchedShard(t *testing.T) {
 	c := dial(t, addrs)
 	ctx := ctxT(t, 10*time.Second)
 	params := testModel()
-	if err := c.PushModelWithTables(ctx, params, tables); err != nil {
+	if err := c.PushModel(ctx, params, tables...); err != nil {
 		t.Fatal(err)
 	}
 	before := make([]float32, 6)
@@ -112,7 +112,7 @@ func TestEmbeddingsConcurrentClients(t *testing.T) {
 	var wg sync.WaitGroup
 	for w := range 3 {
 		c := dial(t, addrs)
-		if err := c.PushModelWithTables(ctx, testModel(), tables); err != nil {
+		if err := c.PushModel(ctx, testModel(), tables...); err != nil {
 			t.Fatal(err)
 		}
 		wg.Go(func() {
@@ -126,7 +126,7 @@ func TestEmbeddingsConcurrentClients(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, err := c.PushSparse(ctx, nil, []SparseGrad{{Table: "user", IDs: ids, Values: rows}}, w); err != nil {
+				if _, err := c.Push(ctx, nil, []SparseGrad{{Table: "user", IDs: ids, Values: rows}}, w, AllShards); err != nil {
 					t.Error(err)
 					return
 				}

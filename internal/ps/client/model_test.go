@@ -20,7 +20,7 @@ func TestSaveModelWithTables(t *testing.T) {
 	c := dial(t, addrs)
 	ctx := ctxT(t, 10*time.Second)
 	params := testModel()
-	if err := c.PushModelWithTables(ctx, params, tables); err != nil {
+	if err := c.PushModel(ctx, params, tables...); err != nil {
 		t.Fatal(err)
 	}
 	ids := []int64{0, 1, 2, 3, 7}
@@ -29,7 +29,7 @@ func TestSaveModelWithTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	setGrads(params, 0)
-	if ok, err := c.PushSparse(ctx, params, []SparseGrad{{Table: "user", IDs: []int64{1, 2}, Values: []float32{1, 1, 1, 2, 2, 2}}}, 0); err != nil || !ok {
+	if ok, err := c.Push(ctx, params, []SparseGrad{{Table: "user", IDs: []int64{1, 2}, Values: []float32{1, 1, 1, 2, 2, 2}}}, 0, AllShards); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	st, err := c.Status(ctx)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -36,14 +37,30 @@ func startSyncPS(t *testing.T, index, numPS int) *psProc {
 }
 
 // A push rejected by one shard only is redone on that shard only: the
-// shard that accepted it must not count the minibatch twice.
+// shard that accepted it must not count the minibatch twice, neither its
+// dense gradients nor its embedding rows.
 func TestPushRejectedGoesToRejectingShardsOnly(t *testing.T) {
+	for _, withRows := range []bool{false, true} {
+		t.Run(map[bool]string{false: "dense", true: "with embedding rows"}[withRows], func(t *testing.T) {
+			testPushRejected(t, withRows)
+		})
+	}
+}
+
+func testPushRejected(t *testing.T, withRows bool) {
 	procs := []*psProc{startSyncPS(t, 0, 2), startSyncPS(t, 1, 2)}
 	addrs := []string{procs[0].addr, procs[1].addr}
 	ctx := ctxT(t, 10*time.Second)
 	a, b := dial(t, addrs), dial(t, addrs)
 	model := testModel()
-	if err := a.PushModel(ctx, model); err != nil {
+	var tables []EmbeddingTable
+	var rows []SparseGrad
+	if withRows {
+		// Ids 0 and 1: one row on each shard, starting at zero.
+		tables = []EmbeddingTable{{Name: "tag", Dim: 2, Initializer: "zeros"}}
+		rows = []SparseGrad{{Table: "tag", IDs: []int64{0, 1}, Values: []float32{1, 1, 1, 1}}}
+	}
+	if err := a.PushModel(ctx, model, tables...); err != nil {
 		t.Fatal(err)
 	}
 	other := zeroValues(model)
@@ -51,15 +68,11 @@ func TestPushRejectedGoesToRejectingShardsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// b moves shard 1 (out/*) on: a's values of it become stale.
-	if ok, err := b.Push(ctx, other[2:], 1); err != nil || !ok {
+	if ok, err := b.Push(ctx, other[2:], nil, 1, AllShards); err != nil || !ok {
 		t.Fatalf("b's push: %v %v", ok, err)
 	}
-	for _, p := range model {
-		for i := range p.Grad.Data {
-			p.Grad.Data[i] = 1
-		}
-	}
-	ok, err := a.Push(ctx, model, 0)
+	setGrads(model, 1)
+	ok, err := a.Push(ctx, model, rows, 0, AllShards)
 	if err != nil || ok {
 		t.Fatalf("a's stale push: accepted=%v err=%v, want rejected", ok, err)
 	}
@@ -70,14 +83,22 @@ func TestPushRejectedGoesToRejectingShardsOnly(t *testing.T) {
 	if _, err := a.Pull(ctx, model); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := a.PushRejected(ctx, model, 0); err != nil || !ok {
+	if ok, err := a.Push(ctx, model, rows, 0, RejectedShards); err != nil || !ok {
 		t.Fatalf("redo: accepted=%v err=%v", ok, err)
 	}
 	if v0, v1 := procs[0].srv.Version(), procs[1].srv.Version(); v0 != 1 || v1 != 2 {
 		t.Fatalf("versions after the redo %d %d, want 1 (not pushed twice) 2", v0, v1)
 	}
-	// Nothing left rejected: a second PushRejected sends nothing.
-	if ok, err := a.PushRejected(ctx, model, 0); err != nil || !ok {
+	if withRows {
+		// SGD at 0.25 of a gradient of 1, applied once on each shard.
+		for id, p := range procs {
+			if got := p.srv.EmbeddingRows("tag")[int64(id)]; !slices.Equal(got, []float32{-0.25, -0.25}) {
+				t.Errorf("shard %d: row %d is %v, want [-0.25 -0.25]", id, id, got)
+			}
+		}
+	}
+	// Nothing left rejected: a second redo sends nothing.
+	if ok, err := a.Push(ctx, model, rows, 0, RejectedShards); err != nil || !ok {
 		t.Fatalf("empty redo: %v %v", ok, err)
 	}
 	if v1 := procs[1].srv.Version(); v1 != 2 {
@@ -91,42 +112,5 @@ func TestPushRejectedGoesToRejectingShardsOnly(t *testing.T) {
 		if live, _ := p.srv.LiveWorkers(); live != 2 {
 			t.Errorf("shard %d: live workers %d, want 2", i, live)
 		}
-	}
-}
-
-// The sparse path's redo, like PushRejected, reaches only the shards that
-// rejected the first push.
-func TestPushSparseRejectedGoesToRejectingShardsOnly(t *testing.T) {
-	procs := []*psProc{startSyncPS(t, 0, 2), startSyncPS(t, 1, 2)}
-	addrs := []string{procs[0].addr, procs[1].addr}
-	ctx := ctxT(t, 10*time.Second)
-	a, b := dial(t, addrs), dial(t, addrs)
-	model := testModel()
-	if err := a.PushModel(ctx, model); err != nil {
-		t.Fatal(err)
-	}
-	other := zeroValues(model)
-	if _, err := b.Pull(ctx, other); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := b.Push(ctx, other[2:], 1); err != nil || !ok {
-		t.Fatalf("b's push: %v %v", ok, err)
-	}
-	for _, p := range model {
-		for i := range p.Grad.Data {
-			p.Grad.Data[i] = 1
-		}
-	}
-	if ok, err := a.PushSparse(ctx, model, nil, 0); err != nil || ok {
-		t.Fatalf("a's stale push: accepted=%v err=%v, want rejected", ok, err)
-	}
-	if _, err := a.Pull(ctx, model); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := a.PushSparseRejected(ctx, model, nil, 0); err != nil || !ok {
-		t.Fatalf("redo: accepted=%v err=%v", ok, err)
-	}
-	if v0, v1 := procs[0].srv.Version(), procs[1].srv.Version(); v0 != 1 || v1 != 2 {
-		t.Fatalf("versions after the redo %d %d, want 1 (not pushed twice) 2", v0, v1)
 	}
 }
