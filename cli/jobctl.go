@@ -6,15 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"sort"
-	"strconv"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"elasticdl/internal/cluster"
 	"elasticdl/internal/cluster/k8s"
@@ -27,7 +19,7 @@ type jobCtl struct {
 	job string
 }
 
-func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)) (*jobCtl, kubernetes.Interface, error) {
+func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)) (*jobCtl, *k8s.Client, error) {
 	c := &jobCtl{}
 	fs := newFlagSet(env, name)
 	fs.StringVar(&c.o.namespace, "namespace", "default", "namespace of the job")
@@ -51,16 +43,16 @@ func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)
 	if c.job == "" {
 		return nil, nil, usageError{errors.New("usage: elasticdl " + name + " JOB [--namespace NS]")}
 	}
-	client, err := c.o.kubeClient()
+	client, err := k8s.Connect(c.o.kubeconfig, c.o.apiTimeout)
 	if err != nil {
 		return nil, nil, err
 	}
 	return c, client, nil
 }
 
-func (c *jobCtl) noJob() error {
-	return fmt.Errorf("no job %s in namespace %s (no pod %s)", c.job, c.o.namespace, k8s.MasterPodName(c.job))
-}
+// maxStatusEvents is how many of the master pod's latest Events status
+// shows.
+const maxStatusEvents = 15
 
 // runStatus prints where a Kubernetes job is: its master pod, its worker
 // and PS pods by phase, its summary when it has ended, its recent Events.
@@ -69,83 +61,47 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.apiTimeout)
-	defer cancel()
-	ns, w := c.o.namespace, env.Stdout
-	mp, err := client.CoreV1().Pods(ns).Get(ctx, k8s.MasterPodName(c.job), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return c.noJob()
-	} else if err != nil {
-		return fmt.Errorf("get master pod: %w", err)
+	st, err := client.JobStatus(ctx, c.o.namespace, c.job)
+	if err != nil {
+		return err
 	}
-	status := mp.Labels[k8s.LabelStatus]
+	w := env.Stdout
+	status := st.Result
 	if status == "" {
 		status = "Running"
 	}
-	fmt.Fprintf(w, "job %s (namespace %s): %s; master pod %s %s", c.job, ns, status, mp.Name, mp.Status.Phase)
-	if mp.Status.StartTime != nil {
-		fmt.Fprintf(w, ", started %s ago", time.Since(mp.Status.StartTime.Time).Round(time.Second))
+	fmt.Fprintf(w, "job %s (namespace %s): %s; master pod %s %s", c.job, c.o.namespace, status, st.MasterPod, st.MasterPhase)
+	if !st.Started.IsZero() {
+		fmt.Fprintf(w, ", started %s ago", time.Since(st.Started).Round(time.Second))
 	}
 	fmt.Fprintln(w)
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.JobSelector(c.job)})
-	if err != nil {
-		return fmt.Errorf("list pods: %w", err)
-	}
-	byRole := map[string]map[corev1.PodPhase]int{}
-	for _, p := range pods.Items {
-		r := p.Labels[k8s.LabelReplicaType]
-		if r == k8s.ReplicaMaster {
-			continue
-		}
-		if byRole[r] == nil {
-			byRole[r] = map[corev1.PodPhase]int{}
-		}
-		byRole[r][p.Status.Phase]++
-	}
-	for _, r := range []string{string(cluster.Worker), string(cluster.PS)} {
+	for _, r := range []cluster.Role{cluster.Worker, cluster.PS} {
 		fmt.Fprintf(w, "  %s pods:", r)
-		if len(byRole[r]) == 0 {
+		if len(st.Pods[r]) == 0 {
 			fmt.Fprint(w, " none")
 		}
-		for _, ph := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown} {
-			if n := byRole[r][ph]; n > 0 {
-				fmt.Fprintf(w, " %d %s", n, ph)
-			}
+		for _, n := range st.Pods[r] {
+			fmt.Fprintf(w, " %d %s", n.Count, n.Phase)
 		}
 		fmt.Fprintln(w)
 	}
-	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, k8s.SummaryConfigMapName(c.job), metav1.GetOptions{})
-	if err == nil {
+	if st.Summary != nil {
 		var s master.Summary
-		if err := json.Unmarshal([]byte(cm.Data[k8s.SummaryKey]), &s); err == nil {
-			printSummary(env, &s, "ConfigMap "+cm.Name, "elasticdl logs "+c.job)
+		if err := json.Unmarshal(st.Summary, &s); err == nil {
+			printSummary(env, &s, "ConfigMap "+k8s.SummaryConfigMapName(c.job), "elasticdl logs "+c.job)
 		}
 	}
-	evs, err := client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + mp.Name})
-	if err == nil && len(evs.Items) > 0 {
-		items := evs.Items
-		sort.SliceStable(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
-		if len(items) > 15 {
-			items = items[len(items)-15:]
-		}
+	events := st.Events
+	if len(events) > maxStatusEvents {
+		events = events[len(events)-maxStatusEvents:]
+	}
+	if len(events) > 0 {
 		fmt.Fprintln(w, "  events:")
-		for _, e := range items {
-			fmt.Fprintf(w, "    %s %-8s %-22s %s\n", eventTime(e).Format(time.TimeOnly), e.Type, e.Reason, e.Message)
+		for _, e := range events {
+			fmt.Fprintf(w, "    %s %-8s %-22s %s\n", e.Time.Format(time.TimeOnly), e.Type, e.Reason, e.Message)
 		}
 	}
 	return nil
-}
-
-// eventTime is when an Event last happened; the scheduler's events.k8s.io
-// events only set EventTime.
-func eventTime(e corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
-		return e.LastTimestamp.Time
-	}
-	if !e.EventTime.IsZero() {
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // runLogs prints (or follows) the log of a job's pod: the master by
@@ -172,19 +128,9 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	case id >= 0:
 		names = []string{k8s.InstancePodName(c.job, cluster.Role(role), id)}
 	default:
-		lctx, cancel := context.WithTimeout(ctx, c.o.apiTimeout)
-		pods, err := client.CoreV1().Pods(ns).List(lctx, metav1.ListOptions{LabelSelector: k8s.JobSelector(c.job) + "," + k8s.LabelReplicaType + "=" + role})
-		cancel()
+		names, err = client.PodNames(ctx, ns, c.job, cluster.Role(role))
 		if err != nil {
-			return fmt.Errorf("list pods: %w", err)
-		}
-		sort.Slice(pods.Items, func(i, j int) bool {
-			a, _ := strconv.Atoi(pods.Items[i].Labels[k8s.LabelInstanceID])
-			b, _ := strconv.Atoi(pods.Items[j].Labels[k8s.LabelInstanceID])
-			return a < b
-		})
-		for _, p := range pods.Items {
-			names = append(names, p.Name)
+			return err
 		}
 		if len(names) == 0 {
 			return fmt.Errorf("job %s has no %s pods in namespace %s", c.job, role, ns)
@@ -197,14 +143,8 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 		if len(names) > 1 {
 			fmt.Fprintf(env.Stdout, "==> %s <==\n", name)
 		}
-		rc, err := client.CoreV1().Pods(ns).GetLogs(name, &corev1.PodLogOptions{Container: k8s.ContainerName, Follow: follow}).Stream(ctx)
-		if err != nil {
-			return fmt.Errorf("logs of pod %s: %w", name, err)
-		}
-		_, err = io.Copy(env.Stdout, rc)
-		rc.Close()
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("logs of pod %s: %w", name, err)
+		if err := client.Logs(ctx, env.Stdout, ns, name, follow); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -218,30 +158,9 @@ func runStop(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.o.apiTimeout)
-	defer cancel()
-	ns, name := c.o.namespace, k8s.MasterPodName(c.job)
-	fg := metav1.DeletePropagationForeground
-	err = client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
-	if apierrors.IsNotFound(err) {
-		return c.noJob()
-	} else if err != nil {
-		return fmt.Errorf("delete master pod %s: %w", name, err)
+	if err := client.StopJob(ctx, c.o.namespace, c.job); err != nil {
+		return err
 	}
-	for {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: k8s.JobSelector(c.job)})
-		if err == nil && len(pods.Items) == 0 {
-			fmt.Fprintf(env.Stdout, "job %s stopped: its pods are gone\n", c.job)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			n := -1
-			if pods != nil {
-				n = len(pods.Items)
-			}
-			return fmt.Errorf("job %s: master pod deleted, %d pods still terminating after %s", c.job, n, c.o.apiTimeout)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	fmt.Fprintf(env.Stdout, "job %s stopped: its pods are gone\n", c.job)
+	return nil
 }

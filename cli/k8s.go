@@ -9,12 +9,7 @@ import (
 	"strings"
 	"time"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"elasticdl/internal/cluster/k8s"
@@ -155,28 +150,6 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 	return s, nil
 }
 
-// kubeClient connects to the cluster named by --kubeconfig, $KUBECONFIG,
-// ~/.kube/config, or the pod's service account, in that order.
-func (o k8sOptions) kubeClient() (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	rc.Timeout = o.apiTimeout
-	// A master creates and deletes pods in bursts (relaunches, the end of a
-	// large job): client-go's default 5 QPS would make that slow.
-	rc.QPS, rc.Burst = 50, 100
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
-}
-
 // masterArgs is the master pod's command line: the job type and every flag
 // the user set, except those only the client reads.
 func masterArgs(fs *flag.FlagSet, mode string) []string {
@@ -223,22 +196,18 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 		_, err = env.Stdout.Write(out)
 		return err
 	}
-	client, err := o.k8s.kubeClient()
+	client, err := k8s.Connect(o.k8s.kubeconfig, o.k8s.apiTimeout)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.k8s.apiTimeout)
-	defer cancel()
-	if err := preflight(ctx, client, cfg, o.k8s); err != nil {
+	if err := client.SubmitJob(ctx, pod, priorityClasses(cfg, o.k8s)); err != nil {
+		var pe *k8s.PriorityClassError
+		if errors.As(err, &pe) {
+			return usageError{err}
+		}
 		return err
 	}
 	ns := o.k8s.namespace
-	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("job %s exists in namespace %s (pod %s): `elasticdl stop %s --namespace=%s` or choose another --job_name", cfg.JobName, ns, pod.Name, cfg.JobName, ns)
-		}
-		return fmt.Errorf("create master pod %s in namespace %s: %w", pod.Name, ns, err)
-	}
 	fmt.Fprintf(env.Stdout, "job %s submitted: pod %s in namespace %s\n", cfg.JobName, pod.Name, ns)
 	fmt.Fprintf(env.Stdout, "  follow:  elasticdl logs %s --namespace=%s -f   (kubectl logs -f -n %s %s)\n", cfg.JobName, ns, ns, pod.Name)
 	fmt.Fprintf(env.Stdout, "  status:  elasticdl status %s --namespace=%s   (kubectl get pods -n %s -l %s)\n", cfg.JobName, ns, ns, k8s.JobSelector(cfg.JobName))
@@ -246,80 +215,15 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	return nil
 }
 
-// preflight turns the usual mistakes into one clear error before anything
-// is created: an unreachable API server, a namespace without the RBAC
-// objects, an unknown PriorityClass.
-func preflight(ctx context.Context, client kubernetes.Interface, cfg master.Config, o k8sOptions) error {
-	ns := o.namespace
-	if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, o.serviceAccount, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s has no ServiceAccount %s for the master: apply deploy/rbac.yaml to it first (see deploy/README.md), or set --service_account", ns, o.serviceAccount)
-		}
-		return fmt.Errorf("cannot reach the Kubernetes API server: %w", err)
-	}
-	if err := checkMasterRBAC(ctx, client, ns, o.serviceAccount); err != nil {
-		return err
-	}
-	classes := map[string]string{}
-	add := func(flag, class string) {
-		if class != "" {
-			if _, seen := classes[class]; !seen {
-				classes[class] = flag
-			}
-		}
-	}
-	add("master_pod_priority", o.masterPriority)
-	add("ps_pod_priority", o.psPriority)
+// priorityClasses are the PriorityClasses the job's pods ask for, for the
+// preflight to check, each with the flag that named it.
+func priorityClasses(cfg master.Config, o k8sOptions) []k8s.PriorityClassUse {
+	uses := []k8s.PriorityClassUse{{Flag: "master_pod_priority", Class: o.masterPriority}, {Flag: "ps_pod_priority", Class: o.psPriority}}
 	workers, _ := k8s.WorkerPriorities(o.workerPriority, cfg.NumWorkers, o.highClass, o.lowClass)
 	for _, c := range workers {
-		add("worker_pod_priority", c)
+		uses = append(uses, k8s.PriorityClassUse{Flag: "worker_pod_priority", Class: c})
 	}
-	for class, flag := range classes {
-		_, err := client.SchedulingV1().PriorityClasses().Get(ctx, class, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return usageError{fmt.Errorf("--%s: PriorityClass %q does not exist in the cluster (deploy/priority-classes.yaml defines elasticdl-high and elasticdl-low)", flag, class)}
-		case apierrors.IsForbidden(err):
-			// Cluster-scoped reads may be denied to the user: the API
-			// server checks the class when the pod is created.
-		case err != nil:
-			return fmt.Errorf("check PriorityClass %s: %w", class, err)
-		}
-	}
-	return nil
-}
-
-// checkMasterRBAC asks the API server whether the master's ServiceAccount
-// may do what the master does (create and watch pods, create Services and
-// Events, write its summary ConfigMap). A user who may not ask
-// (SubjectAccessReview is cluster-scoped) gets no check: the master then
-// fails on its first call, with the API server's message in its log.
-func checkMasterRBAC(ctx context.Context, client kubernetes.Interface, ns, sa string) error {
-	user := "system:serviceaccount:" + ns + ":" + sa
-	var missing []string
-	for _, a := range []struct{ verb, resource string }{
-		{"create", "pods"}, {"watch", "pods"}, {"delete", "pods"}, {"patch", "pods"},
-		{"create", "services"}, {"create", "events"}, {"create", "configmaps"},
-	} {
-		r, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:               user,
-				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: a.verb, Resource: a.resource},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return nil // not allowed to ask
-		}
-		if !r.Status.Allowed {
-			missing = append(missing, a.verb+" "+a.resource)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("ServiceAccount %s/%s may not %s: apply deploy/rbac.yaml to namespace %s (see deploy/README.md)",
-			ns, sa, strings.Join(missing, ", "), ns)
-	}
-	return nil
+	return uses
 }
 
 // jobTypeArg removes --job_type=X (or --job_type X) from args.

@@ -9,12 +9,6 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
 )
@@ -61,23 +55,21 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	}
 	logger := newLogger(env.Stderr, level)
 	o := opts.k8s
-	client, err := o.kubeClient()
+	client, err := k8s.Connect(o.kubeconfig, o.apiTimeout)
 	if err != nil {
 		return err
 	}
-	actx, cancel := context.WithTimeout(ctx, o.apiTimeout)
-	self, err := client.CoreV1().Pods(ns).Get(actx, podName, metav1.GetOptions{})
-	cancel()
+	self, err := client.MasterPod(ctx, ns, podName)
 	if err != nil {
-		return fmt.Errorf("get own pod %s/%s: %w", ns, podName, err)
+		return err
 	}
-	rec := k8s.NewRecorder(client, self, "elasticdl-master", logger)
+	rec := self.NewRecorder("elasticdl-master", logger)
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		rec.Close(fctx)
 	}()
-	summary, runErr := runMasterJob(ctx, client, self, podIP, cfg, opts, rec, env, logger)
+	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger)
 	if summary == nil && runErr != nil {
 		// Failed before the job started (bad data, forbidden, ...): the
 		// summary still says why, where users look for it.
@@ -90,16 +82,14 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	} else if runErr != nil {
 		rec.Notify(true, "JobFailed", runErr.Error())
 	}
-	fctx, cancel := context.WithTimeout(context.Background(), o.apiTimeout)
-	defer cancel()
-	if err := publishResult(fctx, client, self, cfg.JobName, summary, runErr); err != nil {
+	if err := publishResult(self, cfg.JobName, summary, runErr); err != nil {
 		logger.Warn("publishing the job result", "err", err)
 	}
 	return runErr
 }
 
 // runMasterJob builds the backend and the master and runs the job.
-func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, podIP string, cfg master.Config, opts jobOptions,
+func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg master.Config, opts jobOptions,
 	rec *k8s.Recorder, env Env, logger *slog.Logger) (*master.Summary, error) {
 	o := opts.k8s
 	workerPods, err := o.podSettings("", o.workerRequest, o.workerLimit)
@@ -119,11 +109,8 @@ func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return nil, fmt.Errorf("--output: %w", err)
 	}
-	be, err := k8s.New(ctx, k8s.Config{
-		Client:         client,
-		Namespace:      self.Namespace,
+	be, err := self.NewBackend(ctx, k8s.Config{
 		JobName:        cfg.JobName,
-		Owner:          k8s.OwnerReference(self),
 		Worker:         workerPods,
 		PS:             psPods,
 		WorkerPriority: workerPriorities,
@@ -154,41 +141,16 @@ func runMasterJob(ctx context.Context, client kubernetes.Interface, self *corev1
 	return m.Run(ctx)
 }
 
-// publishResult writes the summary ConfigMap (owned by the master pod) and
-// then labels the master pod, so whoever sees the label finds the summary.
-func publishResult(ctx context.Context, client kubernetes.Interface, self *corev1.Pod, job string, s *master.Summary, runErr error) error {
-	var errs []error
+// publishResult leaves the job's summary and result on the master pod,
+// where `elasticdl status` and the user's tools look for them.
+func publishResult(self *k8s.MasterPod, job string, s *master.Summary, runErr error) error {
+	var b []byte
 	if s != nil {
-		b, err := json.MarshalIndent(s, "", "  ")
-		if err != nil {
+		var err error
+		if b, err = json.MarshalIndent(s, "", "  "); err != nil {
 			return fmt.Errorf("summary: %w", err)
 		}
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:            k8s.SummaryConfigMapName(job),
-				Namespace:       self.Namespace,
-				Labels:          k8s.JobLabels(job, k8s.ReplicaMaster),
-				OwnerReferences: []metav1.OwnerReference{*k8s.OwnerReference(self)},
-			},
-			Data: map[string]string{k8s.SummaryKey: string(b)},
-		}
-		cms := client.CoreV1().ConfigMaps(self.Namespace)
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-			_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
-			if err != nil {
-				errs = append(errs, fmt.Errorf("update ConfigMap %s: %w", cm.Name, err))
-			}
-		} else if err != nil {
-			errs = append(errs, fmt.Errorf("create ConfigMap %s: %w", cm.Name, err))
-		}
 	}
-	status := k8s.StatusFinished
-	if runErr != nil {
-		status = k8s.StatusFailed
-	}
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, k8s.LabelStatus, status)
-	if _, err := client.CoreV1().Pods(self.Namespace).Patch(ctx, self.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		errs = append(errs, fmt.Errorf("label pod %s %s=%s: %w", self.Name, k8s.LabelStatus, status, err))
-	}
-	return errors.Join(errs...)
+	// Not the job's context: the result is published after a stop too.
+	return self.PublishResult(context.Background(), job, b, runErr != nil)
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"elasticdl/internal/master/job"
-	"elasticdl/internal/ps"
+	"elasticdl/internal/roleflags"
 )
 
 // Job modes: what a job does with its model.
@@ -124,11 +124,11 @@ func (c *Config) Validate() error {
 		bad("job_name", "must not be empty")
 	}
 	c.validateSizes(bad)
-	if err := ps.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
+	if err := roleflags.CheckCheckpointFlags(c.CheckpointDir, c.CheckpointSteps, c.KeepCheckpointMax); err != nil {
 		errs = append(errs, err)
 	}
 	if !c.UseAsync {
-		if err := ps.CheckSyncFlags(c.GradsToWait, c.SyncVersionTolerance); err != nil {
+		if err := roleflags.CheckSyncFlags(c.GradsToWait, c.SyncVersionTolerance); err != nil {
 			errs = append(errs, err)
 		}
 		if c.LRStalenessModulation {

@@ -26,8 +26,8 @@ import (
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/master/policy"
 	"elasticdl/internal/master/task"
-	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/rpc"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
 )
@@ -308,9 +308,7 @@ func (m *Master) serve() (*grpc.Server, net.Listener, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
 	}
-	// The PS's options: large messages and a keepalive policy for the
-	// clients' pings.
-	gs := grpc.NewServer(ps.ServerOptions()...)
+	gs := grpc.NewServer(rpc.ServerOptions()...)
 	masterpb.RegisterMasterServer(gs, m)
 	go func() {
 		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -7,13 +7,13 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps/client"
+	"elasticdl/internal/roleflags"
 )
 
 // step feeds one event to the core and carries out what it decided: under
@@ -94,61 +94,37 @@ func (m *Master) applyInstances(ctx context.Context, rd job.Ready) {
 // instanceSpec is what the backend launches for l: the role's flags.
 func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	if l.Role == cluster.PS {
-		return m.psSpec(l)
+		return cluster.InstanceSpec{Role: cluster.PS, ID: l.ID, Index: l.Index, Args: m.psFlags(l).Args()}
 	}
+	w := roleflags.DefaultWorker()
+	w.WorkerID, w.MasterAddr, w.PSAddrs = l.ID, m.masterAddr, m.psAddrs
+	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,
 		ID:    l.ID,
 		Index: l.Index,
-		Args: append([]string{
-			"--worker_id=" + strconv.Itoa(l.ID),
-			"--master_addr=" + m.masterAddr,
-			"--ps_addrs=" + strings.Join(m.psAddrs, ","),
-			"--model_def=" + m.cfg.ModelDef,
-			"--minibatch_size=" + strconv.Itoa(m.cfg.MinibatchSize),
-			"--seed=" + strconv.FormatInt(m.cfg.Seed, 10),
-		}, m.cfg.WorkerArgs...),
+		Args:  append(w.Args(), m.cfg.WorkerArgs...),
 		// One BLAS thread per worker: the job's parallelism is its workers.
 		Env: []string{"OPENBLAS_NUM_THREADS=1"},
 	}
 }
 
-func (m *Master) psSpec(l job.Launch) cluster.InstanceSpec {
-	spec := cluster.InstanceSpec{
-		Role:  cluster.PS,
-		ID:    l.ID,
-		Index: l.Index,
-		Args: []string{
-			"--ps_id=" + strconv.Itoa(l.Index),
-			"--num_ps_pods=" + strconv.Itoa(m.cfg.NumPS),
-			"--addr=" + m.psListen[l.Index],
-			"--optimizer=" + m.optimizer,
-			"--master_addr=" + m.masterAddr,
-		},
-	}
+// psFlags are the flags of PS shard l.Index.
+func (m *Master) psFlags(l job.Launch) roleflags.PS {
+	p := roleflags.DefaultPS()
+	p.PSID, p.NumPS, p.Addr = l.Index, m.cfg.NumPS, m.psListen[l.Index]
+	p.Optimizer, p.MasterAddr = m.optimizer, m.masterAddr
+	p.UseAsync, p.LRStalenessModulation = m.cfg.UseAsync, m.cfg.LRStalenessModulation
 	if !m.cfg.UseAsync {
-		spec.Args = append(spec.Args, "--use_async=false",
-			"--grads_to_wait="+strconv.Itoa(m.cfg.GradsToWait),
-			"--sync_version_tolerance="+strconv.FormatInt(m.cfg.SyncVersionTolerance, 10),
-			"--live_workers="+strconv.Itoa(l.LiveWorkers))
-	} else if m.cfg.LRStalenessModulation {
-		spec.Args = append(spec.Args, "--lr_staleness_modulation")
+		p.GradsToWait, p.SyncVersionTolerance, p.LiveWorkers = m.cfg.GradsToWait, m.cfg.SyncVersionTolerance, l.LiveWorkers
 	}
 	if m.cfg.MetricsPort > 0 {
 		host, _, _ := net.SplitHostPort(m.psListen[l.Index])
-		spec.Args = append(spec.Args, "--metrics_addr="+net.JoinHostPort(host, strconv.Itoa(m.cfg.MetricsPort+1+l.Index)))
+		p.MetricsAddr = net.JoinHostPort(host, strconv.Itoa(m.cfg.MetricsPort+1+l.Index))
 	}
-	for _, f := range []struct{ flag, value string }{
-		{"checkpoint_dir", m.cfg.CheckpointDir},
-		{"checkpoint_steps", strconv.FormatInt(m.cfg.CheckpointSteps, 10)},
-		{"keep_checkpoint_max", strconv.Itoa(m.cfg.KeepCheckpointMax)},
-		{"checkpoint_dir_for_init", m.cfg.CheckpointDirForInit},
-	} {
-		if f.value != "" && f.value != "0" {
-			spec.Args = append(spec.Args, "--"+f.flag+"="+f.value)
-		}
-	}
-	return spec
+	p.CheckpointDir, p.CheckpointSteps = m.cfg.CheckpointDir, m.cfg.CheckpointSteps
+	p.KeepCheckpointMax, p.CheckpointDirForInit = m.cfg.KeepCheckpointMax, m.cfg.CheckpointDirForInit
+	return p
 }
 
 // liveWorkersTimeout bounds one SetLiveWorkers round (retries of an

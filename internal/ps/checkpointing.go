@@ -14,22 +14,6 @@ import (
 	"elasticdl/proto/pserverpb"
 )
 
-// CheckCheckpointFlags checks the checkpoint settings that `elasticdl
-// train` passes through to every PS, naming the flags.
-func CheckCheckpointFlags(dir string, steps int64, keep int) error {
-	var errs []error
-	if steps < 0 {
-		errs = append(errs, fmt.Errorf("--checkpoint_steps: must not be negative, got %d", steps))
-	}
-	if steps > 0 && dir == "" {
-		errs = append(errs, errors.New("--checkpoint_steps: needs --checkpoint_dir"))
-	}
-	if keep < 0 {
-		errs = append(errs, fmt.Errorf("--keep_checkpoint_max: must not be negative, got %d", keep))
-	}
-	return errors.Join(errs...)
-}
-
 // CheckpointStats counts the shard's checkpoint writes.
 type CheckpointStats struct {
 	// Written and Failed count write attempts by outcome; Skipped counts

@@ -15,18 +15,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/roleflags"
+	"elasticdl/internal/rpc"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
 )
-
-// MaxMessageSize bounds gRPC messages in both directions: a whole shard of
-// a large model travels in one message.
-const MaxMessageSize = 256 << 20
 
 // gracePeriod is how long Run lets in-flight RPCs finish after its context
 // is cancelled before cutting them off.
@@ -70,17 +67,6 @@ type Config struct {
 	// 1/max(1, staleness), staleness being the versions applied since the
 	// one the gradients were computed on.
 	LRStalenessModulation bool
-}
-
-// CheckSyncFlags validates the sync SGD settings.
-func CheckSyncFlags(gradsToWait int, tolerance int64) error {
-	if gradsToWait < 1 {
-		return fmt.Errorf("--grads_to_wait=%d: must be >= 1", gradsToWait)
-	}
-	if tolerance < 0 {
-		return fmt.Errorf("--sync_version_tolerance=%d: must be >= 0", tolerance)
-	}
-	return nil
 }
 
 // Server is one PS shard. It implements pserverpb.PserverServer.
@@ -136,7 +122,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Optimizer == nil {
 		return nil, errors.New("ps: no optimizer configured")
 	}
-	if err := CheckCheckpointFlags(cfg.CheckpointDir, cfg.CheckpointSteps, cfg.KeepCheckpointMax); err != nil {
+	if err := roleflags.CheckCheckpointFlags(cfg.CheckpointDir, cfg.CheckpointSteps, cfg.KeepCheckpointMax); err != nil {
 		return nil, fmt.Errorf("ps: %w", err)
 	}
 	log := cfg.Logger
@@ -152,7 +138,7 @@ func NewServer(cfg Config) (*Server, error) {
 	s.restored.version = -1
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
 	if cfg.Sync {
-		if err := CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {
+		if err := roleflags.CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {
 			return nil, fmt.Errorf("ps: %w", err)
 		}
 	}
@@ -426,19 +412,6 @@ func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale floa
 	return opt.Apply(p.name, p.data, p.grad, lrScale)
 }
 
-// ServerOptions are the gRPC server options every elasticdl server uses
-// (the PS and the master): large messages, and a keepalive policy that
-// tolerates the clients' pings.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(MaxMessageSize),
-		grpc.MaxSendMsgSize(MaxMessageSize),
-		// Clients ping every 30s to notice dead peers; the default policy
-		// (5 min) would answer that with GOAWAY "too_many_pings".
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
-}
-
 // Run listens on addr and serves the shard until ctx is cancelled.
 func Run(ctx context.Context, addr string, cfg Config) error {
 	lis, err := net.Listen("tcp", addr)
@@ -458,7 +431,7 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 		return err
 	}
 	defer s.Close()
-	g := grpc.NewServer(ServerOptions()...)
+	g := grpc.NewServer(rpc.ServerOptions()...)
 	s.Register(g)
 	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String(),
 		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps,

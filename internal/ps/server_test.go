@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/rpc"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
 )
@@ -375,8 +375,7 @@ func TestServeOverGRPC(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- Serve(ctx, lis, Config{Index: 0, NumPS: 1, Optimizer: sgd(t, "0.1")}) }()
 
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)))
+	conn, err := grpc.NewClient(lis.Addr().String(), rpc.DialOptions()...)
 	if err != nil {
 		t.Fatal(err)
 	}

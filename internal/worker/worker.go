@@ -21,11 +21,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/data"
 	"elasticdl/internal/ps/client"
+	"elasticdl/internal/rpc"
 	"elasticdl/model"
 	"elasticdl/nn"
 	"elasticdl/proto/masterpb"
@@ -128,9 +128,7 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 // worker cannot go on (an error; the process then exits non-zero and the
 // master decides whether to relaunch it).
 func (w *Worker) Run(ctx context.Context) error {
-	conn, err := grpc.NewClient(w.cfg.MasterAddr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(client.MaxMessageSize), grpc.MaxCallSendMsgSize(client.MaxMessageSize)))
+	conn, err := grpc.NewClient(w.cfg.MasterAddr, rpc.DialOptions()...)
 	if err != nil {
 		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)
 	}

@@ -95,7 +95,7 @@ const (
 )
 
 // scaleClient is a client-go clientset on the rig, with the rate limits the
-// master gets in its pod (cli/k8s.go).
+// master gets in its pod (k8s.Connect).
 func scaleClient(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)

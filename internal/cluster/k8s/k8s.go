@@ -9,6 +9,13 @@
 // headroom, and join when Kubernetes finds room. A pod preempted or evicted
 // for higher-priority work is reported as cluster.Preempted, and the master
 // launches a new (pending) pod in its place.
+//
+// The package also makes every other call to the API server: Client is
+// what the command line does with a cluster (Connect; submit a job after a
+// preflight of its namespace, read its status and logs, stop it), and
+// MasterPod is the master's own pod, which owns the job's objects, carries
+// its Events and receives its result. The command line only parses flags,
+// prints and calls these.
 package k8s
 
 import (

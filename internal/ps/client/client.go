@@ -52,21 +52,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/rpc"
 	"elasticdl/internal/wire"
 	"elasticdl/nn"
 	"elasticdl/proto/pserverpb"
 )
-
-// MaxMessageSize matches the PS server's limit (ps.MaxMessageSize); it is
-// repeated here so workers need not link the server.
-const MaxMessageSize = 256 << 20
 
 // ShardOf returns the index of the PS shard holding the parameter called
 // name: FNV-1a 32 of the name's bytes, modulo numPS. Workers and servers
@@ -158,19 +152,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	if o.minBackoff <= 0 || o.maxBackoff < o.minBackoff {
 		return nil, fmt.Errorf("ps client: bad backoff %v..%v", o.minBackoff, o.maxBackoff)
 	}
-	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-		// Notice a PS that vanished without closing the connection (pod
-		// deleted, node lost) within ~40s; the server permits this rate.
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
-		// gRPC's default reconnect backoff grows to 2 minutes; a relaunched
-		// PS should be picked up within about a second.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-			MinConnectTimeout: 5 * time.Second,
-		}),
-	}, o.dialOpts...)
+	dialOpts := append(rpc.DialOptions(), o.dialOpts...)
 	c := &Client{opts: o}
 	for i, addr := range addrs {
 		conn, err := grpc.NewClient(addr, dialOpts...)

@@ -19,6 +19,7 @@ import (
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/rpc"
 	"elasticdl/nn"
 )
 
@@ -57,7 +58,7 @@ func startPS(t testing.TB, index, numPS int, addr string, lr float64) *psProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(ps.ServerOptions()...)
+	g := grpc.NewServer(rpc.ServerOptions()...)
 	srv.Register(g)
 	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, done: make(chan struct{})}
 	go func() { defer close(p.done); _ = g.Serve(lis) }()
@@ -144,12 +145,6 @@ func wantValues(t *testing.T, got map[string][]float32, want map[string][]float3
 		if !slices.Equal(got[name], w) {
 			t.Errorf("%s = %v, want %v", name, got[name], w)
 		}
-	}
-}
-
-func TestMessageSizeMatchesServer(t *testing.T) {
-	if MaxMessageSize != ps.MaxMessageSize {
-		t.Errorf("client limit %d, server limit %d", MaxMessageSize, ps.MaxMessageSize)
 	}
 }
 

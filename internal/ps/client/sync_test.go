@@ -10,6 +10,7 @@ import (
 
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/rpc"
 )
 
 // startSyncPS serves shard index of numPS in sync SGD (one gradient an
@@ -28,7 +29,7 @@ func startSyncPS(t *testing.T, index, numPS int) *psProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(ps.ServerOptions()...)
+	g := grpc.NewServer(rpc.ServerOptions()...)
 	srv.Register(g)
 	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, done: make(chan struct{})}
 	go func() { defer close(p.done); _ = g.Serve(lis) }()

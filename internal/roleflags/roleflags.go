@@ -1,0 +1,248 @@
+// Package roleflags is the command line of the roles a job's master
+// launches: the flags an `elasticdl worker` and an `elasticdl ps` accept,
+// as one typed struct per role. The role declares its flags with Register
+// and checks them with Validate; the master fills the same struct and
+// renders it with Args. Keeping both sides in one place means a flag added
+// to a role is a flag the master can pass, under the same name, default
+// and meaning.
+//
+// The package is a leaf (the standard library only), so that the master,
+// the command line and the PS server can all depend on it.
+package roleflags
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Worker holds every flag of `elasticdl worker`. Start from DefaultWorker.
+type Worker struct {
+	WorkerID   int    // --worker_id: given by the master; required
+	MasterAddr string // --master_addr
+	// PSAddrs are the parameter servers in shard order (--ps_addrs,
+	// comma-separated); nil when the job has none.
+	PSAddrs       []string
+	ModelDef      string // --model_def
+	MinibatchSize int    // --minibatch_size
+	Seed          int64  // --seed
+}
+
+// DefaultWorker is a Worker with every flag at its default.
+func DefaultWorker() Worker {
+	return Worker{WorkerID: -1, MinibatchSize: 64}
+}
+
+// Register declares the worker's flags on fs, bound to w's fields, and
+// sets w to the defaults.
+func (w *Worker) Register(fs *flag.FlagSet) {
+	d := DefaultWorker()
+	fs.IntVar(&w.WorkerID, "worker_id", d.WorkerID, "this worker's ID, given by the master")
+	fs.StringVar(&w.MasterAddr, "master_addr", d.MasterAddr, "host:port of the job's master")
+	w.PSAddrs = d.PSAddrs
+	fs.Var((*commaList)(&w.PSAddrs), "ps_addrs", "comma-separated host:port of the parameter servers, in shard order")
+	fs.StringVar(&w.ModelDef, "model_def", d.ModelDef, "model to train")
+	fs.IntVar(&w.MinibatchSize, "minibatch_size", d.MinibatchSize, "records per gradient step")
+	fs.Int64Var(&w.Seed, "seed", d.Seed, "seed of the initial model")
+}
+
+// Args renders w as the worker's command line. Every flag is written, in
+// the order the master has always written them, so that a worker's
+// command line in a log or a pod spec says everything it was told.
+func (w Worker) Args() []string {
+	return []string{
+		"--worker_id=" + strconv.Itoa(w.WorkerID),
+		"--master_addr=" + w.MasterAddr,
+		"--ps_addrs=" + strings.Join(w.PSAddrs, ","),
+		"--model_def=" + w.ModelDef,
+		"--minibatch_size=" + strconv.Itoa(w.MinibatchSize),
+		"--seed=" + strconv.FormatInt(w.Seed, 10),
+	}
+}
+
+// Validate checks what the worker cannot start without. The model and the
+// addresses are checked by the worker itself, which knows the registry.
+func (w Worker) Validate() error {
+	if w.WorkerID < 0 {
+		return errors.New("--worker_id: required")
+	}
+	return nil
+}
+
+// PS holds every flag of `elasticdl ps`. Start from DefaultPS: its zero
+// value is not the defaults (UseAsync, LiveWorkers, MasterTimeout).
+type PS struct {
+	PSID  int    // --ps_id: this shard's index in [0, NumPS)
+	NumPS int    // --num_ps_pods
+	Addr  string // --addr: host:port to serve on; required
+	// Optimizer is an optimizer spec (--optimizer), parsed by the PS.
+	Optimizer   string
+	MasterAddr  string // --master_addr; empty: no master to watch
+	MetricsAddr string // --metrics_addr; empty: no metrics
+	// MasterTimeout (--master_timeout): the PS exits when the master has
+	// been unreachable this long (0: never).
+	MasterTimeout time.Duration
+
+	// Checkpoints (see ps.Config).
+	CheckpointDir        string // --checkpoint_dir
+	CheckpointSteps      int64  // --checkpoint_steps
+	KeepCheckpointMax    int    // --keep_checkpoint_max
+	CheckpointDirForInit string // --checkpoint_dir_for_init
+
+	// UseAsync (--use_async) false selects sync SGD, which GradsToWait,
+	// SyncVersionTolerance and LiveWorkers configure;
+	// LRStalenessModulation is for async SGD only.
+	UseAsync              bool
+	GradsToWait           int   // --grads_to_wait
+	SyncVersionTolerance  int64 // --sync_version_tolerance
+	LiveWorkers           int   // --live_workers: -1 unknown
+	LRStalenessModulation bool  // --lr_staleness_modulation
+}
+
+// DefaultPS is a PS with every flag at its default.
+func DefaultPS() PS {
+	return PS{
+		PSID:          -1,
+		Optimizer:     "sgd:learning_rate=0.01",
+		MasterTimeout: 2 * time.Minute,
+		UseAsync:      true,
+		GradsToWait:   1,
+		LiveWorkers:   -1,
+	}
+}
+
+// Register declares the PS's flags on fs, bound to p's fields, and sets p
+// to the defaults.
+func (p *PS) Register(fs *flag.FlagSet) {
+	d := DefaultPS()
+	fs.IntVar(&p.PSID, "ps_id", d.PSID, "this parameter server's shard index")
+	fs.IntVar(&p.NumPS, "num_ps_pods", d.NumPS, "number of parameter servers in the job")
+	fs.StringVar(&p.Addr, "addr", d.Addr, "host:port to serve on")
+	fs.StringVar(&p.Optimizer, "optimizer", d.Optimizer, "optimizer spec")
+	fs.StringVar(&p.MasterAddr, "master_addr", d.MasterAddr, "host:port of the job's master")
+	fs.StringVar(&p.MetricsAddr, "metrics_addr", d.MetricsAddr, "host:port to serve Prometheus metrics on (/metrics; empty: none)")
+	fs.DurationVar(&p.MasterTimeout, "master_timeout", d.MasterTimeout, "exit when the master has been unreachable this long (0: never); on Kubernetes nothing else stops a PS whose master died")
+	fs.StringVar(&p.CheckpointDir, "checkpoint_dir", d.CheckpointDir, "directory of the PS checkpoints: restored from at start, written every --checkpoint_steps")
+	fs.Int64Var(&p.CheckpointSteps, "checkpoint_steps", d.CheckpointSteps, "checkpoint every this many versions of the shard (0: never)")
+	fs.IntVar(&p.KeepCheckpointMax, "keep_checkpoint_max", d.KeepCheckpointMax, "complete checkpoint versions to keep (0: all)")
+	fs.StringVar(&p.CheckpointDirForInit, "checkpoint_dir_for_init", d.CheckpointDirForInit, "checkpoint directory to start from when --checkpoint_dir has none")
+	fs.BoolVar(&p.UseAsync, "use_async", d.UseAsync, "asynchronous SGD; false: sync SGD")
+	fs.IntVar(&p.GradsToWait, "grads_to_wait", d.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by --live_workers)")
+	fs.Int64Var(&p.SyncVersionTolerance, "sync_version_tolerance", d.SyncVersionTolerance, "sync SGD: reject gradients computed more than this many versions ago")
+	fs.IntVar(&p.LiveWorkers, "live_workers", d.LiveWorkers, "sync SGD: live workers at start (the master updates it; -1: unknown)")
+	fs.BoolVar(&p.LRStalenessModulation, "lr_staleness_modulation", d.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
+}
+
+// Args renders p as the PS's command line, as the master has always
+// written it: the shard, address, optimizer and master always; the sync
+// flags only for sync SGD (all of them) and --lr_staleness_modulation only
+// for async SGD; the others only when they differ from their zero value
+// (or, for --master_timeout, from its default). A setting the PS ignores
+// in p's mode is left out: parsing Args gives back p with it at its
+// default.
+func (p PS) Args() []string {
+	args := []string{
+		"--ps_id=" + strconv.Itoa(p.PSID),
+		"--num_ps_pods=" + strconv.Itoa(p.NumPS),
+		"--addr=" + p.Addr,
+		"--optimizer=" + p.Optimizer,
+		"--master_addr=" + p.MasterAddr,
+	}
+	if !p.UseAsync {
+		args = append(args, "--use_async=false",
+			"--grads_to_wait="+strconv.Itoa(p.GradsToWait),
+			"--sync_version_tolerance="+strconv.FormatInt(p.SyncVersionTolerance, 10),
+			"--live_workers="+strconv.Itoa(p.LiveWorkers))
+	} else if p.LRStalenessModulation {
+		args = append(args, "--lr_staleness_modulation")
+	}
+	if p.MetricsAddr != "" {
+		args = append(args, "--metrics_addr="+p.MetricsAddr)
+	}
+	if p.MasterTimeout != DefaultPS().MasterTimeout {
+		args = append(args, "--master_timeout="+p.MasterTimeout.String())
+	}
+	for _, f := range []struct{ flag, value string }{
+		{"checkpoint_dir", p.CheckpointDir},
+		{"checkpoint_steps", strconv.FormatInt(p.CheckpointSteps, 10)},
+		{"keep_checkpoint_max", strconv.Itoa(p.KeepCheckpointMax)},
+		{"checkpoint_dir_for_init", p.CheckpointDirForInit},
+	} {
+		if f.value != "" && f.value != "0" {
+			args = append(args, "--"+f.flag+"="+f.value)
+		}
+	}
+	return args
+}
+
+// Validate checks the PS's flags and returns the first problem, naming its
+// flags. The optimizer spec is parsed (and checked) by the PS.
+func (p PS) Validate() error {
+	if !p.UseAsync {
+		if err := CheckSyncFlags(p.GradsToWait, p.SyncVersionTolerance); err != nil {
+			return err
+		}
+	}
+	if p.NumPS < 1 || p.PSID < 0 || p.PSID >= p.NumPS {
+		return fmt.Errorf("--ps_id=%d --num_ps_pods=%d: need 0 <= ps_id < num_ps_pods", p.PSID, p.NumPS)
+	}
+	if err := CheckCheckpointFlags(p.CheckpointDir, p.CheckpointSteps, p.KeepCheckpointMax); err != nil {
+		return err
+	}
+	if p.Addr == "" {
+		return errors.New("--addr: required")
+	}
+	return nil
+}
+
+// CheckSyncFlags validates the sync SGD settings (--grads_to_wait,
+// --sync_version_tolerance), which `elasticdl train` passes through to
+// every PS.
+func CheckSyncFlags(gradsToWait int, tolerance int64) error {
+	if gradsToWait < 1 {
+		return fmt.Errorf("--grads_to_wait=%d: must be >= 1", gradsToWait)
+	}
+	if tolerance < 0 {
+		return fmt.Errorf("--sync_version_tolerance=%d: must be >= 0", tolerance)
+	}
+	return nil
+}
+
+// CheckCheckpointFlags checks the checkpoint settings that `elasticdl
+// train` passes through to every PS, naming the flags; it reports every
+// problem at once.
+func CheckCheckpointFlags(dir string, steps int64, keep int) error {
+	var errs []error
+	if steps < 0 {
+		errs = append(errs, fmt.Errorf("--checkpoint_steps: must not be negative, got %d", steps))
+	}
+	if steps > 0 && dir == "" {
+		errs = append(errs, errors.New("--checkpoint_steps: needs --checkpoint_dir"))
+	}
+	if keep < 0 {
+		errs = append(errs, fmt.Errorf("--keep_checkpoint_max: must not be negative, got %d", keep))
+	}
+	return errors.Join(errs...)
+}
+
+// commaList is a flag.Value of comma-separated strings; the empty string
+// is the empty (nil) list.
+type commaList []string
+
+func (l *commaList) String() string {
+	if l == nil {
+		return ""
+	}
+	return strings.Join(*l, ",")
+}
+
+func (l *commaList) Set(s string) error {
+	*l = nil
+	if s != "" {
+		*l = strings.Split(s, ",")
+	}
+	return nil
+}
