@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -159,7 +160,7 @@ func (h *harness) wantRefused(ev Event, want error) {
 		h.t.Fatalf("%T%+v: %v, want %v", ev, ev, err, want)
 	}
 	after := h.j.Snapshot()
-	if !equalSnapshots(before, after) || !equalCoverage(cov, h.j.Coverage()) {
+	if !equalSnapshots(before, after) || !slices.Equal(cov, h.j.Coverage()) {
 		h.t.Fatalf("%T%+v changed the state:\nbefore %+v\nafter  %+v", ev, ev, before, after)
 	}
 }
@@ -167,16 +168,4 @@ func (h *harness) wantRefused(ev Event, want error) {
 func equalSnapshots(a, b Snapshot) bool {
 	return a.Progress == b.Progress && a.WorkersRunning == b.WorkersRunning && a.WorkersPending == b.WorkersPending &&
 		a.Summary.Tasks == b.Summary.Tasks && a.Summary.Workers == b.Summary.Workers && a.ModelVersion == b.ModelVersion
-}
-
-func equalCoverage(a, b []task.EpochCoverage) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
