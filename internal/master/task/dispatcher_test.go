@@ -224,6 +224,14 @@ func TestFullJobSingleWorker(t *testing.T) {
 				if c.RecordsTrained != c.Records || c.RecordsTrainedTwice != 0 || c.RecordsMissed != 0 || !c.Finished {
 					t.Errorf("coverage %+v, want every record trained exactly once", c)
 				}
+				if one, ok := d.EpochCoverage(c.Epoch); !ok || one != c {
+					t.Errorf("EpochCoverage(%d) = %+v, %v; want %+v", c.Epoch, one, ok, c)
+				}
+			}
+			for _, e := range []int{0, tc.cfg.NumEpochs + 1} {
+				if c, ok := d.EpochCoverage(e); ok {
+					t.Errorf("EpochCoverage(%d) = %+v of an epoch that does not exist", e, c)
+				}
 			}
 			if a := d.Get(1, now); a.Kind != KindDone {
 				t.Errorf("Get after done = %v, want done", a.Kind)
