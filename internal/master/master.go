@@ -150,22 +150,22 @@ func New(cfg Config, deps Deps) (*Master, error) {
 // core's configuration.
 func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, error) {
 	jc := job.Config{
-		Mode:            cfg.Mode,
-		JobName:         cfg.JobName,
-		ModelDef:        cfg.ModelDef,
-		RecordsPerTask:  cfg.RecordsPerTask(),
-		ValidationData:  cfg.ValidationData,
-		EvaluationSteps: cfg.EvaluationSteps,
-		NumClasses:      spec.NumClasses,
-		NumWorkers:      cfg.NumWorkers,
-		NumPS:           cfg.NumPS,
-		SyncSGD:         !cfg.UseAsync,
-		// The policy caps all worker relaunches against crash loops.
+		Mode:             cfg.Mode,
+		JobName:          cfg.JobName,
+		ModelDef:         cfg.ModelDef,
+		RecordsPerTask:   cfg.RecordsPerTask(),
+		ValidationData:   cfg.ValidationData,
+		EvaluationSteps:  cfg.EvaluationSteps,
+		NumClasses:       spec.NumClasses,
+		NumWorkers:       cfg.NumWorkers,
+		NumPS:            cfg.NumPS,
+		SyncSGD:          !cfg.UseAsync,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,
-			MaxTotalWorkerRelaunches:   100 * cfg.NumWorkers,
+			// A cap on all worker relaunches, against crash loops.
+			MaxTotalWorkerRelaunches: 100 * cfg.NumWorkers,
 		},
 		Tasks: task.Config{
 			RecordsPerTask: cfg.RecordsPerTask(),
