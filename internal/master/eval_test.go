@@ -13,6 +13,7 @@ import (
 
 	"elasticdl/data"
 	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/job"
 	"elasticdl/model"
 	"elasticdl/model/zoo"
 	"elasticdl/proto/masterpb"
@@ -303,6 +304,15 @@ func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Fatalf("left %v", ents)
+	}
+	// Rows must come in input order (the core releases them so).
+	pf, err = newPredictionFile(out, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.abort()
+	if err := pf.write(&job.PredictionRows{Start: 5, End: 6, Class: []int32{1}, Probs: [][]float32{{0, 1}}}); err == nil || !strings.Contains(err.Error(), "expected 0") {
+		t.Fatalf("rows out of order: %v", err)
 	}
 	if _, err := newPredictionFile(filepath.Join(dir, "missing", "p.csv"), 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing dir: %v", err)

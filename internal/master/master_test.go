@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"errors"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -26,6 +27,8 @@ type fakeBackend struct {
 	launched []cluster.InstanceSpec
 	stopped  []int
 	events   chan cluster.Event
+	// launchErr, when set, is what Launch returns for spec (nil: launched).
+	launchErr func(cluster.InstanceSpec) error
 }
 
 func newFakeBackend() *fakeBackend { return &fakeBackend{events: make(chan cluster.Event, 100)} }
@@ -33,6 +36,11 @@ func newFakeBackend() *fakeBackend { return &fakeBackend{events: make(chan clust
 func (f *fakeBackend) Launch(_ context.Context, s cluster.InstanceSpec) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.launchErr != nil {
+		if err := f.launchErr(s); err != nil {
+			return err
+		}
+	}
 	f.launched = append(f.launched, s)
 	return nil
 }
@@ -336,5 +344,37 @@ func TestSilentWorkerIsStoppedAndReplaced(t *testing.T) {
 	check()
 	if _, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 0}); status.Code(err) != codes.NotFound {
 		t.Fatalf("the silent worker's late heartbeat: %v, want NotFound", err)
+	}
+}
+
+// A relaunch the backend refuses fails the job, saying what was lost and
+// why the replacement could not start; the worker never launched is
+// unknown to the master.
+func TestRefusedRelaunchFailsTheJob(t *testing.T) {
+	m, fb, _ := newTestMaster(t, nil)
+	fb.mu.Lock()
+	fb.launchErr = func(s cluster.InstanceSpec) error {
+		if s.ID == 2 {
+			return errors.New("exceeded quota")
+		}
+		return nil
+	}
+	fb.mu.Unlock()
+	ctx := context.Background()
+	m.handleEvent(ctx, cluster.Event{Role: cluster.Worker, ID: 0, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Preempted})
+	select {
+	case <-m.ended:
+	default:
+		t.Fatal("job still running after a refused relaunch")
+	}
+	want := "relaunch after worker-0 preempted: launch worker-2: exceeded quota"
+	if err := m.jobErr(); err == nil || err.Error() != want {
+		t.Fatalf("job error %v, want %q", err, want)
+	}
+	if _, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 2}); status.Code(err) != codes.NotFound {
+		t.Fatalf("request of the worker never launched: %v", err)
+	}
+	if resp, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 1}); err != nil || resp.Action != masterpb.GetTaskResponse_DONE {
+		t.Fatalf("the other worker: %v %v, want DONE", resp, err)
 	}
 }
