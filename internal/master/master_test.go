@@ -2,8 +2,8 @@ package master
 
 import (
 	"context"
-	"errors"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"

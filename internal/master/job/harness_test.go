@@ -18,6 +18,8 @@ type harness struct {
 	j     *Job
 	now   time.Time
 	ready Ready // everything decided since the last take
+	// saved, ended: Save and Ended were decided (each must come once).
+	saved, ended bool
 }
 
 // testConfig is a training job on 1000 records: 2 tasks of 512/488, 2
@@ -81,16 +83,16 @@ func (h *harness) try(ev Event) (Reply, error) {
 	h.ready.Notices = append(h.ready.Notices, rd.Notices...)
 	h.ready.PredictionRows = append(h.ready.PredictionRows, rd.PredictionRows...)
 	if rd.Save != nil {
-		if h.ready.Save != nil {
+		if h.saved {
 			h.t.Fatalf("a second Save: %+v", rd.Save)
 		}
-		h.ready.Save = rd.Save
+		h.saved, h.ready.Save = true, rd.Save
 	}
 	if rd.Ended {
-		if h.ready.Ended {
+		if h.ended {
 			h.t.Fatal("Ended twice")
 		}
-		h.ready.Ended = true
+		h.ended, h.ready.Ended = true, true
 	}
 	return r, err
 }
@@ -98,7 +100,7 @@ func (h *harness) try(ev Event) (Reply, error) {
 // take returns what was decided since the last take, and forgets it.
 func (h *harness) take() Ready {
 	rd := h.ready
-	h.ready = Ready{Ended: rd.Ended, Save: rd.Save}
+	h.ready = Ready{}
 	return rd
 }
 

@@ -27,7 +27,7 @@ func (j *Job) launchWorker(now time.Time, index int, relaunch string) {
 	j.workers[id] = &instance{id: id, index: index, lastSeen: now}
 	j.summary.Workers.Launched++
 	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.Worker, ID: id, Index: index, Relaunch: relaunch})
-	j.sendLiveWorkers(false)
+	// No live-worker count: a launched worker does not run yet.
 }
 
 // launchFailed: a worker that could not be launched is forgotten; either
@@ -170,7 +170,10 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	level("instance exited", "instance", name, "reason", ev.Reason, "exit_code", ev.ExitCode,
 		"message", ev.Message, "relaunch", decision.Relaunch, "decision", decision.Reason)
 	if lost {
-		msg := fmt.Sprintf("%s %s (exit %d): %s", name, ev.Reason, ev.ExitCode, ev.Message)
+		msg := fmt.Sprintf("%s %s (exit %d)", name, ev.Reason, ev.ExitCode)
+		if ev.Message != "" {
+			msg += ": " + ev.Message
+		}
 		if decision.Relaunch {
 			msg += "; relaunching"
 		}
