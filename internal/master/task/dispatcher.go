@@ -399,6 +399,29 @@ func (d *Dispatcher) rejectReport(worker int, e *entry, r Result) error {
 		worker, e.task, ErrNotOwner, e.state, counted)
 }
 
+// Commit records that worker, which holds training task taskID, has
+// trained its first done records (in the task's own deterministic order)
+// in steps that can no longer be undone. Should the task go back to todo
+// (worker lost, timeout, failure), the next holder gets it with Task.Done
+// set and trains only the rest, so that a record is trained once even when
+// its task is not. done never decreases and is at most the task's records.
+func (d *Dispatcher) Commit(worker int, taskID int64, done int64) error {
+	e := d.lookup(taskID)
+	switch {
+	case e == nil:
+		return fmt.Errorf("commit from worker %d for task %d: %w", worker, taskID, ErrUnknownTask)
+	case e.state != Doing || e.owner != worker:
+		return fmt.Errorf("commit from worker %d for %s: %w", worker, e.task, ErrNotOwner)
+	case e.task.Type != Training:
+		return fmt.Errorf("commit from worker %d for %s: %w: only training tasks commit progress", worker, e.task, ErrInvalidResult)
+	case done < e.task.Done || done > e.task.Records():
+		return fmt.Errorf("commit from worker %d for %s: %w: %d records done, want %d..%d",
+			worker, e.task, ErrInvalidResult, done, e.task.Done, e.task.Records())
+	}
+	e.task.Done = done
+	return nil
+}
+
 // fail marks e Failed and fails the job; the first failure wins.
 func (d *Dispatcher) fail(e *entry, why string) {
 	e.state = Failed

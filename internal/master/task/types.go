@@ -67,6 +67,10 @@ type Task struct {
 	// version passed to AddEvaluation); for a prediction task, the number of
 	// its pass (AddPrediction); 0 for training tasks.
 	ModelVersion int64
+	// Done counts the task's records already trained in committed steps by
+	// an earlier holder (see Dispatcher.Commit), in the task's own
+	// deterministic record order: the holder starts after them.
+	Done int64
 }
 
 // Records is the number of records in the task.

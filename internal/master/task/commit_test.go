@@ -1,0 +1,86 @@
+package task
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// Committed records stay done when the task changes hands: the next holder
+// gets the task with Done set, whether the first was lost, timed out or
+// failed.
+func TestCommitSurvivesRequeues(t *testing.T) {
+	cfg := baseConfig()
+	cfg.TaskTimeout = time.Minute
+	d := mustNew(t, cfg)
+	a := mustGet(t, d, 1, t0)
+	if a.Done != 0 {
+		t.Fatalf("fresh task has Done %d", a.Done)
+	}
+	if err := d.Commit(1, a.ID, 4); err != nil {
+		t.Fatal(err)
+	}
+	d.WorkerLost(1, t0)
+	b := mustGet(t, d, 2, t0)
+	if b.ID != a.ID || b.Done != 4 {
+		t.Fatalf("after a loss: %+v, want task %d with 4 done", b, a.ID)
+	}
+	if err := d.Commit(2, b.ID, 7); err != nil {
+		t.Fatal(err)
+	}
+	d.Tick(t0.Add(2 * time.Minute))
+	c := mustGet(t, d, 3, t0.Add(2*time.Minute))
+	if c.ID != a.ID || c.Done != 7 {
+		t.Fatalf("after a timeout: %+v, want 7 done", c)
+	}
+	mustReport(t, d, 3, c, Result{Err: "disk"}, t0)
+	c = mustGet(t, d, 3, t0)
+	if c.ID != a.ID || c.Done != 7 || c.Attempt != 1 {
+		t.Fatalf("after a failure: %+v, want 7 done, attempt 1", c)
+	}
+	// Done counts once in the ledger: the task is covered when it is done.
+	mustReport(t, d, 3, c, Result{Records: c.Records() - c.Done, Steps: 1}, t0)
+	cov, _ := d.EpochCoverage(1)
+	if cov.RecordsTrained != c.Records() || cov.RecordsTrainedTwice != 0 {
+		t.Fatalf("coverage %+v", cov)
+	}
+}
+
+func TestCommitRefusals(t *testing.T) {
+	cfg := baseConfig()
+	d := mustNew(t, cfg)
+	a := mustGet(t, d, 1, t0)
+	if err := d.Commit(1, a.ID, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AddEvaluation([]Shard{{"v", 10}}, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev := mustGet(t, d, 2, t0)
+	before := snap(d)
+	for _, c := range []struct {
+		name   string
+		worker int
+		id     int64
+		done   int64
+		want   error
+	}{
+		{"unknown task", 1, 999, 1, ErrUnknownTask},
+		{"not the holder", 2, a.ID, 6, ErrNotOwner},
+		{"backwards", 1, a.ID, 4, ErrInvalidResult},
+		{"past the end", 1, a.ID, a.Records() + 1, ErrInvalidResult},
+		{"evaluation task", 2, ev.ID, 1, ErrInvalidResult},
+	} {
+		if err := d.Commit(c.worker, c.id, c.done); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+	if after := snap(d); !reflect.DeepEqual(before, after) {
+		t.Fatalf("refused commits changed the state")
+	}
+	// Committing the same count again is fine (a retried RPC).
+	if err := d.Commit(1, a.ID, 5); err != nil {
+		t.Fatal(err)
+	}
+}
