@@ -153,6 +153,7 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	}
 	j.forget(ev.Role, in)
 	if ev.Role == cluster.Worker {
+		j.ringMemberLost(now, ev.ID)
 		if requeued := j.disp.WorkerLost(ev.ID, now); len(requeued) > 0 {
 			j.summary.Tasks.Requeued += int64(len(requeued))
 			j.log.Info("tasks of a lost worker back to todo", "instance", name, "tasks", len(requeued))
@@ -251,6 +252,9 @@ func (j *Job) tick(now time.Time) {
 				Message: fmt.Sprintf("silent for over %s: stopped by the master", j.cfg.HeartbeatTimeout),
 			})
 		}
+	}
+	if j.cfg.AllReduce {
+		j.maybeForm(now)
 	}
 	if err := j.disp.Err(); err != nil {
 		j.fail(err)

@@ -109,6 +109,11 @@ type Config struct {
 	// HeartbeatTimeout: a running worker silent this long is stopped and
 	// replaced.
 	HeartbeatTimeout time.Duration
+	// AllReduce: workers average gradients in a ring whose rendezvous the
+	// core keeps (see ring.go); RingGrace bounds how long a re-forming ring
+	// waits for a member that does not check in.
+	AllReduce bool
+	RingGrace time.Duration
 	Policy           policy.Config
 	// InitVersion is the version of the checkpoint the PS start from (-1:
 	// none); an evaluate job's pass and a non-training job's model version.
@@ -157,6 +162,7 @@ type Job struct {
 	trainVersion, nextEvalAt int64
 
 	pred *predictionOrder // predict jobs only
+	ring rendezvous       // AllReduce jobs only
 
 	// liveGen orders the live-worker counts sent to the PS (sync SGD);
 	// liveSending is set once the initial workers are launched (the PS
@@ -205,6 +211,7 @@ func New(cfg Config) (*Job, error) {
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
+		ring:        rendezvous{addrs: map[int]string{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
@@ -230,6 +237,8 @@ type Reply struct {
 	Assignment task.Assignment
 	// Stop answers Heartbeat: the job is over, the worker may exit.
 	Stop bool
+	// Ring answers the rendezvous events (nil: not formed yet).
+	Ring *Ring
 }
 
 // Step applies one event at time now and returns the answer to a worker's
@@ -261,6 +270,12 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 			return Reply{}, err
 		}
 		return Reply{Stop: j.phase.over()}, nil
+	case JoinRing:
+		return j.joinRing(now, ev)
+	case RingStatus:
+		return j.ringStatus(now, ev)
+	case RingBroken:
+		return j.ringBroken(now, ev)
 	default:
 		return Reply{}, fmt.Errorf("%w: event %T", ErrInvalid, ev)
 	}

@@ -40,6 +40,8 @@ type Summary struct {
 	// FirstTaskTrainedAt is when the first training task was reported
 	// done (wall clock, UTC): how soon an elastic job made progress.
 	FirstTaskTrainedAt *time.Time `json:"first_task_trained_at,omitempty"`
+	// Ring is the rendezvous of an AllReduce job.
+	Ring *RingSummary `json:"ring,omitempty"`
 }
 
 // EpochSummary is the exactly-once ledger of one training epoch.
@@ -173,6 +175,9 @@ func (j *Job) Summary(d time.Duration) *Summary {
 	if !j.cfg.training() {
 		s.ModelVersion = j.cfg.InitVersion
 	}
+	if j.cfg.AllReduce {
+		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members)}
+	}
 	if j.pred != nil && j.phase == Succeeded {
 		s.Predictions = &PredictionSummary{Path: j.cfg.PredictionOutputs, Records: j.pred.total, CorruptRecords: j.pred.corrupt}
 	}
@@ -190,11 +195,16 @@ type Snapshot struct {
 	ModelVersion int64
 	// Over: the workers are done (saving, succeeded or failed).
 	Over bool
+	// RingVersion and WorldSize: AllReduce jobs (WorldSize 0 while the
+	// ring forms).
+	RingVersion int64
+	WorldSize   int
 }
 
 // Snapshot returns the job's counters now.
 func (j *Job) Snapshot() Snapshot {
-	s := Snapshot{Summary: j.summary, Progress: j.disp.Progress(), ModelVersion: j.trainVersion, Over: j.phase.over()}
+	s := Snapshot{Summary: j.summary, Progress: j.disp.Progress(), ModelVersion: j.trainVersion, Over: j.phase.over(),
+		RingVersion: j.ring.version, WorldSize: len(j.ring.members)}
 	for _, w := range j.workers {
 		if w.running {
 			s.WorkersRunning++

@@ -1,0 +1,206 @@
+package job
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"elasticdl/internal/cluster"
+)
+
+// The rendezvous of an AllReduce job. Workers average their gradients in
+// a ring among themselves; the master keeps who is in the ring and a
+// version that changes whenever the ring must re-form: a worker joins, a
+// member is lost (exit, preemption, silence) or a member reports the ring
+// broken. Each version's ring forms as soon as every worker expected in it
+// has checked in (JoinRing) — no fixed wait — and only a member that does
+// not check in (a frozen process the backend still calls running) holds it
+// up, for at most RingGrace, after which the ring forms without it.
+//
+// Workers poll RingStatus between steps (in the background) and re-join
+// when the version moves; the step in flight when a ring breaks is not
+// applied by the ring that failed, and is redone in the next.
+
+// RingMember is one worker of a ring and where its collective listener is.
+type RingMember struct {
+	Worker int
+	Addr   string
+}
+
+// Ring is a rendezvous version and, once formed, its members in rank
+// order (by worker ID). Members is nil while the version is forming.
+type Ring struct {
+	Version int64
+	Members []RingMember
+}
+
+// JoinRing is a worker checking in for the next ring with the address of
+// its collective listener: at start, and whenever its ring broke or
+// RingStatus showed a newer version. The reply's Ring is the formed ring
+// the worker is in, or nil: ask again shortly.
+type JoinRing struct {
+	Worker int
+	Addr   string
+}
+
+// RingStatus asks for the current version (Reply.Ring; Members nil while
+// it forms), so a member learns at its next step that it must re-join.
+type RingStatus struct{ Worker int }
+
+// RingBroken is a member reporting that a collective operation of ring
+// Version failed (a peer died, froze or left).
+type RingBroken struct {
+	Worker  int
+	Version int64
+	Err     string
+}
+
+func (JoinRing) isEvent()   {}
+func (RingStatus) isEvent() {}
+func (RingBroken) isEvent() {}
+
+// rendezvous is the core's ring state.
+type rendezvous struct {
+	version int64
+	members []RingMember // the formed ring of version; nil while forming
+	forming bool
+	// joined are the check-ins for the forming version; deadline is when
+	// it forms with them even if an expected member has not checked in.
+	joined   map[int]string
+	deadline time.Time
+	// addrs are the addresses of every worker that ever joined, until it is
+	// lost: such a worker is expected in the next ring.
+	addrs map[int]string
+	// formedAt is when the current ring formed; changedAt when the version
+	// last moved (the start of a membership change).
+	formedAt, changedAt time.Time
+	maxWorldSize        int
+}
+
+// RingSummary is the rendezvous of an AllReduce job, for the summary.
+type RingSummary struct {
+	// Versions counts the rings formed or re-formed; MaxWorldSize is the
+	// most members a ring had.
+	Versions     int64 `json:"versions"`
+	MaxWorldSize int   `json:"max_world_size"`
+	WorldSize    int   `json:"world_size"`
+}
+
+func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
+	if !j.cfg.AllReduce {
+		return Reply{}, fmt.Errorf("%w: JoinRing in a job without AllReduce", ErrRejected)
+	}
+	if ev.Addr == "" {
+		return Reply{}, fmt.Errorf("%w: JoinRing of worker %d without an address", ErrInvalid, ev.Worker)
+	}
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	r := &j.ring
+	if !r.forming {
+		if i := slices.IndexFunc(r.members, func(m RingMember) bool { return m.Worker == ev.Worker }); i >= 0 && r.members[i].Addr == ev.Addr {
+			return Reply{Ring: j.currentRing()}, nil // a retried call: it is in
+		}
+		// A newcomer, a member whose ring broke before the master heard,
+		// or a member with a new address: the ring must re-form.
+		j.reform(now, fmt.Sprintf("worker %d joins", ev.Worker))
+	}
+	r.addrs[ev.Worker] = ev.Addr
+	r.joined[ev.Worker] = ev.Addr
+	j.maybeForm(now)
+	if r.forming {
+		return Reply{}, nil
+	}
+	return Reply{Ring: j.currentRing()}, nil
+}
+
+func (j *Job) ringStatus(now time.Time, ev RingStatus) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	return Reply{Ring: j.currentRing()}, nil
+}
+
+func (j *Job) ringBroken(now time.Time, ev RingBroken) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	r := &j.ring
+	// A report about an older version came too late: the ring re-formed.
+	if ev.Version == r.version && !r.forming {
+		j.reform(now, fmt.Sprintf("worker %d reports ring %d broken: %s", ev.Worker, ev.Version, ev.Err))
+	}
+	return Reply{Ring: j.currentRing()}, nil
+}
+
+// currentRing is the version and, once formed, its members.
+func (j *Job) currentRing() *Ring {
+	r := &j.ring
+	if r.forming {
+		return &Ring{Version: r.version}
+	}
+	return &Ring{Version: r.version, Members: slices.Clone(r.members)}
+}
+
+// reform starts a new version: every worker expected in it must check in.
+func (j *Job) reform(now time.Time, why string) {
+	r := &j.ring
+	r.version++
+	r.members, r.forming, r.changedAt = nil, true, now
+	r.joined = map[int]string{}
+	r.deadline = now.Add(j.cfg.RingGrace)
+	j.log.Info("ring re-forming", "version", r.version, "why", why)
+}
+
+// maybeForm forms the forming version once every expected worker has
+// checked in, or once the grace period is over with whoever did.
+func (j *Job) maybeForm(now time.Time) {
+	r := &j.ring
+	if !r.forming || len(r.joined) == 0 {
+		return
+	}
+	var missing []int
+	for w := range r.addrs {
+		if _, ok := r.joined[w]; !ok {
+			if in := j.workers[w]; in != nil && in.running {
+				missing = append(missing, w)
+			}
+		}
+	}
+	if len(missing) > 0 && now.Before(r.deadline) {
+		return
+	}
+	slices.Sort(missing)
+	for _, w := range missing {
+		// It did not check in in time: it re-joins (and the ring re-forms)
+		// when it comes back.
+		delete(r.addrs, w)
+	}
+	r.members = r.members[:0]
+	for w, addr := range r.joined {
+		r.members = append(r.members, RingMember{Worker: w, Addr: addr})
+	}
+	slices.SortFunc(r.members, func(a, b RingMember) int { return a.Worker - b.Worker })
+	r.forming, r.joined, r.formedAt = false, nil, now
+	r.maxWorldSize = max(r.maxWorldSize, len(r.members))
+	j.log.Info("ring formed", "version", r.version, "world_size", len(r.members), "left_out", missing,
+		"formed_in", now.Sub(r.changedAt))
+}
+
+// ringMemberLost drops a lost worker from the rendezvous: a formed ring it
+// was in must re-form; a forming one no longer waits for it.
+func (j *Job) ringMemberLost(now time.Time, worker int) {
+	r := &j.ring
+	if !j.cfg.AllReduce {
+		return
+	}
+	delete(r.addrs, worker)
+	if r.forming {
+		delete(r.joined, worker)
+		j.maybeForm(now)
+		return
+	}
+	if slices.ContainsFunc(r.members, func(m RingMember) bool { return m.Worker == worker }) {
+		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" lost")
+	}
+}

@@ -1,0 +1,151 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"elasticdl/internal/cluster"
+)
+
+func ringOf(r *Ring) string {
+	if r == nil {
+		return "nil"
+	}
+	if r.Members == nil {
+		return fmt.Sprintf("v%d forming", r.Version)
+	}
+	var ws []string
+	for _, m := range r.Members {
+		ws = append(ws, fmt.Sprintf("%d@%s", m.Worker, m.Addr))
+	}
+	return fmt.Sprintf("v%d [%s]", r.Version, strings.Join(ws, " "))
+}
+
+func allReduceJob(t *testing.T, workers int) *harness {
+	h := newHarness(t, func(c *Config) {
+		c.AllReduce, c.RingGrace, c.NumPS, c.NumWorkers = true, 5*time.Second, 0, workers
+		c.HeartbeatTimeout = time.Hour
+	})
+	for w := 0; w < workers; w++ {
+		h.running(cluster.Worker, w)
+	}
+	return h
+}
+
+func (h *harness) join(w int) string {
+	h.t.Helper()
+	return ringOf(h.step(JoinRing{Worker: w, Addr: fmt.Sprintf("a%d", w)}).Ring)
+}
+
+func (h *harness) status(w int) string {
+	h.t.Helper()
+	return ringOf(h.step(RingStatus{Worker: w}).Ring)
+}
+
+func wantRing(t *testing.T, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("ring %s, want %s", got, want)
+	}
+}
+
+func TestRingRefusals(t *testing.T) {
+	h := newHarness(t, nil)
+	if _, err := h.try(JoinRing{Worker: 0, Addr: "a"}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("JoinRing in a PS job: %v", err)
+	}
+	h = allReduceJob(t, 2)
+	if _, err := h.try(JoinRing{Worker: 0}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("JoinRing without an address: %v", err)
+	}
+	h.wantRefused(JoinRing{Worker: 7, Addr: "a7"}, ErrUnknownWorker)
+	h.wantRefused(RingStatus{Worker: 7}, ErrUnknownWorker)
+	h.wantRefused(RingBroken{Worker: 7, Version: 1}, ErrUnknownWorker)
+}
+
+// The first worker forms a ring of one at once (no wait for the others);
+// each newcomer makes the ring re-form, which forms as soon as every member
+// checked in again; a retried JoinRing changes nothing.
+func TestRingGrowsAsWorkersJoin(t *testing.T) {
+	h := allReduceJob(t, 3)
+	wantRing(t, h.join(0), "v1 [0@a0]")
+	wantRing(t, h.join(0), "v1 [0@a0]")
+	wantRing(t, h.join(1), "nil") // forming v2: worker 0 must check in
+	wantRing(t, h.status(0), "v2 forming")
+	wantRing(t, h.join(0), "v2 [0@a0 1@a1]")
+	wantRing(t, h.status(1), "v2 [0@a0 1@a1]")
+	wantRing(t, h.join(2), "nil")
+	wantRing(t, h.join(1), "nil")
+	wantRing(t, h.join(0), "v3 [0@a0 1@a1 2@a2]")
+	s := h.j.Summary(0)
+	if s.Ring == nil || s.Ring.Versions != 3 || s.Ring.MaxWorldSize != 3 || s.Ring.WorldSize != 3 {
+		t.Fatalf("ring summary %+v", s.Ring)
+	}
+	if snap := h.j.Snapshot(); snap.RingVersion != 3 || snap.WorldSize != 3 {
+		t.Fatalf("snapshot ring v%d size %d", snap.RingVersion, snap.WorldSize)
+	}
+}
+
+// A member lost (process exit, preemption) makes the ring re-form without
+// it as soon as the survivors check in; their late reports about the old
+// version change nothing.
+func TestRingDropsALostMember(t *testing.T) {
+	h := allReduceJob(t, 3)
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	h.join(2)
+	h.join(1)
+	wantRing(t, h.join(0), "v3 [0@a0 1@a1 2@a2]")
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	wantRing(t, h.status(0), "v4 forming")
+	h.step(RingBroken{Worker: 2, Version: 3, Err: "EOF"}) // stale: ignored
+	wantRing(t, h.join(2), "nil")
+	wantRing(t, h.join(0), "v4 [0@a0 2@a2]")
+	// The replacement joins later: one more version.
+	h.running(cluster.Worker, 3)
+	wantRing(t, h.join(3), "nil")
+	h.join(0)
+	wantRing(t, h.join(2), "v5 [0@a0 2@a2 3@a3]")
+}
+
+// A member that freezes (SIGSTOP: the backend still says it runs) holds a
+// re-forming ring up for RingGrace at most; then the ring forms without
+// it, and it re-joins when it comes back.
+func TestRingLeavesOutAFrozenMember(t *testing.T) {
+	h := allReduceJob(t, 3)
+	for _, w := range []int{0, 1, 0, 2, 1, 0} {
+		h.join(w)
+	}
+	wantRing(t, h.status(2), "v3 [0@a0 1@a1 2@a2]")
+	h.step(RingBroken{Worker: 0, Version: 3, Err: "read from worker 2: i/o timeout"})
+	h.step(RingBroken{Worker: 1, Version: 3, Err: "i/o timeout"}) // the same break, already known
+	wantRing(t, h.join(0), "nil")
+	wantRing(t, h.join(1), "nil")
+	h.advance(4 * time.Second)
+	h.step(Tick{})
+	wantRing(t, h.status(0), "v4 forming")
+	h.advance(2 * time.Second)
+	h.step(Tick{})
+	wantRing(t, h.status(0), "v4 [0@a0 1@a1]")
+	// SIGCONT: its ring is gone; it re-joins.
+	wantRing(t, h.status(2), "v4 [0@a0 1@a1]")
+	wantRing(t, h.join(2), "nil")
+	h.join(0)
+	wantRing(t, h.join(1), "v5 [0@a0 1@a1 2@a2]")
+}
+
+// World size 1 works: the last member re-forms alone.
+func TestRingOfOne(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	h.exit(cluster.Worker, 0, cluster.Preempted)
+	wantRing(t, h.join(1), "v3 [1@a1]")
+	h.step(RingBroken{Worker: 1, Version: 3, Err: "spurious"})
+	wantRing(t, h.join(1), "v4 [1@a1]")
+}
