@@ -114,7 +114,7 @@ type Config struct {
 	// waits for a member that does not check in.
 	AllReduce bool
 	RingGrace time.Duration
-	Policy           policy.Config
+	Policy    policy.Config
 	// InitVersion is the version of the checkpoint the PS start from (-1:
 	// none); an evaluate job's pass and a non-training job's model version.
 	InitVersion int64
