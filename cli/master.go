@@ -34,6 +34,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	strategyDefaults(fs, &cfg)
 	opts.backend = backendK8s
 	if err := opts.check(); err != nil {
 		return err

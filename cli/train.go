@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"elasticdl/internal/master"
+	"elasticdl/internal/roleflags"
 )
 
 // fashionMNISTDir is where Debian's dataset-fashion-mnist puts the data.
@@ -24,6 +25,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	strategyDefaults(fs, &cfg)
 	if err := opts.check(); err != nil {
 		return err
 	}
@@ -62,7 +64,22 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.IntVar(&cfg.GradsToWait, "grads_to_wait", cfg.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by the live workers)")
 	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", cfg.SyncVersionTolerance, "sync SGD: a gradient computed more than this many versions ago is rejected and its minibatch redone")
 	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", cfg.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
+	fs.StringVar(&cfg.DistributionStrategy, "distribution_strategy", cfg.DistributionStrategy,
+		"ParameterServerStrategy (parameter servers; sparse models) or AllreduceStrategy (no PS: workers average gradients in a ring; dense models)")
 	addJobFlags(fs, cfg, opts, "records per gradient step")
+}
+
+// strategyDefaults: an AllReduce job has no parameter servers unless the
+// user asked for some (which Validate then refuses, saying why).
+func strategyDefaults(fs *flag.FlagSet, cfg *master.Config) {
+	if cfg.DistributionStrategy != roleflags.StrategyAllReduce {
+		return
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "num_ps_pods" })
+	if !set {
+		cfg.NumPS = 0
+	}
 }
 
 // checkDataFile turns a missing file into an error that says how to get it.

@@ -72,6 +72,14 @@ type Config struct {
 	SyncVersionTolerance  int64
 	LRStalenessModulation bool
 
+	// DistributionStrategy is roleflags.StrategyPS (the default: parameter
+	// servers) or roleflags.StrategyAllReduce (no PS: workers average
+	// their gradients in a ring whose rendezvous the master keeps).
+	DistributionStrategy string
+	// CollectiveAddr is what AllReduce workers listen on for their ring
+	// peers (port 0: any); the host is what peers dial.
+	CollectiveAddr string
+
 	// Output receives the trained model and job_summary.json.
 	Output string
 	// ListenAddr is where the master's gRPC service listens.
@@ -105,6 +113,8 @@ func DefaultConfig() Config {
 		MaxPSRelaunches:         10,
 		UseAsync:                true,
 		GradsToWait:             1,
+		DistributionStrategy:    roleflags.StrategyPS,
+		CollectiveAddr:          "127.0.0.1:0",
 		ListenAddr:              "127.0.0.1:0",
 		ProgressInterval:        5 * time.Second,
 	}
@@ -120,6 +130,12 @@ func (c *Config) Validate() error {
 		bad("model_def", "required (see `elasticdl zoo`)")
 	}
 	c.validateMode(bad)
+	if err := roleflags.CheckStrategy(c.DistributionStrategy); err != nil {
+		errs = append(errs, err)
+	}
+	if c.allReduce() {
+		c.validateAllReduce(bad)
+	}
 	if c.JobName == "" {
 		bad("job_name", "must not be empty")
 	}
@@ -186,8 +202,13 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 		{"minibatch_size", c.MinibatchSize},
 		{"num_minibatches_per_task", c.NumMinibatchesPerTask},
 		{"num_workers", c.NumWorkers},
-		{"num_ps_pods", c.NumPS},
 		{"max_task_attempts", c.MaxTaskAttempts},
+	}
+	if !c.allReduce() {
+		positive = append(positive, struct {
+			flag string
+			v    int
+		}{"num_ps_pods", c.NumPS})
 	}
 	if c.training() && c.NumEpochs < 1 {
 		bad("num_epochs", "must be at least 1, got %d", c.NumEpochs)
@@ -207,6 +228,35 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)
 	}
 }
+
+// validateAllReduce rejects what an AllReduce job cannot honour (yet).
+func (c *Config) validateAllReduce(bad func(flag, format string, args ...any)) {
+	const why = "with --distribution_strategy=AllreduceStrategy"
+	if c.NumPS != 0 {
+		bad("num_ps_pods", "must be 0 %s: the workers average their gradients among themselves (got %d)", why, c.NumPS)
+	}
+	if !c.training() {
+		bad("distribution_strategy", "AllreduceStrategy trains: evaluate and predict jobs serve the saved model from parameter servers")
+	}
+	if !c.UseAsync || c.LRStalenessModulation {
+		bad("use_async", "sync and async SGD are parameter-server settings; AllreduceStrategy applies one averaged update per step on every worker")
+	}
+	for _, f := range []struct {
+		flag string
+		set  bool
+	}{
+		{"checkpoint_dir", c.CheckpointDir != ""},
+		{"checkpoint_steps", c.CheckpointSteps != 0},
+		{"checkpoint_dir_for_init", c.CheckpointDirForInit != ""},
+	} {
+		if f.set {
+			bad(f.flag, "not supported %s yet", why)
+		}
+	}
+}
+
+// allReduce reports whether workers average gradients in a ring (no PS).
+func (c *Config) allReduce() bool { return c.DistributionStrategy == roleflags.StrategyAllReduce }
 
 // training reports whether the job trains.
 func (c *Config) training() bool { return c.Mode == "" || c.Mode == ModeTrain }

@@ -72,6 +72,9 @@ type Master struct {
 	job  *job.Job
 	pred *predictionFile // predict jobs, opened by Run
 	save *job.Save       // what the core asked to save, carried out by Run
+	// uploads are AllReduce workers' final parameters, by worker, until
+	// the core says whose to save.
+	uploads map[int]*masterpb.UploadModelRequest
 	// ended is closed when the core says the workers are done.
 	ended chan struct{}
 
@@ -105,6 +108,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	}
 	if _, err := optimizer.Parse(optSpec); err != nil {
 		return nil, fmt.Errorf("optimizer %q: %w", optSpec, err)
+	}
+	if cfg.allReduce() && spec.IsSparse() {
+		return nil, fmt.Errorf("--distribution_strategy=AllreduceStrategy: model %s has embedding tables, which live on parameter servers: use ParameterServerStrategy", spec.Name)
 	}
 	logger := deps.Logger
 	if logger == nil {
@@ -159,8 +165,11 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		NumClasses:       spec.NumClasses,
 		NumWorkers:       cfg.NumWorkers,
 		NumPS:            cfg.NumPS,
-		SyncSGD:          !cfg.UseAsync,
+		SyncSGD:          !cfg.UseAsync && !cfg.allReduce(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		AllReduce:        cfg.allReduce(),
+		RingGrace:        ringGrace,
+		UploadTimeout:    time.Minute,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,
@@ -275,7 +284,16 @@ func (m *Master) carryOutSave(ctx context.Context, s *job.Save) job.Saved {
 		}
 		return job.Saved{}
 	}
-	saved := m.saveModel(ctx, s)
+	var saved job.Saved
+	if m.cfg.allReduce() {
+		m.mu.Lock()
+		up := m.uploads[s.Uploaded]
+		m.uploads = nil
+		m.mu.Unlock()
+		saved = m.saveUploadedModel(up)
+	} else {
+		saved = m.saveModel(ctx, s)
+	}
 	if saved.Err != nil {
 		saved.Err = fmt.Errorf("save model: %w", saved.Err)
 	}

@@ -15,7 +15,7 @@ type metricsCollector struct {
 
 	tasks, launched, lost, relaunched, preempted *prometheus.Desc
 	instances, records, corrupt, epoch, version  *prometheus.Desc
-	finished                                     *prometheus.Desc
+	finished, ringVersion, worldSize             *prometheus.Desc
 }
 
 func newDesc(name, help string, labels []string, job string) *prometheus.Desc {
@@ -27,18 +27,20 @@ func newDesc(name, help string, labels []string, job string) *prometheus.Desc {
 func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 	job := m.cfg.JobName
 	c := &metricsCollector{
-		m:          m,
-		tasks:      newDesc("tasks_total", "Task reports and requeues: completed, failed (reported with an error), requeued (worker lost or timed out).", []string{"outcome"}, job),
-		launched:   newDesc("instances_launched_total", "Instances launched, relaunches included.", []string{"role"}, job),
-		lost:       newDesc("instances_lost_total", "Instances that ended without being asked to (killed, preempted, deleted, failed).", []string{"role"}, job),
-		relaunched: newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
-		preempted:  newDesc("instances_preempted_total", "Lost instances the cluster took back for higher-priority work.", []string{"role"}, job),
-		instances:  newDesc("instances", "Instances by state: running, or launched and not running yet (pending pods: the elastic headroom).", []string{"role", "state"}, job),
-		records:    newDesc("records_done_total", "Training records of tasks reported done.", nil, job),
-		corrupt:    newDesc("corrupt_records_total", "Records skipped as corrupt.", nil, job),
-		epoch:      newDesc("epoch", "The training epoch in progress (1-based).", nil, job),
-		version:    newDesc("model_version", "The highest model version training reports carried.", nil, job),
-		finished:   newDesc("job_finished", "1 once the job has ended (see the summary for how).", nil, job),
+		m:           m,
+		tasks:       newDesc("tasks_total", "Task reports and requeues: completed, failed (reported with an error), requeued (worker lost or timed out).", []string{"outcome"}, job),
+		launched:    newDesc("instances_launched_total", "Instances launched, relaunches included.", []string{"role"}, job),
+		lost:        newDesc("instances_lost_total", "Instances that ended without being asked to (killed, preempted, deleted, failed).", []string{"role"}, job),
+		relaunched:  newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
+		preempted:   newDesc("instances_preempted_total", "Lost instances the cluster took back for higher-priority work.", []string{"role"}, job),
+		instances:   newDesc("instances", "Instances by state: running, or launched and not running yet (pending pods: the elastic headroom).", []string{"role", "state"}, job),
+		records:     newDesc("records_done_total", "Training records of tasks reported done.", nil, job),
+		corrupt:     newDesc("corrupt_records_total", "Records skipped as corrupt.", nil, job),
+		epoch:       newDesc("epoch", "The training epoch in progress (1-based).", nil, job),
+		version:     newDesc("model_version", "The highest model version training reports carried.", nil, job),
+		finished:    newDesc("job_finished", "1 once the job has ended (see the summary for how).", nil, job),
+		ringVersion: newDesc("ring_version", "AllReduce: the rendezvous version (it moves whenever the ring re-forms).", nil, job),
+		worldSize:   newDesc("world_size", "AllReduce: members of the formed ring (0 while it forms).", nil, job),
 	}
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
@@ -58,7 +60,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize} {
 		ch <- d
 	}
 }
@@ -104,4 +106,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		f = 1
 	}
 	gauge(c.finished, f)
+	if m.cfg.allReduce() {
+		gauge(c.ringVersion, float64(snap.RingVersion))
+		gauge(c.worldSize, float64(snap.WorldSize))
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/wire"
+	"elasticdl/proto/masterpb"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -48,56 +49,101 @@ func (m *Master) saveModel(ctx context.Context, s *job.Save) job.Saved {
 // writeModel writes the model the PS hold under --output/model, and
 // removes any other version there.
 func (m *Master) writeModel(ctx context.Context, c *client.Client, st []client.ShardStatus) (string, int64, error) {
-	root := filepath.Join(m.cfg.Output, "model")
-	var (
-		path    string
-		version int64
-		err     error
-	)
+	root := m.modelDir()
 	if m.spec.Sparse != nil {
 		// Embedding tables live only on the PS: each shard writes itself
 		// (parameters, slots, table rows) as one file of a complete
 		// checkpoint version, labelled with the highest shard version.
-		version = -1
+		version := int64(-1)
 		for _, s := range st {
 			version = max(version, s.Version)
 		}
 		if _, err := c.SaveModel(ctx, root, version); err != nil {
 			return "", 0, fmt.Errorf("write model: %w", err)
 		}
-		path = checkpoint.VersionDir(root, version)
-	} else {
-		// Only the names and shapes matter: the values come from the PS.
-		net := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed)))
-		params := net.Params()
-		if _, err := c.Pull(ctx, params); err != nil {
-			return "", 0, fmt.Errorf("pull final parameters: %w", err)
-		}
-		version = c.Version()
-		out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1}
-		for _, p := range params {
-			out.DenseParameters = append(out.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
-		}
-		slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
-		if path, err = checkpoint.Write(root, out); err != nil {
-			return "", 0, fmt.Errorf("write model: %w", err)
-		}
+		return checkpoint.VersionDir(root, version), version, removeOtherModels(root, version)
 	}
-	// The directory holds one model: an earlier job's left there would be
-	// the one a warm start picks if its version were higher.
-	vs, err := checkpoint.Versions(root)
+	// Only the names and shapes matter: the values come from the PS.
+	params := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed))).Params()
+	if _, err := c.Pull(ctx, params); err != nil {
+		return "", 0, fmt.Errorf("pull final parameters: %w", err)
+	}
+	tensors := make([]*pserverpb.Tensor, 0, len(params))
+	for _, p := range params {
+		tensors = append(tensors, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	return writeDenseModel(root, c.Version(), tensors)
+}
+
+func (m *Master) modelDir() string { return filepath.Join(m.cfg.Output, "model") }
+
+// writeDenseModel writes dense parameters as a one-shard checkpoint without
+// optimizer slots, the only model in root.
+func writeDenseModel(root string, version int64, tensors []*pserverpb.Tensor) (string, int64, error) {
+	out := &pserverpb.Checkpoint{Version: version, Shard: 0, NumShards: 1, DenseParameters: slices.Clone(tensors)}
+	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
+	path, err := checkpoint.Write(root, out)
 	if err != nil {
 		return "", 0, fmt.Errorf("write model: %w", err)
+	}
+	return path, version, removeOtherModels(root, version)
+}
+
+// removeOtherModels leaves one model in root: an earlier job's left there
+// would be the one a warm start picks if its version were higher.
+func removeOtherModels(root string, version int64) error {
+	vs, err := checkpoint.Versions(root)
+	if err != nil {
+		return fmt.Errorf("write model: %w", err)
 	}
 	for _, v := range vs {
 		if v == version {
 			continue
 		}
 		if err := os.RemoveAll(checkpoint.VersionDir(root, v)); err != nil {
-			return "", 0, fmt.Errorf("remove an earlier model: %w", err)
+			return fmt.Errorf("remove an earlier model: %w", err)
 		}
 	}
-	return path, version, nil
+	return nil
+}
+
+// saveUploadedModel writes the parameters an AllReduce worker uploaded,
+// after checking they are the model's (names and shapes).
+func (m *Master) saveUploadedModel(up *masterpb.UploadModelRequest) job.Saved {
+	if up == nil {
+		return job.Saved{Err: fmt.Errorf("the chosen worker's upload is missing")}
+	}
+	if err := m.checkParams(up.GetDenseParameters()); err != nil {
+		return job.Saved{Err: fmt.Errorf("worker %d's model: %w", up.GetWorkerId(), err)}
+	}
+	var saved job.Saved
+	saved.ModelPath, saved.ModelVersion, saved.Err = writeDenseModel(m.modelDir(), up.GetVersion(), up.GetDenseParameters())
+	return saved
+}
+
+// checkParams checks that tensors are exactly the model's dense parameters.
+func (m *Master) checkParams(tensors []*pserverpb.Tensor) error {
+	params := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed))).Params()
+	byName := map[string]*pserverpb.Tensor{}
+	for _, t := range tensors {
+		if _, err := wire.Validate(t); err != nil {
+			return err
+		}
+		byName[t.GetName()] = t
+	}
+	if len(byName) != len(params) || len(tensors) != len(params) {
+		return fmt.Errorf("%d tensors, the model has %d parameters", len(tensors), len(params))
+	}
+	for _, p := range params {
+		t, ok := byName[p.Name]
+		if !ok {
+			return fmt.Errorf("no parameter %q", p.Name)
+		}
+		if !slices.Equal(t.GetDims(), intsToInt64(p.Value.Shape)) {
+			return fmt.Errorf("parameter %q has shape %v, the model %v", p.Name, t.GetDims(), p.Value.Shape)
+		}
+	}
+	return nil
 }
 
 // restores are the checkpoints each PS's current process restored at

@@ -99,6 +99,9 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w := roleflags.DefaultWorker()
 	w.WorkerID, w.MasterAddr, w.PSAddrs = l.ID, m.masterAddr, m.psAddrs
 	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
+	if m.cfg.allReduce() {
+		w.DistributionStrategy, w.CollectiveAddr = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr
+	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,
 		ID:    l.ID,

@@ -19,6 +19,21 @@ import (
 	"time"
 )
 
+// The distribution strategies (ElasticDL's names): gradients go to
+// parameter servers, or workers average them among themselves.
+const (
+	StrategyPS        = "ParameterServerStrategy"
+	StrategyAllReduce = "AllreduceStrategy"
+)
+
+// CheckStrategy checks a --distribution_strategy value.
+func CheckStrategy(s string) error {
+	if s != StrategyPS && s != StrategyAllReduce {
+		return fmt.Errorf("--distribution_strategy: %q is not %s or %s", s, StrategyPS, StrategyAllReduce)
+	}
+	return nil
+}
+
 // Worker holds every flag of `elasticdl worker`. Start from DefaultWorker.
 type Worker struct {
 	WorkerID   int    // --worker_id: given by the master; required
@@ -29,11 +44,17 @@ type Worker struct {
 	ModelDef      string // --model_def
 	MinibatchSize int    // --minibatch_size
 	Seed          int64  // --seed
+	// DistributionStrategy (--distribution_strategy) is StrategyPS or
+	// StrategyAllReduce; CollectiveAddr (--collective_addr, AllReduce) is
+	// where the worker listens for its ring peers: host:port, port 0 for
+	// any, the host being what peers dial.
+	DistributionStrategy string
+	CollectiveAddr       string
 }
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -47,13 +68,16 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.StringVar(&w.ModelDef, "model_def", d.ModelDef, "model to train")
 	fs.IntVar(&w.MinibatchSize, "minibatch_size", d.MinibatchSize, "records per gradient step")
 	fs.Int64Var(&w.Seed, "seed", d.Seed, "seed of the initial model")
+	fs.StringVar(&w.DistributionStrategy, "distribution_strategy", d.DistributionStrategy, "ParameterServerStrategy or AllreduceStrategy")
+	fs.StringVar(&w.CollectiveAddr, "collective_addr", d.CollectiveAddr, "AllreduceStrategy: host:port to listen on for ring peers (port 0: any); the host is what peers dial")
 }
 
-// Args renders w as the worker's command line. Every flag is written, in
-// the order the master has always written them, so that a worker's
-// command line in a log or a pod spec says everything it was told.
+// Args renders w as the worker's command line. Every flag of a PS job's
+// worker is written, in the order the master has always written them, so
+// that a worker's command line in a log or a pod spec says everything it
+// was told; the AllReduce flags follow when they apply.
 func (w Worker) Args() []string {
-	return []string{
+	args := []string{
 		"--worker_id=" + strconv.Itoa(w.WorkerID),
 		"--master_addr=" + w.MasterAddr,
 		"--ps_addrs=" + strings.Join(w.PSAddrs, ","),
@@ -61,6 +85,13 @@ func (w Worker) Args() []string {
 		"--minibatch_size=" + strconv.Itoa(w.MinibatchSize),
 		"--seed=" + strconv.FormatInt(w.Seed, 10),
 	}
+	if w.DistributionStrategy != "" && w.DistributionStrategy != StrategyPS {
+		args = append(args, "--distribution_strategy="+w.DistributionStrategy)
+	}
+	if w.CollectiveAddr != "" {
+		args = append(args, "--collective_addr="+w.CollectiveAddr)
+	}
+	return args
 }
 
 // Validate checks what the worker cannot start without. The model and the
@@ -68,6 +99,12 @@ func (w Worker) Args() []string {
 func (w Worker) Validate() error {
 	if w.WorkerID < 0 {
 		return errors.New("--worker_id: required")
+	}
+	if err := CheckStrategy(w.DistributionStrategy); err != nil {
+		return err
+	}
+	if w.DistributionStrategy == StrategyAllReduce && w.CollectiveAddr == "" {
+		return errors.New("--collective_addr: required with --distribution_strategy=AllreduceStrategy")
 	}
 	return nil
 }

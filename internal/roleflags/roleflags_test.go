@@ -39,10 +39,12 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS}
 	oneNoPS := full
 	oneNoPS.PSAddrs = nil
-	for _, w := range []Worker{DefaultWorker(), full, oneNoPS} {
+	allReduce := oneNoPS
+	allReduce.DistributionStrategy, allReduce.CollectiveAddr = StrategyAllReduce, "10.0.0.7:0"
+	for _, w := range []Worker{DefaultWorker(), full, oneNoPS, allReduce} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -154,6 +156,18 @@ func TestWorkerValidate(t *testing.T) {
 	w.WorkerID = 0
 	if err := w.Validate(); err != nil {
 		t.Errorf("worker 0: %v", err)
+	}
+	w.DistributionStrategy = "MirroredStrategy"
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "--distribution_strategy") {
+		t.Errorf("unknown strategy: %v", err)
+	}
+	w.DistributionStrategy = StrategyAllReduce
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "--collective_addr: required") {
+		t.Errorf("AllReduce without a collective address: %v", err)
+	}
+	w.CollectiveAddr = "127.0.0.1:0"
+	if err := w.Validate(); err != nil {
+		t.Errorf("AllReduce worker: %v", err)
 	}
 }
 

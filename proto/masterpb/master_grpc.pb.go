@@ -26,6 +26,11 @@ const (
 	Master_ReportTaskResult_FullMethodName        = "/elasticdl.master.Master/ReportTaskResult"
 	Master_ReportEvaluationMetrics_FullMethodName = "/elasticdl.master.Master/ReportEvaluationMetrics"
 	Master_Heartbeat_FullMethodName               = "/elasticdl.master.Master/Heartbeat"
+	Master_JoinRing_FullMethodName                = "/elasticdl.master.Master/JoinRing"
+	Master_RingStatus_FullMethodName              = "/elasticdl.master.Master/RingStatus"
+	Master_ReportRingBroken_FullMethodName        = "/elasticdl.master.Master/ReportRingBroken"
+	Master_CommitTask_FullMethodName              = "/elasticdl.master.Master/CommitTask"
+	Master_UploadModel_FullMethodName             = "/elasticdl.master.Master/UploadModel"
 )
 
 // MasterClient is the client API for Master service.
@@ -42,6 +47,23 @@ type MasterClient interface {
 	ReportEvaluationMetrics(ctx context.Context, in *ReportEvaluationMetricsRequest, opts ...grpc.CallOption) (*ReportEvaluationMetricsResponse, error)
 	// Heartbeat says the worker is alive; silent workers lose their tasks.
 	Heartbeat(ctx context.Context, in *HeartbeatRequest, opts ...grpc.CallOption) (*HeartbeatResponse, error)
+	// AllReduce jobs. JoinRing checks the worker in for the next ring with the
+	// address of its collective listener; the answer is the formed ring it is
+	// in, or no ring yet (ask again after wait_ms).
+	JoinRing(ctx context.Context, in *JoinRingRequest, opts ...grpc.CallOption) (*RingResponse, error)
+	// RingStatus is the current ring version (and its members once formed): a
+	// member whose ring is older leaves it at its next step and re-joins.
+	RingStatus(ctx context.Context, in *RingStatusRequest, opts ...grpc.CallOption) (*RingResponse, error)
+	// ReportRingBroken says a collective operation of a ring version failed.
+	ReportRingBroken(ctx context.Context, in *ReportRingBrokenRequest, opts ...grpc.CallOption) (*RingResponse, error)
+	// CommitTask records how many records of a training task the worker holds
+	// were trained in steps no failure can undo; should the task change hands,
+	// the next holder starts after them.
+	CommitTask(ctx context.Context, in *CommitTaskRequest, opts ...grpc.CallOption) (*CommitTaskResponse, error)
+	// UploadModel hands the master a worker's final parameters (in an AllReduce
+	// job the model lives only in the workers): the master writes the first it
+	// gets and records every member's checksum.
+	UploadModel(ctx context.Context, in *UploadModelRequest, opts ...grpc.CallOption) (*UploadModelResponse, error)
 }
 
 type masterClient struct {
@@ -92,6 +114,56 @@ func (c *masterClient) Heartbeat(ctx context.Context, in *HeartbeatRequest, opts
 	return out, nil
 }
 
+func (c *masterClient) JoinRing(ctx context.Context, in *JoinRingRequest, opts ...grpc.CallOption) (*RingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingResponse)
+	err := c.cc.Invoke(ctx, Master_JoinRing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) RingStatus(ctx context.Context, in *RingStatusRequest, opts ...grpc.CallOption) (*RingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingResponse)
+	err := c.cc.Invoke(ctx, Master_RingStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) ReportRingBroken(ctx context.Context, in *ReportRingBrokenRequest, opts ...grpc.CallOption) (*RingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingResponse)
+	err := c.cc.Invoke(ctx, Master_ReportRingBroken_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) CommitTask(ctx context.Context, in *CommitTaskRequest, opts ...grpc.CallOption) (*CommitTaskResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitTaskResponse)
+	err := c.cc.Invoke(ctx, Master_CommitTask_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *masterClient) UploadModel(ctx context.Context, in *UploadModelRequest, opts ...grpc.CallOption) (*UploadModelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UploadModelResponse)
+	err := c.cc.Invoke(ctx, Master_UploadModel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MasterServer is the server API for Master service.
 // All implementations must embed UnimplementedMasterServer
 // for forward compatibility.
@@ -106,6 +178,23 @@ type MasterServer interface {
 	ReportEvaluationMetrics(context.Context, *ReportEvaluationMetricsRequest) (*ReportEvaluationMetricsResponse, error)
 	// Heartbeat says the worker is alive; silent workers lose their tasks.
 	Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error)
+	// AllReduce jobs. JoinRing checks the worker in for the next ring with the
+	// address of its collective listener; the answer is the formed ring it is
+	// in, or no ring yet (ask again after wait_ms).
+	JoinRing(context.Context, *JoinRingRequest) (*RingResponse, error)
+	// RingStatus is the current ring version (and its members once formed): a
+	// member whose ring is older leaves it at its next step and re-joins.
+	RingStatus(context.Context, *RingStatusRequest) (*RingResponse, error)
+	// ReportRingBroken says a collective operation of a ring version failed.
+	ReportRingBroken(context.Context, *ReportRingBrokenRequest) (*RingResponse, error)
+	// CommitTask records how many records of a training task the worker holds
+	// were trained in steps no failure can undo; should the task change hands,
+	// the next holder starts after them.
+	CommitTask(context.Context, *CommitTaskRequest) (*CommitTaskResponse, error)
+	// UploadModel hands the master a worker's final parameters (in an AllReduce
+	// job the model lives only in the workers): the master writes the first it
+	// gets and records every member's checksum.
+	UploadModel(context.Context, *UploadModelRequest) (*UploadModelResponse, error)
 	mustEmbedUnimplementedMasterServer()
 }
 
@@ -127,6 +216,21 @@ func (UnimplementedMasterServer) ReportEvaluationMetrics(context.Context, *Repor
 }
 func (UnimplementedMasterServer) Heartbeat(context.Context, *HeartbeatRequest) (*HeartbeatResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedMasterServer) JoinRing(context.Context, *JoinRingRequest) (*RingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method JoinRing not implemented")
+}
+func (UnimplementedMasterServer) RingStatus(context.Context, *RingStatusRequest) (*RingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RingStatus not implemented")
+}
+func (UnimplementedMasterServer) ReportRingBroken(context.Context, *ReportRingBrokenRequest) (*RingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportRingBroken not implemented")
+}
+func (UnimplementedMasterServer) CommitTask(context.Context, *CommitTaskRequest) (*CommitTaskResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitTask not implemented")
+}
+func (UnimplementedMasterServer) UploadModel(context.Context, *UploadModelRequest) (*UploadModelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UploadModel not implemented")
 }
 func (UnimplementedMasterServer) mustEmbedUnimplementedMasterServer() {}
 func (UnimplementedMasterServer) testEmbeddedByValue()                {}
@@ -221,6 +325,96 @@ func _Master_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_JoinRing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(JoinRingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).JoinRing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_JoinRing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).JoinRing(ctx, req.(*JoinRingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_RingStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RingStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).RingStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_RingStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).RingStatus(ctx, req.(*RingStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_ReportRingBroken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportRingBrokenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportRingBroken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportRingBroken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportRingBroken(ctx, req.(*ReportRingBrokenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_CommitTask_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitTaskRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).CommitTask(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_CommitTask_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).CommitTask(ctx, req.(*CommitTaskRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Master_UploadModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UploadModelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).UploadModel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_UploadModel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).UploadModel(ctx, req.(*UploadModelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Master_ServiceDesc is the grpc.ServiceDesc for Master service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -243,6 +437,26 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Heartbeat",
 			Handler:    _Master_Heartbeat_Handler,
+		},
+		{
+			MethodName: "JoinRing",
+			Handler:    _Master_JoinRing_Handler,
+		},
+		{
+			MethodName: "RingStatus",
+			Handler:    _Master_RingStatus_Handler,
+		},
+		{
+			MethodName: "ReportRingBroken",
+			Handler:    _Master_ReportRingBroken_Handler,
+		},
+		{
+			MethodName: "CommitTask",
+			Handler:    _Master_CommitTask_Handler,
+		},
+		{
+			MethodName: "UploadModel",
+			Handler:    _Master_UploadModel_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

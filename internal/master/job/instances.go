@@ -255,6 +255,7 @@ func (j *Job) tick(now time.Time) {
 	}
 	if j.cfg.AllReduce {
 		j.maybeForm(now)
+		j.uploadOverdue(now)
 	}
 	if err := j.disp.Err(); err != nil {
 		j.fail(err)

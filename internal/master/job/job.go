@@ -49,6 +49,7 @@ const (
 	Training                // training tasks (and periodic evaluation passes)
 	Evaluating              // the final evaluation pass, or an evaluate job's pass
 	Predicting              // a predict job's tasks
+	Uploading               // AllReduce: all tasks done; waiting for a worker's model
 	Saving                  // all tasks done; the shell saves the model or commits the predictions
 	Succeeded
 	Failed
@@ -64,6 +65,8 @@ func (p Phase) String() string {
 		return "evaluating"
 	case Predicting:
 		return "predicting"
+	case Uploading:
+		return "uploading"
 	case Saving:
 		return "saving"
 	case Succeeded:
@@ -75,7 +78,7 @@ func (p Phase) String() string {
 }
 
 // over reports whether workers are done: no task will be handed out again.
-func (p Phase) over() bool { return p >= Saving }
+func (p Phase) over() bool { return p >= Uploading }
 
 // Config is what the core needs to know of a job; the shell has checked
 // it, and counted the records of each data set.
@@ -114,7 +117,10 @@ type Config struct {
 	// waits for a member that does not check in.
 	AllReduce bool
 	RingGrace time.Duration
-	Policy    policy.Config
+	// UploadTimeout bounds how long an AllReduce job waits, once its tasks
+	// are done, for a worker to upload the model.
+	UploadTimeout time.Duration
+	Policy        policy.Config
 	// InitVersion is the version of the checkpoint the PS start from (-1:
 	// none); an evaluate job's pass and a non-training job's model version.
 	InitVersion int64
@@ -163,6 +169,8 @@ type Job struct {
 
 	pred *predictionOrder // predict jobs only
 	ring rendezvous       // AllReduce jobs only
+	// uploadingSince: when an AllReduce job began waiting for its model.
+	uploadingSince time.Time
 
 	// liveGen orders the live-worker counts sent to the PS (sync SGD);
 	// liveSending is set once the initial workers are launched (the PS
@@ -211,7 +219,7 @@ func New(cfg Config) (*Job, error) {
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
-		ring:        rendezvous{addrs: map[int]string{}},
+		ring:        rendezvous{addrs: map[int]string{}, everMember: map[int]bool{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
@@ -276,6 +284,10 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		return j.ringStatus(now, ev)
 	case RingBroken:
 		return j.ringBroken(now, ev)
+	case CommitTask:
+		return j.commitTask(now, ev)
+	case ModelUploaded:
+		return j.modelUploaded(now, ev)
 	default:
 		return Reply{}, fmt.Errorf("%w: event %T", ErrInvalid, ev)
 	}
@@ -293,9 +305,10 @@ func (j *Job) notice(warning bool, reason, msg string) {
 	j.ready.Notices = append(j.ready.Notices, Notice{Warning: warning, Reason: reason, Message: msg})
 }
 
-// setPhase moves the job on; leaving the task phases ends the event loop.
+// setPhase moves the job on; reaching Saving (or the end) ends the event
+// loop.
 func (j *Job) setPhase(p Phase) {
-	if !j.phase.over() && p.over() {
+	if j.phase < Saving && p >= Saving {
 		j.ready.Ended = true
 	}
 	j.phase = p

@@ -80,9 +80,11 @@ type Notice struct {
 // FlushLive and FlushGen are the count and generation to flush with.
 type Save struct {
 	Model, Predictions bool
-	Records            int64
-	FlushLive          int
-	FlushGen           int64
+	// Uploaded: an AllReduce job's model is the one this worker uploaded.
+	Uploaded  int
+	Records   int64
+	FlushLive int
+	FlushGen  int64
 }
 
 // Ready is what the shell must carry out, in order of the fields within

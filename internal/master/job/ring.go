@@ -55,9 +55,27 @@ type RingBroken struct {
 	Err     string
 }
 
-func (JoinRing) isEvent()   {}
-func (RingStatus) isEvent() {}
-func (RingBroken) isEvent() {}
+// CommitTask is a worker saying that the first Done records of a training
+// task it holds were trained in steps no failure can undo.
+type CommitTask struct {
+	Worker int
+	TaskID int64
+	Done   int64
+}
+
+// ModelUploaded is an AllReduce worker's final parameters arriving (the
+// shell keeps them): the first is saved; every member's checksum is kept.
+type ModelUploaded struct {
+	Worker   int
+	Version  int64
+	Checksum uint64
+}
+
+func (CommitTask) isEvent()    {}
+func (ModelUploaded) isEvent() {}
+func (JoinRing) isEvent()      {}
+func (RingStatus) isEvent()    {}
+func (RingBroken) isEvent()    {}
 
 // rendezvous is the core's ring state.
 type rendezvous struct {
@@ -75,6 +93,16 @@ type rendezvous struct {
 	// last moved (the start of a membership change).
 	formedAt, changedAt time.Time
 	maxWorldSize        int
+	// members ever in a formed ring: only they hold a trained model.
+	everMember map[int]bool
+	checksums  []WorkerChecksum
+}
+
+// WorkerChecksum is the checksum of a worker's uploaded parameters.
+type WorkerChecksum struct {
+	Worker   int    `json:"worker"`
+	Version  int64  `json:"version"`
+	Checksum uint64 `json:"checksum"`
 }
 
 // RingSummary is the rendezvous of an AllReduce job, for the summary.
@@ -84,6 +112,9 @@ type RingSummary struct {
 	Versions     int64 `json:"versions"`
 	MaxWorldSize int   `json:"max_world_size"`
 	WorldSize    int   `json:"world_size"`
+	// Checksums of the parameters each worker uploaded at the end: equal
+	// on every member (they apply the same updates).
+	Checksums []WorkerChecksum `json:"checksums,omitempty"`
 }
 
 func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
@@ -179,6 +210,7 @@ func (j *Job) maybeForm(now time.Time) {
 	r.members = r.members[:0]
 	for w, addr := range r.joined {
 		r.members = append(r.members, RingMember{Worker: w, Addr: addr})
+		r.everMember[w] = true
 	}
 	slices.SortFunc(r.members, func(a, b RingMember) int { return a.Worker - b.Worker })
 	r.forming, r.joined, r.formedAt = false, nil, now
@@ -202,5 +234,42 @@ func (j *Job) ringMemberLost(now time.Time, worker int) {
 	}
 	if slices.ContainsFunc(r.members, func(m RingMember) bool { return m.Worker == worker }) {
 		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" lost")
+	}
+}
+
+func (j *Job) commitTask(now time.Time, ev CommitTask) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	if err := j.disp.Commit(ev.Worker, ev.TaskID, ev.Done); err != nil {
+		return Reply{}, fmt.Errorf("%w: %v", ErrRejected, err)
+	}
+	return Reply{}, nil
+}
+
+func (j *Job) modelUploaded(now time.Time, ev ModelUploaded) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	switch {
+	case !j.cfg.AllReduce || !j.cfg.training():
+		return Reply{}, fmt.Errorf("%w: a model upload in a job whose model is not in the workers", ErrRejected)
+	case j.phase < Uploading:
+		return Reply{}, fmt.Errorf("%w: a model upload before training is done", ErrRejected)
+	case !j.ring.everMember[ev.Worker]:
+		return Reply{}, fmt.Errorf("%w: worker %d was never in a ring: it holds no trained model", ErrRejected, ev.Worker)
+	}
+	j.ring.checksums = append(j.ring.checksums, WorkerChecksum{Worker: ev.Worker, Version: ev.Version, Checksum: ev.Checksum})
+	if j.phase == Uploading {
+		j.ready.Save = &Save{Model: true, Uploaded: ev.Worker}
+		j.setPhase(Saving)
+	}
+	return Reply{}, nil
+}
+
+// uploadOverdue fails an AllReduce job whose model no worker uploaded.
+func (j *Job) uploadOverdue(now time.Time) {
+	if j.phase == Uploading && j.cfg.UploadTimeout > 0 && now.Sub(j.uploadingSince) > j.cfg.UploadTimeout {
+		j.fail(fmt.Errorf("no worker uploaded the trained model within %s of the end of training", j.cfg.UploadTimeout))
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/task"
 )
 
 func ringOf(r *Ring) string {
@@ -148,4 +149,64 @@ func TestRingOfOne(t *testing.T) {
 	wantRing(t, h.join(1), "v3 [1@a1]")
 	h.step(RingBroken{Worker: 1, Version: 3, Err: "spurious"})
 	wantRing(t, h.join(1), "v4 [1@a1]")
+}
+
+// An AllReduce job's model lives in its workers: when the tasks are done
+// the workers are told so, and the first member's upload is saved; every
+// member's checksum is kept for the summary. A worker that was never in a
+// ring holds no trained model and cannot upload.
+func TestAllReduceModelUpload(t *testing.T) {
+	h := allReduceJob(t, 3) // worker 2 never joins
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	t1, t2 := h.get(0), h.get(1)
+	h.train(0, t1, 3)
+	h.train(1, t2, 3)
+	if rd := h.take(); h.j.Phase() != Uploading || rd.Ended || rd.Save != nil {
+		t.Fatalf("phase %v, ready %+v: want uploading, the loop still running", h.j.Phase(), rd)
+	}
+	if k := h.kind(0); k != task.KindDone {
+		t.Fatalf("worker told %v, want done", k)
+	}
+	h.wantRefused(ModelUploaded{Worker: 2, Checksum: 1}, ErrRejected)
+	h.step(ModelUploaded{Worker: 1, Version: 3, Checksum: 77})
+	rd := h.take()
+	if h.j.Phase() != Saving || !rd.Ended || rd.Save == nil || !rd.Save.Model || rd.Save.Uploaded != 1 {
+		t.Fatalf("phase %v, ready %+v: want saving worker 1's model", h.j.Phase(), rd)
+	}
+	h.step(ModelUploaded{Worker: 0, Version: 3, Checksum: 77})
+	h.step(Saved{ModelPath: "m", ModelVersion: 3})
+	s := h.j.Summary(0)
+	if s.Ring == nil || len(s.Ring.Checksums) != 2 || s.Ring.Checksums[0].Checksum != s.Ring.Checksums[1].Checksum {
+		t.Fatalf("ring summary %+v", s.Ring)
+	}
+}
+
+func TestAllReduceUploadTimeout(t *testing.T) {
+	h := allReduceJob(t, 1)
+	h.join(0)
+	h.train(0, h.get(0), 1)
+	h.train(0, h.get(0), 2)
+	h.j.cfg.UploadTimeout = time.Minute
+	h.advance(2 * time.Minute)
+	h.step(Tick{})
+	if h.j.Phase() != Failed || !strings.Contains(h.j.Err().Error(), "no worker uploaded") {
+		t.Fatalf("phase %v err %v", h.j.Phase(), h.j.Err())
+	}
+}
+
+// Records committed by a worker lost mid-task are not trained again: its
+// replacement gets the task with them done.
+func TestCommittedRecordsSurviveALoss(t *testing.T) {
+	h := allReduceJob(t, 2)
+	tk := h.get(0)
+	h.step(CommitTask{Worker: 0, TaskID: tk.ID, Done: 128})
+	h.wantRefused(CommitTask{Worker: 1, TaskID: tk.ID, Done: 256}, ErrRejected)
+	h.wantRefused(CommitTask{Worker: 0, TaskID: tk.ID, Done: 64}, ErrRejected)
+	h.exit(cluster.Worker, 0, cluster.Killed)
+	again := h.get(1)
+	if again.ID != tk.ID || again.Done != 128 {
+		t.Fatalf("got %+v, want task %d with 128 records done", again, tk.ID)
+	}
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"elasticdl/data"
@@ -176,7 +177,8 @@ func (j *Job) Summary(d time.Duration) *Summary {
 		s.ModelVersion = j.cfg.InitVersion
 	}
 	if j.cfg.AllReduce {
-		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members)}
+		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),
+			Checksums: slices.Clone(j.ring.checksums)}
 	}
 	if j.pred != nil && j.phase == Succeeded {
 		s.Predictions = &PredictionSummary{Path: j.cfg.PredictionOutputs, Records: j.pred.total, CorruptRecords: j.pred.corrupt}

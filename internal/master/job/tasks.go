@@ -155,6 +155,10 @@ func (j *Job) advance(now time.Time) {
 	}
 	j.log.Info("all tasks done")
 	switch {
+	case j.cfg.training() && j.cfg.AllReduce:
+		// The model lives in the workers: the first to upload it is saved.
+		j.uploadingSince = now
+		j.setPhase(Uploading)
 	case j.cfg.training():
 		// Sync SGD: no gradient is left unapplied in an accumulator.
 		j.liveGen++

@@ -1,0 +1,101 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"elasticdl/internal/master/job"
+	"elasticdl/proto/masterpb"
+	"elasticdl/proto/pserverpb"
+)
+
+// ringGrace is how long a re-forming ring waits for an expected member
+// that does not check in (a frozen process): members poll the ring status
+// about every 100 ms and check in at once, so only a member that cannot
+// is waited for this long.
+const ringGrace = 3 * time.Second
+
+// ringWaitMillis is how long a worker whose ring is forming waits before
+// asking again: short, since a ring forms as soon as its members check in.
+const ringWaitMillis = 50
+
+// JoinRing implements masterpb.MasterServer.
+func (m *Master) JoinRing(ctx context.Context, req *masterpb.JoinRingRequest) (*masterpb.RingResponse, error) {
+	return m.ringReply(m.step(ctx, job.JoinRing{Worker: int(req.WorkerId), Addr: req.Addr}))
+}
+
+// RingStatus implements masterpb.MasterServer.
+func (m *Master) RingStatus(ctx context.Context, req *masterpb.RingStatusRequest) (*masterpb.RingResponse, error) {
+	return m.ringReply(m.step(ctx, job.RingStatus{Worker: int(req.WorkerId)}))
+}
+
+// ReportRingBroken implements masterpb.MasterServer.
+func (m *Master) ReportRingBroken(ctx context.Context, req *masterpb.ReportRingBrokenRequest) (*masterpb.RingResponse, error) {
+	return m.ringReply(m.step(ctx, job.RingBroken{Worker: int(req.WorkerId), Version: req.Version, Err: req.Error}))
+}
+
+func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, error) {
+	if err != nil {
+		return nil, rpcError(err)
+	}
+	r := reply.Ring
+	if r == nil || r.Members == nil {
+		resp := &masterpb.RingResponse{WaitMs: ringWaitMillis}
+		if r != nil {
+			resp.Version = r.Version
+		}
+		return resp, nil
+	}
+	resp := &masterpb.RingResponse{Version: r.Version, Formed: true}
+	for _, mb := range r.Members {
+		resp.Members = append(resp.Members, &masterpb.RingMember{WorkerId: int32(mb.Worker), Addr: mb.Addr})
+	}
+	return resp, nil
+}
+
+// CommitTask implements masterpb.MasterServer.
+func (m *Master) CommitTask(ctx context.Context, req *masterpb.CommitTaskRequest) (*masterpb.CommitTaskResponse, error) {
+	if _, err := m.step(ctx, job.CommitTask{Worker: int(req.WorkerId), TaskID: req.TaskId, Done: req.Done}); err != nil {
+		return nil, rpcError(err)
+	}
+	return &masterpb.CommitTaskResponse{}, nil
+}
+
+// UploadModel implements masterpb.MasterServer. The parameters are kept
+// until the core says whose to save; the checksum is recomputed here, so
+// that the summary's checksums say what arrived.
+func (m *Master) UploadModel(ctx context.Context, req *masterpb.UploadModelRequest) (*masterpb.UploadModelResponse, error) {
+	sum := ParamsChecksum(req.DenseParameters)
+	if req.Checksum != sum {
+		return nil, rpcError(fmt.Errorf("%w: worker %d's parameters have checksum %x, it says %x", job.ErrInvalid, req.WorkerId, sum, req.Checksum))
+	}
+	m.mu.Lock()
+	if m.uploads == nil {
+		m.uploads = map[int]*masterpb.UploadModelRequest{}
+	}
+	m.uploads[int(req.WorkerId)] = req
+	m.mu.Unlock()
+	if _, err := m.step(ctx, job.ModelUploaded{Worker: int(req.WorkerId), Version: req.Version, Checksum: sum}); err != nil {
+		m.mu.Lock()
+		delete(m.uploads, int(req.WorkerId))
+		m.mu.Unlock()
+		return nil, rpcError(err)
+	}
+	return &masterpb.UploadModelResponse{}, nil
+}
+
+// ParamsChecksum is FNV-1a 64 over the tensors' names, dims and bytes, in
+// order: what AllReduce workers compare to show they hold the same model.
+func ParamsChecksum(ts []*pserverpb.Tensor) uint64 {
+	h := fnv.New64a()
+	for _, t := range ts {
+		h.Write([]byte(t.GetName()))
+		for _, d := range t.GetDims() {
+			fmt.Fprintf(h, ",%d", d)
+		}
+		h.Write(t.GetContent())
+	}
+	return h.Sum64()
+}
