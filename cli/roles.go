@@ -33,6 +33,10 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		ModelDef:      f.ModelDef,
 		MinibatchSize: f.MinibatchSize,
 		Seed:          f.Seed,
+		// AllReduce workers apply the updates themselves.
+		AllReduce:      f.DistributionStrategy == roleflags.StrategyAllReduce,
+		CollectiveAddr: f.CollectiveAddr,
+		Optimizer:      f.Optimizer,
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

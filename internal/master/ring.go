@@ -3,12 +3,11 @@ package master
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"elasticdl/internal/master/job"
+	"elasticdl/internal/wire"
 	"elasticdl/proto/masterpb"
-	"elasticdl/proto/pserverpb"
 )
 
 // ringGrace is how long a re-forming ring waits for an expected member
@@ -52,12 +51,21 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 	for _, mb := range r.Members {
 		resp.Members = append(resp.Members, &masterpb.RingMember{WorkerId: int32(mb.Worker), Addr: mb.Addr})
 	}
+	for _, t := range reply.Held {
+		resp.Held = append(resp.Held, &masterpb.TaskDone{TaskId: t.ID, Done: t.Done})
+	}
 	return resp, nil
+}
+
+// SettleRing implements masterpb.MasterServer.
+func (m *Master) SettleRing(ctx context.Context, req *masterpb.SettleRingRequest) (*masterpb.RingResponse, error) {
+	return m.ringReply(m.step(ctx, job.SettleRing{Worker: int(req.WorkerId), Version: req.Version}))
 }
 
 // CommitTask implements masterpb.MasterServer.
 func (m *Master) CommitTask(ctx context.Context, req *masterpb.CommitTaskRequest) (*masterpb.CommitTaskResponse, error) {
-	if _, err := m.step(ctx, job.CommitTask{Worker: int(req.WorkerId), TaskID: req.TaskId, Done: req.Done}); err != nil {
+	ev := job.CommitTask{Worker: int(req.WorkerId), TaskID: req.TaskId, Done: req.Done, OnBehalf: req.OnBehalf, Owner: int(req.OwnerId)}
+	if _, err := m.step(ctx, ev); err != nil {
 		return nil, rpcError(err)
 	}
 	return &masterpb.CommitTaskResponse{}, nil
@@ -67,7 +75,7 @@ func (m *Master) CommitTask(ctx context.Context, req *masterpb.CommitTaskRequest
 // until the core says whose to save; the checksum is recomputed here, so
 // that the summary's checksums say what arrived.
 func (m *Master) UploadModel(ctx context.Context, req *masterpb.UploadModelRequest) (*masterpb.UploadModelResponse, error) {
-	sum := ParamsChecksum(req.DenseParameters)
+	sum := wire.Checksum(req.DenseParameters)
 	if req.Checksum != sum {
 		return nil, rpcError(fmt.Errorf("%w: worker %d's parameters have checksum %x, it says %x", job.ErrInvalid, req.WorkerId, sum, req.Checksum))
 	}
@@ -84,18 +92,4 @@ func (m *Master) UploadModel(ctx context.Context, req *masterpb.UploadModelReque
 		return nil, rpcError(err)
 	}
 	return &masterpb.UploadModelResponse{}, nil
-}
-
-// ParamsChecksum is FNV-1a 64 over the tensors' names, dims and bytes, in
-// order: what AllReduce workers compare to show they hold the same model.
-func ParamsChecksum(ts []*pserverpb.Tensor) uint64 {
-	h := fnv.New64a()
-	for _, t := range ts {
-		h.Write([]byte(t.GetName()))
-		for _, d := range t.GetDims() {
-			fmt.Fprintf(h, ",%d", d)
-		}
-		h.Write(t.GetContent())
-	}
-	return h.Sum64()
 }

@@ -79,7 +79,7 @@ func TestAllReduceJobThroughTheShell(t *testing.T) {
 	for _, p := range spec.Build(rand.New(rand.NewSource(5))).Params() {
 		tensors = append(tensors, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
 	}
-	up := &masterpb.UploadModelRequest{WorkerId: 1, Version: 4, DenseParameters: tensors, Checksum: ParamsChecksum(tensors)}
+	up := &masterpb.UploadModelRequest{WorkerId: 1, Version: 4, DenseParameters: tensors, Checksum: wire.Checksum(tensors)}
 	bad := &masterpb.UploadModelRequest{WorkerId: 0, Version: 4, DenseParameters: tensors, Checksum: 1}
 	if _, err := m.UploadModel(ctx, bad); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("upload with a wrong checksum: %v", err)

@@ -52,6 +52,7 @@ func (m *Master) GetTask(ctx context.Context, req *masterpb.GetTaskRequest) (*ma
 			// Evaluation: the version the pass was queued at (its key);
 			// prediction: the pass number.
 			ModelVersion: t.ModelVersion,
+			Done:         t.Done,
 		}}, nil
 	case task.KindWait:
 		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_WAIT, WaitMs: waitMillis}, nil

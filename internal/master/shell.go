@@ -100,7 +100,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.WorkerID, w.MasterAddr, w.PSAddrs = l.ID, m.masterAddr, m.psAddrs
 	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
 	if m.cfg.allReduce() {
-		w.DistributionStrategy, w.CollectiveAddr = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr
+		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
 	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,

@@ -50,6 +50,9 @@ type Worker struct {
 	// any, the host being what peers dial.
 	DistributionStrategy string
 	CollectiveAddr       string
+	// Optimizer (--optimizer, AllReduce: the workers apply the updates) is
+	// an optimizer spec; empty: the model's.
+	Optimizer string
 }
 
 // DefaultWorker is a Worker with every flag at its default.
@@ -70,6 +73,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&w.Seed, "seed", d.Seed, "seed of the initial model")
 	fs.StringVar(&w.DistributionStrategy, "distribution_strategy", d.DistributionStrategy, "ParameterServerStrategy or AllreduceStrategy")
 	fs.StringVar(&w.CollectiveAddr, "collective_addr", d.CollectiveAddr, "AllreduceStrategy: host:port to listen on for ring peers (port 0: any); the host is what peers dial")
+	fs.StringVar(&w.Optimizer, "optimizer", d.Optimizer, "AllreduceStrategy: the optimizer spec the workers apply (empty: the model's)")
 }
 
 // Args renders w as the worker's command line. Every flag of a PS job's
@@ -90,6 +94,9 @@ func (w Worker) Args() []string {
 	}
 	if w.CollectiveAddr != "" {
 		args = append(args, "--collective_addr="+w.CollectiveAddr)
+	}
+	if w.Optimizer != "" {
+		args = append(args, "--optimizer="+w.Optimizer)
 	}
 	return args
 }

@@ -43,7 +43,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 	oneNoPS := full
 	oneNoPS.PSAddrs = nil
 	allReduce := oneNoPS
-	allReduce.DistributionStrategy, allReduce.CollectiveAddr = StrategyAllReduce, "10.0.0.7:0"
+	allReduce.DistributionStrategy, allReduce.CollectiveAddr, allReduce.Optimizer = StrategyAllReduce, "10.0.0.7:0", "adam:learning_rate=0.01"
 	for _, w := range []Worker{DefaultWorker(), full, oneNoPS, allReduce} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {

@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
 
@@ -145,4 +147,20 @@ func sameDims(dims []int64, shape []int) bool {
 		}
 	}
 	return true
+}
+
+// Checksum is FNV-1a 64 over the tensors' names, dims and bytes, in
+// order: what AllReduce workers compare to show they hold the same model.
+func Checksum(ts []*pserverpb.Tensor) uint64 {
+	h := fnv.New64a()
+	var b [8]byte
+	for _, t := range ts {
+		h.Write([]byte(t.GetName()))
+		for _, d := range t.GetDims() {
+			binary.LittleEndian.PutUint64(b[:], uint64(d))
+			h.Write(b[:])
+		}
+		h.Write(t.GetContent())
+	}
+	return h.Sum64()
 }

@@ -46,6 +46,12 @@ type Config struct {
 	// MasterTimeout is how long the worker keeps retrying an unreachable
 	// master before giving up.
 	MasterTimeout time.Duration
+	// AllReduce: no PS; the worker averages gradients with the others in a
+	// ring (see allreduce.go), listening for its peers on CollectiveAddr.
+	AllReduce      bool
+	CollectiveAddr string
+	// Optimizer overrides the model's optimizer spec (AllReduce).
+	Optimizer string
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -73,6 +79,8 @@ type Worker struct {
 	// rejected counts gradient pushes the PS declined (sync SGD, stale);
 	// each was redone.
 	rejected atomic.Int64
+	// ar is the AllReduce state (nil in a PS job).
+	ar *ringMember
 }
 
 // New checks the configuration and builds the model.
@@ -81,7 +89,7 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 	if cfg.MasterAddr == "" {
 		errs = append(errs, errors.New("--master_addr: required"))
 	}
-	if len(cfg.PSAddrs) == 0 {
+	if len(cfg.PSAddrs) == 0 && !cfg.AllReduce {
 		errs = append(errs, errors.New("--ps_addrs: required"))
 	}
 	if cfg.MinibatchSize < 1 {
@@ -135,22 +143,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.conn = conn
 	w.master = masterpb.NewMasterClient(conn)
 	defer conn.Close()
+	defer func() {
+		for _, s := range w.sources {
+			s.Close()
+		}
+	}()
+	if w.cfg.AllReduce {
+		return w.withHeartbeat(ctx, w.runAllReduce)
+	}
 
 	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs)
 	if err != nil {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
 	defer w.ps.Close()
-	defer func() {
-		for _, s := range w.sources {
-			s.Close()
-		}
-	}()
-
 	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}
+	return w.withHeartbeat(ctx, w.loop)
+}
 
+// withHeartbeat runs work with the heartbeat going; the master's "stop"
+// cancels work's context with errJobOver.
+func (w *Worker) withHeartbeat(ctx context.Context, work func(context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -161,7 +176,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}()
 	defer wg.Wait()
 	defer cancel(nil)
-	return w.loop(ctx)
+	return work(ctx)
 }
 
 var errJobOver = errors.New("the master says the job is over")
@@ -279,7 +294,7 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 		report.Predictions = nil
 		w.log.Warn("task failed", "task", t.Id, "err", taskErr)
 	}
-	report.ModelVersion = w.ps.Version()
+	report.ModelVersion = w.modelVersion()
 	if _, err := w.master.ReportTaskResult(ctx, report); err != nil {
 		return fmt.Errorf("report task %d: %w", t.Id, err)
 	}
@@ -405,10 +420,22 @@ func (w *Worker) readAndPull(ctx context.Context, t *masterpb.Task, report *mast
 	if err != nil {
 		return nil, err
 	}
+	if w.ps == nil {
+		return b, nil // AllReduce: the model is here
+	}
 	if _, err := w.ps.Pull(ctx, w.params); err != nil {
 		return nil, &fatalError{fmt.Errorf("pull parameters: %w", err)}
 	}
 	return b, nil
+}
+
+// modelVersion is the version of the parameters this worker computes
+// with: the PS's, or its own step count in an AllReduce ring.
+func (w *Worker) modelVersion() int64 {
+	if w.ar != nil {
+		return w.ar.steps
+	}
+	return w.ps.Version()
 }
 
 // infer runs the model forward, without training, over b's minibatches
@@ -457,7 +484,7 @@ func (w *Worker) evaluate(ctx context.Context, t *masterpb.Task, report *masterp
 	req := &masterpb.ReportEvaluationMetricsRequest{
 		WorkerId:     int32(w.cfg.WorkerID),
 		TaskId:       t.Id,
-		ModelVersion: w.ps.Version(),
+		ModelVersion: w.modelVersion(),
 		Records:      report.Records,
 		Sums:         map[string]float64{"correct": correct, "loss": lossSum},
 	}

@@ -1110,7 +1110,10 @@ type RingResponse struct {
 	Members []*RingMember `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
 	Formed  bool          `protobuf:"varint,3,opt,name=formed,proto3" json:"formed,omitempty"`
 	// While it forms: ask again after this long.
-	WaitMs        int32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs int32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// JoinRing: the training tasks the worker holds, with the records the
+	// master knows committed (others may have committed on its behalf).
+	Held          []*TaskDone `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1173,19 +1176,133 @@ func (x *RingResponse) GetWaitMs() int32 {
 	return 0
 }
 
+func (x *RingResponse) GetHeld() []*TaskDone {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+type TaskDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TaskId        int64                  `protobuf:"varint,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Done          int64                  `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDone) Reset() {
+	*x = TaskDone{}
+	mi := &file_master_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDone) ProtoMessage() {}
+
+func (x *TaskDone) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDone.ProtoReflect.Descriptor instead.
+func (*TaskDone) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TaskDone) GetTaskId() int64 {
+	if x != nil {
+		return x.TaskId
+	}
+	return 0
+}
+
+func (x *TaskDone) GetDone() int64 {
+	if x != nil {
+		return x.Done
+	}
+	return 0
+}
+
+type SettleRingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Version       int64                  `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRingRequest) Reset() {
+	*x = SettleRingRequest{}
+	mi := &file_master_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRingRequest) ProtoMessage() {}
+
+func (x *SettleRingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRingRequest.ProtoReflect.Descriptor instead.
+func (*SettleRingRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SettleRingRequest) GetWorkerId() int32 {
+	if x != nil {
+		return x.WorkerId
+	}
+	return 0
+}
+
+func (x *SettleRingRequest) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type CommitTaskRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	TaskId   int64                  `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
 	// Records of the task trained in committed steps, counted from its start.
-	Done          int64 `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	Done int64 `protobuf:"varint,3,opt,name=done,proto3" json:"done,omitempty"`
+	// on_behalf: the task is owner_id's, not the caller's.
+	OnBehalf      bool  `protobuf:"varint,4,opt,name=on_behalf,json=onBehalf,proto3" json:"on_behalf,omitempty"`
+	OwnerId       int32 `protobuf:"varint,5,opt,name=owner_id,json=ownerId,proto3" json:"owner_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommitTaskRequest) Reset() {
 	*x = CommitTaskRequest{}
-	mi := &file_master_proto_msgTypes[17]
+	mi := &file_master_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1314,7 @@ func (x *CommitTaskRequest) String() string {
 func (*CommitTaskRequest) ProtoMessage() {}
 
 func (x *CommitTaskRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[17]
+	mi := &file_master_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1327,7 @@ func (x *CommitTaskRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTaskRequest.ProtoReflect.Descriptor instead.
 func (*CommitTaskRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{17}
+	return file_master_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CommitTaskRequest) GetWorkerId() int32 {
@@ -1234,6 +1351,20 @@ func (x *CommitTaskRequest) GetDone() int64 {
 	return 0
 }
 
+func (x *CommitTaskRequest) GetOnBehalf() bool {
+	if x != nil {
+		return x.OnBehalf
+	}
+	return false
+}
+
+func (x *CommitTaskRequest) GetOwnerId() int32 {
+	if x != nil {
+		return x.OwnerId
+	}
+	return 0
+}
+
 type CommitTaskResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1242,7 +1373,7 @@ type CommitTaskResponse struct {
 
 func (x *CommitTaskResponse) Reset() {
 	*x = CommitTaskResponse{}
-	mi := &file_master_proto_msgTypes[18]
+	mi := &file_master_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1385,7 @@ func (x *CommitTaskResponse) String() string {
 func (*CommitTaskResponse) ProtoMessage() {}
 
 func (x *CommitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[18]
+	mi := &file_master_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1398,7 @@ func (x *CommitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommitTaskResponse.ProtoReflect.Descriptor instead.
 func (*CommitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{18}
+	return file_master_proto_rawDescGZIP(), []int{20}
 }
 
 type UploadModelRequest struct {
@@ -1284,7 +1415,7 @@ type UploadModelRequest struct {
 
 func (x *UploadModelRequest) Reset() {
 	*x = UploadModelRequest{}
-	mi := &file_master_proto_msgTypes[19]
+	mi := &file_master_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1427,7 @@ func (x *UploadModelRequest) String() string {
 func (*UploadModelRequest) ProtoMessage() {}
 
 func (x *UploadModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[19]
+	mi := &file_master_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1440,7 @@ func (x *UploadModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadModelRequest.ProtoReflect.Descriptor instead.
 func (*UploadModelRequest) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{19}
+	return file_master_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UploadModelRequest) GetWorkerId() int32 {
@@ -1348,7 +1479,7 @@ type UploadModelResponse struct {
 
 func (x *UploadModelResponse) Reset() {
 	*x = UploadModelResponse{}
-	mi := &file_master_proto_msgTypes[20]
+	mi := &file_master_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1491,7 @@ func (x *UploadModelResponse) String() string {
 func (*UploadModelResponse) ProtoMessage() {}
 
 func (x *UploadModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_master_proto_msgTypes[20]
+	mi := &file_master_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1504,7 @@ func (x *UploadModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadModelResponse.ProtoReflect.Descriptor instead.
 func (*UploadModelResponse) Descriptor() ([]byte, []int) {
-	return file_master_proto_rawDescGZIP(), []int{20}
+	return file_master_proto_rawDescGZIP(), []int{22}
 }
 
 var File_master_proto protoreflect.FileDescriptor
@@ -1453,16 +1584,25 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"RingMember\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x91\x01\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xc1\x01\n" +
 	"\fRingResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x126\n" +
 	"\amembers\x18\x02 \x03(\v2\x1c.elasticdl.master.RingMemberR\amembers\x12\x16\n" +
 	"\x06formed\x18\x03 \x01(\bR\x06formed\x12\x17\n" +
-	"\await_ms\x18\x04 \x01(\x05R\x06waitMs\"]\n" +
+	"\await_ms\x18\x04 \x01(\x05R\x06waitMs\x12.\n" +
+	"\x04held\x18\x05 \x03(\v2\x1a.elasticdl.master.TaskDoneR\x04held\"7\n" +
+	"\bTaskDone\x12\x17\n" +
+	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x12\n" +
+	"\x04done\x18\x02 \x01(\x03R\x04done\"J\n" +
+	"\x11SettleRingRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\"\x95\x01\n" +
 	"\x11CommitTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12\x12\n" +
-	"\x04done\x18\x03 \x01(\x03R\x04done\"\x14\n" +
+	"\x04done\x18\x03 \x01(\x03R\x04done\x12\x1b\n" +
+	"\ton_behalf\x18\x04 \x01(\bR\bonBehalf\x12\x19\n" +
+	"\bowner_id\x18\x05 \x01(\x05R\aownerId\"\x14\n" +
 	"\x12CommitTaskResponse\"\xad\x01\n" +
 	"\x12UploadModelRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x18\n" +
@@ -1476,7 +1616,7 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"EVALUATION\x10\x02\x12\x0e\n" +
 	"\n" +
-	"PREDICTION\x10\x032\xcf\x06\n" +
+	"PREDICTION\x10\x032\xa2\a\n" +
 	"\x06Master\x12N\n" +
 	"\aGetTask\x12 .elasticdl.master.GetTaskRequest\x1a!.elasticdl.master.GetTaskResponse\x12i\n" +
 	"\x10ReportTaskResult\x12).elasticdl.master.ReportTaskResultRequest\x1a*.elasticdl.master.ReportTaskResultResponse\x12~\n" +
@@ -1487,7 +1627,9 @@ const file_master_proto_rawDesc = "" +
 	"RingStatus\x12#.elasticdl.master.RingStatusRequest\x1a\x1e.elasticdl.master.RingResponse\x12]\n" +
 	"\x10ReportRingBroken\x12).elasticdl.master.ReportRingBrokenRequest\x1a\x1e.elasticdl.master.RingResponse\x12W\n" +
 	"\n" +
-	"CommitTask\x12#.elasticdl.master.CommitTaskRequest\x1a$.elasticdl.master.CommitTaskResponse\x12Z\n" +
+	"CommitTask\x12#.elasticdl.master.CommitTaskRequest\x1a$.elasticdl.master.CommitTaskResponse\x12Q\n" +
+	"\n" +
+	"SettleRing\x12#.elasticdl.master.SettleRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12Z\n" +
 	"\vUploadModel\x12$.elasticdl.master.UploadModelRequest\x1a%.elasticdl.master.UploadModelResponseB\x1aZ\x18elasticdl/proto/masterpbb\x06proto3"
 
 var (
@@ -1503,7 +1645,7 @@ func file_master_proto_rawDescGZIP() []byte {
 }
 
 var file_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_master_proto_goTypes = []any{
 	(TaskType)(0),                           // 0: elasticdl.master.TaskType
 	(GetTaskResponse_Action)(0),             // 1: elasticdl.master.GetTaskResponse.Action
@@ -1524,12 +1666,14 @@ var file_master_proto_goTypes = []any{
 	(*ReportRingBrokenRequest)(nil),         // 16: elasticdl.master.ReportRingBrokenRequest
 	(*RingMember)(nil),                      // 17: elasticdl.master.RingMember
 	(*RingResponse)(nil),                    // 18: elasticdl.master.RingResponse
-	(*CommitTaskRequest)(nil),               // 19: elasticdl.master.CommitTaskRequest
-	(*CommitTaskResponse)(nil),              // 20: elasticdl.master.CommitTaskResponse
-	(*UploadModelRequest)(nil),              // 21: elasticdl.master.UploadModelRequest
-	(*UploadModelResponse)(nil),             // 22: elasticdl.master.UploadModelResponse
-	nil,                                     // 23: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
-	(*pserverpb.Tensor)(nil),                // 24: elasticdl.pserver.Tensor
+	(*TaskDone)(nil),                        // 19: elasticdl.master.TaskDone
+	(*SettleRingRequest)(nil),               // 20: elasticdl.master.SettleRingRequest
+	(*CommitTaskRequest)(nil),               // 21: elasticdl.master.CommitTaskRequest
+	(*CommitTaskResponse)(nil),              // 22: elasticdl.master.CommitTaskResponse
+	(*UploadModelRequest)(nil),              // 23: elasticdl.master.UploadModelRequest
+	(*UploadModelResponse)(nil),             // 24: elasticdl.master.UploadModelResponse
+	nil,                                     // 25: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	(*pserverpb.Tensor)(nil),                // 26: elasticdl.pserver.Tensor
 }
 var file_master_proto_depIdxs = []int32{
 	0,  // 0: elasticdl.master.Task.type:type_name -> elasticdl.master.TaskType
@@ -1537,33 +1681,36 @@ var file_master_proto_depIdxs = []int32{
 	1,  // 2: elasticdl.master.GetTaskResponse.action:type_name -> elasticdl.master.GetTaskResponse.Action
 	3,  // 3: elasticdl.master.GetTaskResponse.task:type_name -> elasticdl.master.Task
 	7,  // 4: elasticdl.master.ReportTaskResultRequest.predictions:type_name -> elasticdl.master.Predictions
-	23, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	25, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
 	10, // 6: elasticdl.master.ReportEvaluationMetricsRequest.score_histogram:type_name -> elasticdl.master.ScoreHistogram
 	17, // 7: elasticdl.master.RingResponse.members:type_name -> elasticdl.master.RingMember
-	24, // 8: elasticdl.master.UploadModelRequest.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	4,  // 9: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
-	6,  // 10: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
-	9,  // 11: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
-	12, // 12: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
-	14, // 13: elasticdl.master.Master.JoinRing:input_type -> elasticdl.master.JoinRingRequest
-	15, // 14: elasticdl.master.Master.RingStatus:input_type -> elasticdl.master.RingStatusRequest
-	16, // 15: elasticdl.master.Master.ReportRingBroken:input_type -> elasticdl.master.ReportRingBrokenRequest
-	19, // 16: elasticdl.master.Master.CommitTask:input_type -> elasticdl.master.CommitTaskRequest
-	21, // 17: elasticdl.master.Master.UploadModel:input_type -> elasticdl.master.UploadModelRequest
-	5,  // 18: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
-	8,  // 19: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
-	11, // 20: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
-	13, // 21: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
-	18, // 22: elasticdl.master.Master.JoinRing:output_type -> elasticdl.master.RingResponse
-	18, // 23: elasticdl.master.Master.RingStatus:output_type -> elasticdl.master.RingResponse
-	18, // 24: elasticdl.master.Master.ReportRingBroken:output_type -> elasticdl.master.RingResponse
-	20, // 25: elasticdl.master.Master.CommitTask:output_type -> elasticdl.master.CommitTaskResponse
-	22, // 26: elasticdl.master.Master.UploadModel:output_type -> elasticdl.master.UploadModelResponse
-	18, // [18:27] is the sub-list for method output_type
-	9,  // [9:18] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	19, // 8: elasticdl.master.RingResponse.held:type_name -> elasticdl.master.TaskDone
+	26, // 9: elasticdl.master.UploadModelRequest.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	4,  // 10: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
+	6,  // 11: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
+	9,  // 12: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
+	12, // 13: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
+	14, // 14: elasticdl.master.Master.JoinRing:input_type -> elasticdl.master.JoinRingRequest
+	15, // 15: elasticdl.master.Master.RingStatus:input_type -> elasticdl.master.RingStatusRequest
+	16, // 16: elasticdl.master.Master.ReportRingBroken:input_type -> elasticdl.master.ReportRingBrokenRequest
+	21, // 17: elasticdl.master.Master.CommitTask:input_type -> elasticdl.master.CommitTaskRequest
+	20, // 18: elasticdl.master.Master.SettleRing:input_type -> elasticdl.master.SettleRingRequest
+	23, // 19: elasticdl.master.Master.UploadModel:input_type -> elasticdl.master.UploadModelRequest
+	5,  // 20: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
+	8,  // 21: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
+	11, // 22: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
+	13, // 23: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
+	18, // 24: elasticdl.master.Master.JoinRing:output_type -> elasticdl.master.RingResponse
+	18, // 25: elasticdl.master.Master.RingStatus:output_type -> elasticdl.master.RingResponse
+	18, // 26: elasticdl.master.Master.ReportRingBroken:output_type -> elasticdl.master.RingResponse
+	22, // 27: elasticdl.master.Master.CommitTask:output_type -> elasticdl.master.CommitTaskResponse
+	18, // 28: elasticdl.master.Master.SettleRing:output_type -> elasticdl.master.RingResponse
+	24, // 29: elasticdl.master.Master.UploadModel:output_type -> elasticdl.master.UploadModelResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -1577,7 +1724,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Master_RingStatus_FullMethodName              = "/elasticdl.master.Master/RingStatus"
 	Master_ReportRingBroken_FullMethodName        = "/elasticdl.master.Master/ReportRingBroken"
 	Master_CommitTask_FullMethodName              = "/elasticdl.master.Master/CommitTask"
+	Master_SettleRing_FullMethodName              = "/elasticdl.master.Master/SettleRing"
 	Master_UploadModel_FullMethodName             = "/elasticdl.master.Master/UploadModel"
 )
 
@@ -58,8 +59,13 @@ type MasterClient interface {
 	ReportRingBroken(ctx context.Context, in *ReportRingBrokenRequest, opts ...grpc.CallOption) (*RingResponse, error)
 	// CommitTask records how many records of a training task the worker holds
 	// were trained in steps no failure can undo; should the task change hands,
-	// the next holder starts after them.
+	// the next holder starts after them. A ring member may commit on behalf of
+	// a worker no longer in its ring (lost or left out), whose part of the last
+	// steps it knows.
 	CommitTask(ctx context.Context, in *CommitTaskRequest, opts ...grpc.CallOption) (*CommitTaskResponse, error)
+	// SettleRing says a new ring agreed on its state and committed what it
+	// owed the workers it lost: their tasks may go back to the queue.
+	SettleRing(ctx context.Context, in *SettleRingRequest, opts ...grpc.CallOption) (*RingResponse, error)
 	// UploadModel hands the master a worker's final parameters (in an AllReduce
 	// job the model lives only in the workers): the master writes the first it
 	// gets and records every member's checksum.
@@ -154,6 +160,16 @@ func (c *masterClient) CommitTask(ctx context.Context, in *CommitTaskRequest, op
 	return out, nil
 }
 
+func (c *masterClient) SettleRing(ctx context.Context, in *SettleRingRequest, opts ...grpc.CallOption) (*RingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RingResponse)
+	err := c.cc.Invoke(ctx, Master_SettleRing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterClient) UploadModel(ctx context.Context, in *UploadModelRequest, opts ...grpc.CallOption) (*UploadModelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UploadModelResponse)
@@ -189,8 +205,13 @@ type MasterServer interface {
 	ReportRingBroken(context.Context, *ReportRingBrokenRequest) (*RingResponse, error)
 	// CommitTask records how many records of a training task the worker holds
 	// were trained in steps no failure can undo; should the task change hands,
-	// the next holder starts after them.
+	// the next holder starts after them. A ring member may commit on behalf of
+	// a worker no longer in its ring (lost or left out), whose part of the last
+	// steps it knows.
 	CommitTask(context.Context, *CommitTaskRequest) (*CommitTaskResponse, error)
+	// SettleRing says a new ring agreed on its state and committed what it
+	// owed the workers it lost: their tasks may go back to the queue.
+	SettleRing(context.Context, *SettleRingRequest) (*RingResponse, error)
 	// UploadModel hands the master a worker's final parameters (in an AllReduce
 	// job the model lives only in the workers): the master writes the first it
 	// gets and records every member's checksum.
@@ -228,6 +249,9 @@ func (UnimplementedMasterServer) ReportRingBroken(context.Context, *ReportRingBr
 }
 func (UnimplementedMasterServer) CommitTask(context.Context, *CommitTaskRequest) (*CommitTaskResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CommitTask not implemented")
+}
+func (UnimplementedMasterServer) SettleRing(context.Context, *SettleRingRequest) (*RingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SettleRing not implemented")
 }
 func (UnimplementedMasterServer) UploadModel(context.Context, *UploadModelRequest) (*UploadModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UploadModel not implemented")
@@ -397,6 +421,24 @@ func _Master_CommitTask_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_SettleRing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).SettleRing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_SettleRing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).SettleRing(ctx, req.(*SettleRingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Master_UploadModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UploadModelRequest)
 	if err := dec(in); err != nil {
@@ -453,6 +495,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CommitTask",
 			Handler:    _Master_CommitTask_Handler,
+		},
+		{
+			MethodName: "SettleRing",
+			Handler:    _Master_SettleRing_Handler,
 		},
 		{
 			MethodName: "UploadModel",

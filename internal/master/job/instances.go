@@ -153,11 +153,13 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	}
 	j.forget(ev.Role, in)
 	if ev.Role == cluster.Worker {
-		j.ringMemberLost(now, ev.ID)
-		if requeued := j.disp.WorkerLost(ev.ID, now); len(requeued) > 0 {
-			j.summary.Tasks.Requeued += int64(len(requeued))
-			j.log.Info("tasks of a lost worker back to todo", "instance", name, "tasks", len(requeued))
+		if j.cfg.AllReduce && j.ring.everMember[ev.ID] && len(j.disp.Held(ev.ID)) > 0 {
+			// The survivors may owe it commits: its tasks wait for them.
+			j.ring.unsettled[ev.ID] = now.Add(j.settleTimeout())
+		} else {
+			j.requeueLost(now, ev.ID)
 		}
+		j.ringMemberLost(now, ev.ID)
 		j.sendLiveWorkers(false)
 	}
 	decision := j.policy.Decide(policy.Exit{
@@ -205,6 +207,14 @@ func (j *Job) countPreempted(r cluster.Role) {
 		j.summary.Workers.Preempted++
 	} else {
 		j.summary.PS.Preempted++
+	}
+}
+
+// requeueLost gives a lost worker's tasks back to todo.
+func (j *Job) requeueLost(now time.Time, worker int) {
+	if requeued := j.disp.WorkerLost(worker, now); len(requeued) > 0 {
+		j.summary.Tasks.Requeued += int64(len(requeued))
+		j.log.Info("tasks of a lost worker back to todo", "instance", cluster.InstanceName(cluster.Worker, worker), "tasks", len(requeued))
 	}
 }
 
@@ -256,6 +266,7 @@ func (j *Job) tick(now time.Time) {
 	if j.cfg.AllReduce {
 		j.maybeForm(now)
 		j.uploadOverdue(now)
+		j.requeueUnsettled(now, func(deadline time.Time) bool { return !now.Before(deadline) })
 	}
 	if err := j.disp.Err(); err != nil {
 		j.fail(err)

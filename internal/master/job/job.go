@@ -219,7 +219,7 @@ func New(cfg Config) (*Job, error) {
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
-		ring:        rendezvous{addrs: map[int]string{}, everMember: map[int]bool{}},
+		ring:        rendezvous{addrs: map[int]string{}, everMember: map[int]bool{}, unsettled: map[int]time.Time{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
@@ -247,6 +247,9 @@ type Reply struct {
 	Stop bool
 	// Ring answers the rendezvous events (nil: not formed yet).
 	Ring *Ring
+	// Held answers a JoinRing that formed: the tasks the worker holds, as
+	// the master knows them (Done included).
+	Held []task.Task
 }
 
 // Step applies one event at time now and returns the answer to a worker's
@@ -286,6 +289,8 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		return j.ringBroken(now, ev)
 	case CommitTask:
 		return j.commitTask(now, ev)
+	case SettleRing:
+		return j.settleRing(now, ev)
 	case ModelUploaded:
 		return j.modelUploaded(now, ev)
 	default:

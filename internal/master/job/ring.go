@@ -56,11 +56,23 @@ type RingBroken struct {
 }
 
 // CommitTask is a worker saying that the first Done records of a training
-// task it holds were trained in steps no failure can undo.
+// task it holds were trained in steps no failure can undo. With OnBehalf,
+// the task is Owner's: a worker that left the reporter's ring (lost, or
+// left out) whose part of the ring's last steps the reporter knows.
 type CommitTask struct {
-	Worker int
-	TaskID int64
-	Done   int64
+	Worker   int
+	TaskID   int64
+	Done     int64
+	OnBehalf bool
+	Owner    int
+}
+
+// SettleRing is a member of ring Version saying the ring agreed on its
+// state and committed what it owed the workers it lost: their tasks may go
+// back to todo.
+type SettleRing struct {
+	Worker  int
+	Version int64
 }
 
 // ModelUploaded is an AllReduce worker's final parameters arriving (the
@@ -72,6 +84,7 @@ type ModelUploaded struct {
 }
 
 func (CommitTask) isEvent()    {}
+func (SettleRing) isEvent()    {}
 func (ModelUploaded) isEvent() {}
 func (JoinRing) isEvent()      {}
 func (RingStatus) isEvent()    {}
@@ -96,6 +109,10 @@ type rendezvous struct {
 	// members ever in a formed ring: only they hold a trained model.
 	everMember map[int]bool
 	checksums  []WorkerChecksum
+	// unsettled are lost ring members whose tasks wait, until a new ring
+	// settles or the deadline passes, for the survivors to commit what of
+	// them the survivors' state includes.
+	unsettled map[int]time.Time
 }
 
 // WorkerChecksum is the checksum of a worker's uploaded parameters.
@@ -118,6 +135,15 @@ type RingSummary struct {
 }
 
 func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
+	r, err := j.joinRingFormed(now, ev)
+	if err == nil && r.Ring != nil && r.Ring.Members != nil {
+		// Others may have committed on this worker's behalf meanwhile.
+		r.Held = j.disp.Held(ev.Worker)
+	}
+	return r, err
+}
+
+func (j *Job) joinRingFormed(now time.Time, ev JoinRing) (Reply, error) {
 	if !j.cfg.AllReduce {
 		return Reply{}, fmt.Errorf("%w: JoinRing in a job without AllReduce", ErrRejected)
 	}
@@ -126,6 +152,9 @@ func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
 	}
 	if err := j.seen(ev.Worker, now); err != nil {
 		return Reply{}, err
+	}
+	if j.phase.over() {
+		return Reply{}, fmt.Errorf("%w: the job's tasks are done: no ring forms any more", ErrRejected)
 	}
 	r := &j.ring
 	if !r.forming {
@@ -172,6 +201,10 @@ func (j *Job) currentRing() *Ring {
 	}
 	return &Ring{Version: r.version, Members: slices.Clone(r.members)}
 }
+
+// settleTimeout bounds how long a lost ring member's tasks wait for the
+// survivors to settle (they re-form within a few seconds, or are gone too).
+func (j *Job) settleTimeout() time.Duration { return 2*j.cfg.RingGrace + 10*time.Second }
 
 // reform starts a new version: every worker expected in it must check in.
 func (j *Job) reform(now time.Time, why string) {
@@ -241,10 +274,52 @@ func (j *Job) commitTask(now time.Time, ev CommitTask) (Reply, error) {
 	if err := j.seen(ev.Worker, now); err != nil {
 		return Reply{}, err
 	}
-	if err := j.disp.Commit(ev.Worker, ev.TaskID, ev.Done); err != nil {
+	owner := ev.Worker
+	if ev.OnBehalf {
+		owner = ev.Owner
+		_, alive := j.workers[owner]
+		_, unsettled := j.ring.unsettled[owner]
+		switch {
+		case !j.inRing(ev.Worker):
+			return Reply{}, fmt.Errorf("%w: worker %d commits for worker %d but is not in the ring", ErrRejected, ev.Worker, owner)
+		case j.inRing(owner) || (!alive && !unsettled):
+			return Reply{}, fmt.Errorf("%w: worker %d commits for worker %d, which is in the ring or settled", ErrRejected, ev.Worker, owner)
+		}
+	}
+	if err := j.disp.Commit(owner, ev.TaskID, ev.Done); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
 	return Reply{}, nil
+}
+
+func (j *Job) inRing(worker int) bool {
+	return !j.ring.forming && slices.ContainsFunc(j.ring.members, func(m RingMember) bool { return m.Worker == worker })
+}
+
+func (j *Job) settleRing(now time.Time, ev SettleRing) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	if ev.Version == j.ring.version && j.inRing(ev.Worker) {
+		j.requeueUnsettled(now, func(time.Time) bool { return true })
+	}
+	return Reply{Ring: j.currentRing()}, nil
+}
+
+// requeueUnsettled gives the tasks of the lost ring members that due
+// selects back to todo.
+func (j *Job) requeueUnsettled(now time.Time, due func(deadline time.Time) bool) {
+	var lost []int
+	for w, deadline := range j.ring.unsettled {
+		if due(deadline) {
+			lost = append(lost, w)
+		}
+	}
+	slices.Sort(lost)
+	for _, w := range lost {
+		delete(j.ring.unsettled, w)
+		j.requeueLost(now, w)
+	}
 }
 
 func (j *Job) modelUploaded(now time.Time, ev ModelUploaded) (Reply, error) {

@@ -210,3 +210,74 @@ func TestCommittedRecordsSurviveALoss(t *testing.T) {
 		t.Fatalf("got %+v, want task %d with 128 records done", again, tk.ID)
 	}
 }
+
+// A ring member lost while holding a task: its task waits for the new ring
+// to settle, whose members commit what of it their agreed state includes;
+// then it goes back to todo with those records done.
+func TestLostMemberSettles(t *testing.T) {
+	h := allReduceJob(t, 3)
+	for _, w := range []int{0, 1, 0, 2, 1, 0} {
+		h.join(w)
+	}
+	tk := h.get(2)
+	h.step(CommitTask{Worker: 2, TaskID: tk.ID, Done: 64})
+	h.exit(cluster.Worker, 2, cluster.Killed)
+	if got := h.get(0); got.ID == tk.ID {
+		t.Fatalf("the lost member's task went out before the ring settled: %+v", got)
+	}
+	// A worker outside the ring cannot commit for it; a member can, once
+	// the new ring formed.
+	h.wantRefused(CommitTask{Worker: 1, TaskID: tk.ID, Done: 128, OnBehalf: true, Owner: 2}, ErrRejected) // forming
+	h.join(0)
+	wantRing(t, h.join(1), "v4 [0@a0 1@a1]")
+	h.wantRefused(CommitTask{Worker: 1, TaskID: tk.ID, Done: 128, OnBehalf: true, Owner: 0}, ErrRejected) // 0 is in the ring
+	h.step(CommitTask{Worker: 1, TaskID: tk.ID, Done: 128, OnBehalf: true, Owner: 2})
+	h.step(SettleRing{Worker: 0, Version: 4})
+	h.take()
+	var again task.Task
+	for again.ID != tk.ID {
+		again = h.get(1)
+	}
+	if again.Done != 128 {
+		t.Fatalf("task %+v, want 128 records done", again)
+	}
+	h.wantRefused(CommitTask{Worker: 0, TaskID: tk.ID, Done: 200, OnBehalf: true, Owner: 2}, ErrRejected) // settled
+}
+
+// Without a settling ring (every member gone), the lost members' tasks go
+// back after the settle timeout.
+func TestLostMemberSettlesByTimeout(t *testing.T) {
+	h := allReduceJob(t, 1)
+	h.join(0)
+	tk := h.get(0)
+	h.exit(cluster.Worker, 0, cluster.Killed)
+	h.running(cluster.Worker, 1)
+	if other := h.get(1); other.ID == tk.ID {
+		t.Fatal("the lost member's task went out before the settle timeout")
+	}
+	if k := h.kind(1); k != task.KindWait {
+		t.Fatalf("got %v, want wait", k)
+	}
+	h.advance(30 * time.Second) // past the settle timeout, not the task timeout
+	h.step(Tick{})
+	if got := h.get(1); got.ID != tk.ID {
+		t.Fatalf("got %+v, want the lost member's task %d", got, tk.ID)
+	}
+}
+
+// A worker back in a ring learns what the master knows of its tasks:
+// others may have committed on its behalf while it was left out.
+func TestJoinRingTellsHeldTasks(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	tk := h.get(1)
+	h.step(CommitTask{Worker: 1, TaskID: tk.ID, Done: 64})
+	h.step(RingBroken{Worker: 0, Version: 2})
+	h.join(0)
+	r := h.step(JoinRing{Worker: 1, Addr: "a1"})
+	if r.Ring == nil || len(r.Held) != 1 || r.Held[0].ID != tk.ID || r.Held[0].Done != 64 {
+		t.Fatalf("reply %+v, want task %d with 64 done", r, tk.ID)
+	}
+}

@@ -1,0 +1,701 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/data"
+	"elasticdl/internal/collective"
+	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/wire"
+	"elasticdl/nn"
+	"elasticdl/proto/masterpb"
+)
+
+// AllReduce training. Workers average their gradients in a ring whose
+// membership the master keeps (its rendezvous); every member takes part in
+// every step, with its minibatch or, idle, with none, so the ring moves in
+// lockstep. A step's gradients are the sum of each member's (minibatch mean
+// gradient × its records) divided by the step's total records, applied by
+// every member with the same optimizer: the members stay bit-identical.
+//
+// A step is confirmed once the next step's allreduce succeeds in the same
+// ring (every member then finished the previous one); only confirmed
+// records are committed to the master (CommitTask) and only a task whose
+// records are all confirmed is reported. When a ring breaks, the members of
+// the next ring first agree on a state: the member with the most steps
+// broadcasts its parameters, optimizer state and step count, and each
+// member keeps the records of the steps that state includes and redoes the
+// others. A new member gets the same broadcast before its first step.
+//
+// Every step also gathers each member's part (worker, task, records) — its
+// tag — so the members know whose records their last steps hold. The
+// agreed state carries the tags of its last recentSteps steps: a member
+// confirms its own records among them and redoes its others (unless the
+// master says another member committed them on its behalf), and the new
+// ring's rank 0 commits on behalf of the workers that are no longer in it,
+// then tells the master the ring settled so their tasks can go back.
+
+const (
+	// ringTimeout bounds every collective wait: a dead or frozen peer
+	// becomes an error within it. It must exceed the members' skew between
+	// steps (an evaluation task runs between two steps).
+	ringTimeout = 10 * time.Second
+	// ringPollInterval is how often the ring version is checked in the
+	// background, so that a member leaves a superseded ring promptly.
+	ringPollInterval = 100 * time.Millisecond
+	// recentSteps is how many of its last steps' tags a state carries:
+	// members of one ring differ by at most one confirmed step.
+	recentSteps = 3
+	// tagLen is one member's tag in a step's buffer: worker+1 (0: none),
+	// the task ID in two 24-bit halves, and the records [start,end) — all
+	// integers a float32 holds exactly, each written by one member only.
+	tagLen = 5
+)
+
+// contrib is one member's part of a step.
+type contrib struct {
+	worker     int
+	task       int64
+	start, end int64
+}
+
+// ringTask is a training task being worked on in steps.
+type ringTask struct {
+	t     *masterpb.Task
+	batch *data.Batch
+	// next is the next record (in the task's shuffled order) to train;
+	// confirmed those trained in confirmed steps, committed those the
+	// master knows. All count from the task's start (t.Done included).
+	next, confirmed, committed int64
+	report                     *masterpb.ReportTaskResultRequest
+}
+
+func (rt *ringTask) total() int64 { return int64(rt.batch.N) }
+
+// stepRecord is one member's part of a step not yet confirmed.
+type stepRecord struct {
+	task       *ringTask
+	start, end int64 // records [start,end) of the task
+	step       int64 // the step number once applied
+	loss       float64
+}
+
+// ringMember is a worker's AllReduce state.
+type ringMember struct {
+	ln        *collective.Listener
+	ring      *collective.Ring
+	opt       optimizer.Optimizer
+	slotNames []string
+	steps     int64 // optimizer steps applied to the parameters
+	buf       []float32
+	tasks     []*ringTask  // tasks with records not yet confirmed
+	records   []stepRecord // this member's unconfirmed steps
+	synced    bool         // the state was agreed in a ring
+	latest    int64        // newest ring version the master announced
+	versionCh chan int64   // from the background poller
+	// recent are the tags of the last recentSteps applied steps, oldest
+	// first: part of the state, so that a new ring knows whose records its
+	// state holds.
+	recent [][]contrib
+	// nGrads is where the step buffer's records, busy flag and tags start.
+	nGrads int
+	// masterDone is what the master knew committed of this worker's tasks
+	// when it last joined a ring.
+	masterDone map[int64]int64
+}
+
+// runAllReduce is Run for an AllReduce worker.
+func (w *Worker) runAllReduce(ctx context.Context) error {
+	spec := w.cfg.Optimizer
+	if spec == "" {
+		spec = w.spec.Optimizer
+	}
+	opt, err := optimizer.Parse(spec)
+	if err != nil {
+		return fmt.Errorf("--optimizer %q: %w", spec, err)
+	}
+	rowOpt, err := optimizer.AsRowOptimizer(opt)
+	if err != nil {
+		return err
+	}
+	ln, err := collective.Listen(w.cfg.CollectiveAddr, w.log)
+	if err != nil {
+		return fmt.Errorf("--collective_addr: %w", err)
+	}
+	defer ln.Close()
+	n := 0
+	for _, p := range w.params {
+		n += len(p.Value.Data)
+	}
+	w.ar = &ringMember{ln: ln, opt: opt, slotNames: rowOpt.SlotNames(), nGrads: n, versionCh: make(chan int64, 1)}
+	defer func() {
+		if w.ar.ring != nil {
+			w.ar.ring.Close()
+		}
+	}()
+	go w.pollRing(ctx)
+	err = w.ringLoop(ctx)
+	if err == nil || errors.Is(context.Cause(ctx), errJobOver) {
+		// The tasks are done: hand the master the model (it lives here).
+		upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return w.uploadModel(upCtx)
+	}
+	return err
+}
+
+// pollRing learns the ring's version in the background.
+func (w *Worker) pollRing(ctx context.Context) {
+	t := time.NewTicker(ringPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := w.master.RingStatus(ctx, &masterpb.RingStatusRequest{WorkerId: int32(w.cfg.WorkerID)})
+		if err != nil {
+			continue
+		}
+		select {
+		case <-w.ar.versionCh:
+		default:
+		}
+		w.ar.versionCh <- resp.Version
+	}
+}
+
+// ringLoop runs steps until the master says the job is done (nil).
+func (w *Worker) ringLoop(ctx context.Context) error {
+	ar := w.ar
+	for {
+		select {
+		case v := <-ar.versionCh:
+			ar.latest = max(ar.latest, v)
+		default:
+		}
+		if ar.ring != nil && ar.latest > ar.ring.Version() {
+			// The ring re-forms (a worker joins or left): leave at this
+			// step boundary.
+			ar.ring.Close()
+			ar.ring = nil
+		}
+		if ar.ring == nil {
+			over, err := w.joinRing(ctx)
+			if over || err != nil {
+				return err
+			}
+		}
+		rt, over, err := w.nextRecords(ctx)
+		if over || err != nil {
+			return err
+		}
+		if err := w.ringStep(ctx, rt); err != nil {
+			var fatal *fatalError
+			if errors.As(err, &fatal) || ctx.Err() != nil {
+				return err
+			}
+			w.ringBroken(ctx, err)
+		}
+	}
+}
+
+// nextRecords returns the task to take this step's minibatch from, nil to
+// take part idle; it fetches tasks from the master as needed and runs
+// evaluation and prediction tasks (between steps) on the local model.
+func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
+	ar := w.ar
+	for _, rt := range ar.tasks {
+		if rt.next < rt.total() {
+			return rt, false, nil
+		}
+	}
+	if len(ar.tasks) > 0 {
+		return nil, false, nil // waiting for the last steps to be confirmed
+	}
+	resp, err := w.getTask(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	switch resp.Action {
+	case masterpb.GetTaskResponse_DONE:
+		return nil, true, nil
+	case masterpb.GetTaskResponse_WAIT:
+		return nil, false, nil
+	case masterpb.GetTaskResponse_TASK:
+	default:
+		return nil, false, fmt.Errorf("master sent unknown action %v", resp.Action)
+	}
+	t := resp.Task
+	if t.Type != masterpb.TaskType_TRAINING {
+		return nil, false, w.runTask(ctx, t)
+	}
+	report := &masterpb.ReportTaskResultRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: t.Id}
+	b, err := w.read(t, report)
+	if err == nil && int64(b.N) < t.Done {
+		err = fmt.Errorf("task %d: %d records done by earlier holders, only %d readable", t.Id, t.Done, b.N)
+	}
+	if err != nil {
+		report.Error = err.Error()
+		if _, rerr := w.master.ReportTaskResult(ctx, report); rerr != nil {
+			return nil, false, fmt.Errorf("report task %d: %w", t.Id, rerr)
+		}
+		return nil, false, nil
+	}
+	shuffle(b, t.Id, t.Epoch)
+	rt := &ringTask{t: t, batch: b, next: t.Done, confirmed: t.Done, committed: t.Done, report: report}
+	w.current.Store(t.Id)
+	ar.tasks = append(ar.tasks, rt)
+	return rt, false, nil
+}
+
+// ringStep runs one step: this member's minibatch from rt (none when rt is
+// nil), the ring's allreduce, the update, and the confirmation of the
+// previous step.
+func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
+	ar := w.ar
+	clear(ar.buf)
+	rec := stepRecord{step: ar.steps + 1}
+	if rt != nil {
+		rec.task, rec.start = rt, rt.next
+		rec.end = min(rt.next+int64(w.cfg.MinibatchSize), rt.total())
+		loss, err := w.gradients(rt, rec.start, rec.end)
+		if err != nil {
+			return err
+		}
+		rec.loss = float64(loss) * float64(rec.end-rec.start)
+		rt.next = rec.end
+		ar.records = append(ar.records, rec)
+	}
+	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
+		return err
+	}
+	n := ar.nGrads
+	total, busy := ar.buf[n], ar.buf[n+1]
+	if total > 0 {
+		if err := w.applyGradients(total); err != nil {
+			return &fatalError{err}
+		}
+		ar.recent = append(ar.recent, decodeTags(ar.buf[n+2:]))
+		if len(ar.recent) > recentSteps {
+			ar.recent = ar.recent[1:]
+		}
+	}
+	// Every member finished the previous step: it is confirmed (this one
+	// is once the next succeeds).
+	previous := ar.steps
+	if total > 0 {
+		previous--
+	}
+	if err := w.confirm(ctx, previous); err != nil {
+		return err
+	}
+	if busy == 0 {
+		// No member had records: wait a little before asking for work.
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// gradients computes the gradient of records [start,end) of rt into the
+// step's buffer, scaled by the records (members are weighted by records).
+func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
+	ar, b := w.ar, rt.batch
+	per := w.spec.InputSize()
+	x := &nn.Tensor{Shape: w.spec.BatchShape(int(end - start)), Data: b.Features[int(start)*per : int(end)*per]}
+	labels := b.Labels[start:end]
+	w.net.ZeroGrads()
+	loss, dlogits, err := trainingLoss(w.net.Forward(x, true), labels, rt.t)
+	if err != nil {
+		return 0, err
+	}
+	w.net.Backward(dlogits)
+	k, scale := 0, float32(end-start)
+	for _, p := range w.params {
+		for i, g := range p.Grad.Data {
+			ar.buf[k+i] = g * scale
+		}
+		k += len(p.Grad.Data)
+	}
+	ar.buf[k], ar.buf[k+1] = scale, 1
+	tag := ar.buf[k+2+ar.ring.Rank()*tagLen:]
+	tag[0], tag[1], tag[2] = float32(w.cfg.WorkerID+1), float32(rt.t.Id&0xFFFFFF), float32(rt.t.Id>>24)
+	tag[3], tag[4] = float32(start), float32(end)
+	return loss, nil
+}
+
+// decodeTags reads the members' tags of a step.
+func decodeTags(tags []float32) []contrib {
+	var out []contrib
+	for i := 0; i+tagLen <= len(tags); i += tagLen {
+		t := tags[i : i+tagLen]
+		if t[0] == 0 {
+			continue
+		}
+		out = append(out, contrib{worker: int(t[0]) - 1, task: int64(t[1]) | int64(t[2])<<24, start: int64(t[3]), end: int64(t[4])})
+	}
+	return out
+}
+
+// applyGradients divides the summed gradients by the step's records and
+// applies them, the same on every member.
+func (w *Worker) applyGradients(total float32) error {
+	ar, k := w.ar, 0
+	for _, p := range w.params {
+		g := ar.buf[k : k+len(p.Value.Data)]
+		for i := range g {
+			g[i] /= total
+		}
+		if err := ar.opt.Apply(p.Name, p.Value.Data, g, 1); err != nil {
+			return fmt.Errorf("apply gradients of %s: %w", p.Name, err)
+		}
+		k += len(g)
+	}
+	ar.steps++
+	return nil
+}
+
+// confirm commits this member's records of every step up to step upTo and
+// reports the tasks whose records are all confirmed.
+func (w *Worker) confirm(ctx context.Context, upTo int64) error {
+	ar := w.ar
+	keep := ar.records[:0]
+	for _, r := range ar.records {
+		if r.step > upTo {
+			keep = append(keep, r)
+			continue
+		}
+		r.task.confirmed = r.end
+		r.task.report.Records += r.end - r.start
+		r.task.report.LossSum += r.loss
+		r.task.report.Steps++
+	}
+	ar.records = keep
+	tasks := ar.tasks[:0]
+	for _, rt := range ar.tasks {
+		var err error
+		if rt.confirmed < rt.total() {
+			if rt.confirmed > rt.committed {
+				_, err = w.master.CommitTask(ctx, &masterpb.CommitTaskRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: rt.t.Id, Done: rt.confirmed})
+				rt.committed = rt.confirmed
+			}
+		} else {
+			rt.report.ModelVersion = ar.steps
+			_, err = w.master.ReportTaskResult(ctx, rt.report)
+		}
+		switch code := status.Code(err); {
+		case code == codes.FailedPrecondition:
+			// The master took the task back (a timeout): drop it, and the
+			// records it has not confirmed.
+			w.log.Warn("task taken back by the master", "task", rt.t.Id, "err", err)
+			w.dropRecords(rt)
+		case err != nil:
+			return &fatalError{fmt.Errorf("task %d: %w", rt.t.Id, err)}
+		case rt.confirmed < rt.total():
+			tasks = append(tasks, rt)
+		}
+	}
+	ar.tasks = tasks
+	if len(tasks) == 0 {
+		w.current.Store(0)
+	}
+	return nil
+}
+
+// dropRecords forgets this member's unconfirmed records of rt.
+func (w *Worker) dropRecords(rt *ringTask) {
+	ar := w.ar
+	keep := ar.records[:0]
+	for _, r := range ar.records {
+		if r.task != rt {
+			keep = append(keep, r)
+		}
+	}
+	ar.records = keep
+}
+
+// ringBroken tells the master the ring failed and drops it; the next step
+// re-joins.
+func (w *Worker) ringBroken(ctx context.Context, cause error) {
+	ar := w.ar
+	v := ar.ring.Version()
+	w.log.Warn("ring broken", "version", v, "err", cause)
+	ar.ring.Close()
+	ar.ring = nil
+	if _, err := w.master.ReportRingBroken(ctx, &masterpb.ReportRingBrokenRequest{WorkerId: int32(w.cfg.WorkerID), Version: v, Error: cause.Error()}); err != nil {
+		w.log.Debug("report ring broken", "err", err)
+	}
+}
+
+// joinRing checks in with the master until its ring forms, forms it, and
+// agrees on the state with the other members. over: the job's tasks are
+// done.
+func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
+	ar := w.ar
+	for {
+		resp, err := w.master.JoinRing(ctx, &masterpb.JoinRingRequest{WorkerId: int32(w.cfg.WorkerID), Addr: ar.ln.Addr()})
+		switch status.Code(err) {
+		case codes.OK:
+		case codes.FailedPrecondition:
+			return true, nil
+		case codes.Unavailable:
+			resp = &masterpb.RingResponse{WaitMs: 200}
+		default:
+			return false, fmt.Errorf("join ring: %w", err)
+		}
+		if !resp.Formed {
+			select {
+			case <-ctx.Done():
+				return false, context.Cause(ctx)
+			case <-time.After(time.Duration(resp.WaitMs) * time.Millisecond):
+			}
+			continue
+		}
+		peers, rank := make([]string, len(resp.Members)), -1
+		for i, m := range resp.Members {
+			peers[i] = m.Addr
+			if int(m.WorkerId) == w.cfg.WorkerID {
+				rank = i
+			}
+		}
+		if rank < 0 {
+			continue // formed without this worker: check in again
+		}
+		ring, err := ar.ln.Form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
+		if err == nil {
+			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
+			ar.buf = make([]float32, ar.nGrads+2+ring.Size()*tagLen)
+			ar.masterDone = map[int64]int64{}
+			for _, h := range resp.Held {
+				ar.masterDone[h.TaskId] = h.Done
+			}
+			if err = w.syncState(ctx, resp.Members); err == nil {
+				w.log.Info("in ring", "version", resp.Version, "rank", rank, "world_size", len(peers), "steps", ar.steps)
+				return false, nil
+			}
+			ring.Close()
+			ar.ring = nil
+		}
+		if ctx.Err() != nil {
+			return false, context.Cause(ctx)
+		}
+		w.log.Warn("forming ring failed", "version", resp.Version, "err", err)
+		if _, rerr := w.master.ReportRingBroken(ctx, &masterpb.ReportRingBrokenRequest{WorkerId: int32(w.cfg.WorkerID), Version: resp.Version, Error: err.Error()}); rerr != nil {
+			w.log.Debug("report ring broken", "err", rerr)
+		}
+	}
+}
+
+// syncState makes every member of a new ring hold the state of the member
+// with the most steps (the lowest rank among equals): its parameters,
+// optimizer state, step count and last steps' tags. This member then
+// keeps its records that state includes and redoes the others; rank 0
+// commits on behalf of the workers no longer in the ring, and settles it.
+func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) error {
+	ar, ring := w.ar, w.ar.ring
+	counts := make([]float32, ring.Size())
+	// Step counts below 2^24 are exact in float32, and each slot has one
+	// non-zero term: the sum is everyone's count.
+	counts[ring.Rank()] = float32(ar.steps)
+	if err := ring.AllReduce(ctx, counts); err != nil {
+		return err
+	}
+	root := 0
+	for i, c := range counts {
+		if c > counts[root] {
+			root = i
+		}
+	}
+	isRoot := ring.Rank() == root
+	tags := encodeRecent(ar.recent)
+	size := []float32{float32(len(tags))}
+	if err := ring.Broadcast(ctx, root, size); err != nil {
+		return err
+	}
+	state := w.encodeState(isRoot)
+	if !isRoot {
+		tags = make([]float32, int(size[0]))
+	}
+	state = append(state, tags...)
+	if err := ring.Broadcast(ctx, root, state); err != nil {
+		return err
+	}
+	if !isRoot {
+		if err := w.decodeState(state); err != nil {
+			return &fatalError{err}
+		}
+		ar.recent = decodeRecent(state[len(state)-len(tags):])
+	}
+	ar.synced = true
+	w.settleRecords()
+	if err := w.confirm(ctx, ar.steps); err != nil {
+		return err
+	}
+	if ring.Rank() == 0 {
+		return w.commitForOthers(ctx, members)
+	}
+	return nil
+}
+
+// settleRecords keeps this member's unconfirmed records that the agreed
+// state holds (its tags, or what the master knows committed on this
+// worker's behalf) and gives the others back to their tasks to be redone.
+func (w *Worker) settleRecords() {
+	ar := w.ar
+	held := map[contrib]bool{}
+	for _, step := range ar.recent {
+		for _, c := range step {
+			held[c] = true
+		}
+	}
+	for _, rt := range ar.tasks {
+		rt.committed = max(rt.committed, ar.masterDone[rt.t.Id])
+	}
+	keep := ar.records[:0]
+	for _, r := range ar.records {
+		c := contrib{worker: w.cfg.WorkerID, task: r.task.t.Id, start: r.start, end: r.end}
+		switch {
+		case held[c] || ar.masterDone[c.task] >= r.end:
+			r.step = 0 // confirmed: the state holds it
+			keep = append(keep, r)
+		case r.start < r.task.next:
+			r.task.next = r.start
+		}
+	}
+	ar.records = keep
+}
+
+// commitForOthers commits, on behalf of the workers no longer in the ring,
+// their records the agreed state holds, then tells the master the ring
+// settled so that their tasks can go back to the queue.
+func (w *Worker) commitForOthers(ctx context.Context, members []*masterpb.RingMember) error {
+	ar := w.ar
+	in := map[int]bool{}
+	for _, m := range members {
+		in[int(m.WorkerId)] = true
+	}
+	for _, step := range ar.recent {
+		for _, c := range step {
+			if in[c.worker] {
+				continue
+			}
+			_, err := w.master.CommitTask(ctx, &masterpb.CommitTaskRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: c.task, Done: c.end,
+				OnBehalf: true, OwnerId: int32(c.worker)})
+			if err != nil {
+				// Already committed further, or its task already went back.
+				w.log.Debug("commit on behalf", "owner", c.worker, "task", c.task, "err", err)
+			}
+		}
+	}
+	if _, err := w.master.SettleRing(ctx, &masterpb.SettleRingRequest{WorkerId: int32(w.cfg.WorkerID), Version: ar.ring.Version()}); err != nil {
+		w.log.Debug("settle ring", "err", err)
+	}
+	return nil
+}
+
+// encodeRecent lays out tags of recent steps: per step its count, then
+// its tags.
+func encodeRecent(recent [][]contrib) []float32 {
+	var out []float32
+	for _, step := range recent {
+		out = append(out, float32(len(step)))
+		for _, c := range step {
+			out = append(out, float32(c.worker+1), float32(c.task&0xFFFFFF), float32(c.task>>24), float32(c.start), float32(c.end))
+		}
+	}
+	return out
+}
+
+func decodeRecent(in []float32) [][]contrib {
+	var out [][]contrib
+	for len(in) > 0 {
+		n := int(in[0])
+		out = append(out, decodeTags(in[1:1+n*tagLen]))
+		in = in[1+n*tagLen:]
+	}
+	return out
+}
+
+// encodeState lays out the step count, the parameters and the optimizer
+// slots as float32 bit patterns (Broadcast copies bytes: nothing is
+// rounded). A member that is not the root only sizes the buffer.
+func (w *Worker) encodeState(root bool) []float32 {
+	ar := w.ar
+	n := 2
+	for _, p := range w.params {
+		n += len(p.Value.Data) * (1 + len(ar.slotNames))
+	}
+	out := make([]float32, n)
+	if !root {
+		return out
+	}
+	out[0], out[1] = math.Float32frombits(uint32(ar.steps>>32)), math.Float32frombits(uint32(ar.steps))
+	k := 2
+	for _, p := range w.params {
+		k += copy(out[k:], p.Value.Data)
+		slots, _, ok := ar.opt.Slots(p.Name)
+		for _, s := range ar.slotNames {
+			if ok {
+				copy(out[k:], slots[s])
+			}
+			k += len(p.Value.Data)
+		}
+	}
+	return out
+}
+
+func (w *Worker) decodeState(in []float32) error {
+	ar := w.ar
+	steps := int64(math.Float32bits(in[0]))<<32 | int64(math.Float32bits(in[1]))
+	k := 2
+	for _, p := range w.params {
+		k += copy(p.Value.Data, in[k:k+len(p.Value.Data)])
+		if steps == 0 {
+			k += len(p.Value.Data) * len(ar.slotNames)
+			continue
+		}
+		slots := map[string][]float32{}
+		for _, s := range ar.slotNames {
+			slots[s] = append([]float32(nil), in[k:k+len(p.Value.Data)]...)
+			k += len(p.Value.Data)
+		}
+		if err := ar.opt.SetSlots(p.Name, slots, steps); err != nil {
+			return fmt.Errorf("optimizer state of %s from the ring: %w", p.Name, err)
+		}
+	}
+	ar.steps = steps
+	return nil
+}
+
+// uploadModel hands the master this member's parameters at the end.
+func (w *Worker) uploadModel(ctx context.Context) error {
+	if !w.ar.synced || w.ar.steps == 0 {
+		return nil // never trained in a ring: nothing worth saving
+	}
+	req := &masterpb.UploadModelRequest{WorkerId: int32(w.cfg.WorkerID), Version: w.ar.steps}
+	for _, p := range w.params {
+		req.DenseParameters = append(req.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	req.Checksum = wire.Checksum(req.DenseParameters)
+	if _, err := w.master.UploadModel(ctx, req); err != nil {
+		if code := status.Code(err); code == codes.FailedPrecondition || code == codes.NotFound {
+			w.log.Info("model not taken", "err", err)
+			return nil
+		}
+		return fmt.Errorf("upload model: %w", err)
+	}
+	w.log.Info("model uploaded", "steps", req.Version, "checksum", fmt.Sprintf("%016x", req.Checksum))
+	return nil
+}
