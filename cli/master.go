@@ -42,6 +42,9 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if cfg.Output == "" && mode != master.ModeTrain {
 		cfg.Output = "/tmp/elasticdl-" + cfg.JobName
 	}
+	if err := opts.checkStrategy(cfg); err != nil {
+		return err
+	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
