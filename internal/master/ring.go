@@ -57,6 +57,22 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 	return resp, nil
 }
 
+// ReportApplied implements masterpb.MasterServer.
+func (m *Master) ReportApplied(ctx context.Context, req *masterpb.ReportAppliedRequest) (*masterpb.ReportAppliedResponse, error) {
+	ev := job.ReportApplied{Worker: int(req.WorkerId)}
+	for _, st := range req.Steps {
+		as := job.AppliedStep{Step: st.Step}
+		for _, p := range st.Parts {
+			as.Parts = append(as.Parts, job.Part{Worker: int(p.WorkerId), Task: p.TaskId, Start: p.Start, End: p.End})
+		}
+		ev.Steps = append(ev.Steps, as)
+	}
+	if _, err := m.step(ctx, ev); err != nil {
+		return nil, rpcError(err)
+	}
+	return &masterpb.ReportAppliedResponse{}, nil
+}
+
 // SettleRing implements masterpb.MasterServer.
 func (m *Master) SettleRing(ctx context.Context, req *masterpb.SettleRingRequest) (*masterpb.RingResponse, error) {
 	return m.ringReply(m.step(ctx, job.SettleRing{Worker: int(req.WorkerId), Version: req.Version}))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -35,12 +36,15 @@ import (
 // others. A new member gets the same broadcast before its first step.
 //
 // Every step also gathers each member's part (worker, task, records) — its
-// tag — so the members know whose records their last steps hold. The
-// agreed state carries the tags of its last recentSteps steps: a member
-// confirms its own records among them and redoes its others (unless the
-// master says another member committed them on its behalf), and the new
-// ring's rank 0 commits on behalf of the workers that are no longer in it,
-// then tells the master the ring settled so their tasks can go back.
+// tag — so the members know whose records their steps hold; they keep a
+// log of the steps' tags, which rank 0 reports to the master (the job's
+// ledger of applied records) and which the members prune once reported,
+// keeping the last recentSteps. The agreed state carries the log: a member
+// confirms its own records in it and redoes its others (unless the master
+// says another member committed them on its behalf), and the new ring's
+// rank 0 commits on behalf of the workers that are no longer in it,
+// reports the log, then tells the master the ring settled so that their
+// tasks can go back.
 
 const (
 	// ringTimeout bounds every collective wait: a dead or frozen peer
@@ -50,9 +54,12 @@ const (
 	// ringPollInterval is how often the ring version is checked in the
 	// background, so that a member leaves a superseded ring promptly.
 	ringPollInterval = 100 * time.Millisecond
-	// recentSteps is how many of its last steps' tags a state carries:
-	// members of one ring differ by at most one confirmed step.
+	// recentSteps is how many of its last steps' tags a state keeps even
+	// once reported: members of one ring differ by at most one confirmed
+	// step.
 	recentSteps = 3
+	// reportInterval is how often rank 0 reports the confirmed steps.
+	reportInterval = 200 * time.Millisecond
 	// tagLen is one member's tag in a step's buffer: worker+1 (0: none),
 	// the task ID in two 24-bit halves, and the records [start,end) — all
 	// integers a float32 holds exactly, each written by one member only.
@@ -64,6 +71,12 @@ type contrib struct {
 	worker     int
 	task       int64
 	start, end int64
+}
+
+// loggedStep is an applied step's parts.
+type loggedStep struct {
+	step  int64
+	parts []contrib
 }
 
 // ringTask is a training task being worked on in steps.
@@ -100,10 +113,17 @@ type ringMember struct {
 	synced    bool         // the state was agreed in a ring
 	latest    int64        // newest ring version the master announced
 	versionCh chan int64   // from the background poller
-	// recent are the tags of the last recentSteps applied steps, oldest
-	// first: part of the state, so that a new ring knows whose records its
-	// state holds.
-	recent [][]contrib
+	// current is the ring for the poller: a member blocked in a collective
+	// of a superseded ring (waiting on a frozen peer) is freed at once.
+	current atomic.Pointer[collective.Ring]
+	// log holds the tags of the applied steps not yet reported to the
+	// master, and of the last recentSteps, oldest first: part of the state,
+	// so that a new ring knows whose records its state holds.
+	log []loggedStep
+	// reported is the last step rank 0 reported (every member learns it
+	// from the step buffer); lastReport when rank 0 last reported.
+	reported   int64
+	lastReport time.Time
 	// nGrads is where the step buffer's records, busy flag and tags start.
 	nGrads int
 	// masterDone is what the master knew committed of this worker's tasks
@@ -164,6 +184,9 @@ func (w *Worker) pollRing(ctx context.Context) {
 		resp, err := w.master.RingStatus(ctx, &masterpb.RingStatusRequest{WorkerId: int32(w.cfg.WorkerID)})
 		if err != nil {
 			continue
+		}
+		if r := w.ar.current.Load(); r != nil && resp.Version > r.Version() {
+			r.Close() // the step in flight fails; the member re-joins
 		}
 		select {
 		case <-w.ar.versionCh:
@@ -263,6 +286,10 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	ar := w.ar
 	clear(ar.buf)
+	if ar.ring.Rank() == 0 {
+		// Tell every member what the master has: they prune their logs.
+		ar.buf[ar.nGrads+2] = float32(ar.reported)
+	}
 	rec := stepRecord{step: ar.steps + 1}
 	if rt != nil {
 		rec.task, rec.start = rt, rt.next
@@ -280,15 +307,14 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	}
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
+	ar.reported = max(ar.reported, int64(ar.buf[n+2]))
 	if total > 0 {
 		if err := w.applyGradients(total); err != nil {
 			return &fatalError{err}
 		}
-		ar.recent = append(ar.recent, decodeTags(ar.buf[n+2:]))
-		if len(ar.recent) > recentSteps {
-			ar.recent = ar.recent[1:]
-		}
+		ar.log = append(ar.log, loggedStep{step: ar.steps, parts: decodeTags(ar.buf[n+3:])})
 	}
+	w.pruneLog()
 	// Every member finished the previous step: it is confirmed (this one
 	// is once the next succeeds).
 	previous := ar.steps
@@ -297,6 +323,9 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	}
 	if err := w.confirm(ctx, previous); err != nil {
 		return err
+	}
+	if ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval {
+		w.reportApplied(ctx, previous)
 	}
 	if busy == 0 {
 		// No member had records: wait a little before asking for work.
@@ -330,7 +359,7 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 		k += len(p.Grad.Data)
 	}
 	ar.buf[k], ar.buf[k+1] = scale, 1
-	tag := ar.buf[k+2+ar.ring.Rank()*tagLen:]
+	tag := ar.buf[k+3+ar.ring.Rank()*tagLen:]
 	tag[0], tag[1], tag[2] = float32(w.cfg.WorkerID+1), float32(rt.t.Id&0xFFFFFF), float32(rt.t.Id>>24)
 	tag[3], tag[4] = float32(start), float32(end)
 	return loss, nil
@@ -476,7 +505,8 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		ring, err := ar.ln.Form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
-			ar.buf = make([]float32, ar.nGrads+2+ring.Size()*tagLen)
+			ar.current.Store(ring)
+			ar.buf = make([]float32, ar.nGrads+3+ring.Size()*tagLen)
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
 				ar.masterDone[h.TaskId] = h.Done
@@ -519,7 +549,7 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 		}
 	}
 	isRoot := ring.Rank() == root
-	tags := encodeRecent(ar.recent)
+	tags := encodeLog(ar.log)
 	size := []float32{float32(len(tags))}
 	if err := ring.Broadcast(ctx, root, size); err != nil {
 		return err
@@ -536,7 +566,7 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 		if err := w.decodeState(state); err != nil {
 			return &fatalError{err}
 		}
-		ar.recent = decodeRecent(state[len(state)-len(tags):])
+		ar.log = decodeLog(state[len(state)-len(tags):])
 	}
 	ar.synced = true
 	w.settleRecords()
@@ -555,8 +585,8 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 func (w *Worker) settleRecords() {
 	ar := w.ar
 	held := map[contrib]bool{}
-	for _, step := range ar.recent {
-		for _, c := range step {
+	for _, st := range ar.log {
+		for _, c := range st.parts {
 			held[c] = true
 		}
 	}
@@ -586,8 +616,8 @@ func (w *Worker) commitForOthers(ctx context.Context, members []*masterpb.RingMe
 	for _, m := range members {
 		in[int(m.WorkerId)] = true
 	}
-	for _, step := range ar.recent {
-		for _, c := range step {
+	for _, st := range ar.log {
+		for _, c := range st.parts {
 			if in[c.worker] {
 				continue
 			}
@@ -599,33 +629,72 @@ func (w *Worker) commitForOthers(ctx context.Context, members []*masterpb.RingMe
 			}
 		}
 	}
+	w.reportApplied(ctx, ar.steps) // the agreed state's steps are for good
 	if _, err := w.master.SettleRing(ctx, &masterpb.SettleRingRequest{WorkerId: int32(w.cfg.WorkerID), Version: ar.ring.Version()}); err != nil {
 		w.log.Debug("settle ring", "err", err)
 	}
 	return nil
 }
 
-// encodeRecent lays out tags of recent steps: per step its count, then
-// its tags.
-func encodeRecent(recent [][]contrib) []float32 {
+// encodeLog lays out a log of steps: per step its number (two 24-bit
+// halves), its count of parts, then its tags.
+func encodeLog(log []loggedStep) []float32 {
 	var out []float32
-	for _, step := range recent {
-		out = append(out, float32(len(step)))
-		for _, c := range step {
+	for _, st := range log {
+		out = append(out, float32(st.step&0xFFFFFF), float32(st.step>>24), float32(len(st.parts)))
+		for _, c := range st.parts {
 			out = append(out, float32(c.worker+1), float32(c.task&0xFFFFFF), float32(c.task>>24), float32(c.start), float32(c.end))
 		}
 	}
 	return out
 }
 
-func decodeRecent(in []float32) [][]contrib {
-	var out [][]contrib
-	for len(in) > 0 {
-		n := int(in[0])
-		out = append(out, decodeTags(in[1:1+n*tagLen]))
-		in = in[1+n*tagLen:]
+func decodeLog(in []float32) []loggedStep {
+	var out []loggedStep
+	for len(in) >= 3 {
+		n := int(in[2])
+		out = append(out, loggedStep{step: int64(in[0]) | int64(in[1])<<24, parts: decodeTags(in[3 : 3+n*tagLen])})
+		in = in[3+n*tagLen:]
 	}
 	return out
+}
+
+// pruneLog drops the steps the master has, but the last recentSteps.
+func (w *Worker) pruneLog() {
+	ar := w.ar
+	i := 0
+	for i < len(ar.log)-recentSteps && ar.log[i].step <= ar.reported {
+		i++
+	}
+	ar.log = ar.log[i:]
+}
+
+// reportApplied reports the logged steps up to upTo that the master does
+// not have yet (rank 0's duty; any member may, reports are idempotent).
+func (w *Worker) reportApplied(ctx context.Context, upTo int64) {
+	ar := w.ar
+	req := &masterpb.ReportAppliedRequest{WorkerId: int32(w.cfg.WorkerID)}
+	last := ar.reported
+	for _, st := range ar.log {
+		if st.step <= ar.reported || st.step > upTo {
+			continue
+		}
+		as := &masterpb.AppliedStep{Step: st.step}
+		for _, c := range st.parts {
+			as.Parts = append(as.Parts, &masterpb.Contribution{WorkerId: int32(c.worker), TaskId: c.task, Start: c.start, End: c.end})
+		}
+		req.Steps = append(req.Steps, as)
+		last = st.step
+	}
+	ar.lastReport = time.Now()
+	if len(req.Steps) == 0 {
+		return
+	}
+	if _, err := w.master.ReportApplied(ctx, req); err != nil {
+		w.log.Warn("report applied steps", "err", err)
+		return
+	}
+	ar.reported = last
 }
 
 // encodeState lays out the step count, the parameters and the optimizer
@@ -684,6 +753,9 @@ func (w *Worker) uploadModel(ctx context.Context) error {
 	if !w.ar.synced || w.ar.steps == 0 {
 		return nil // never trained in a ring: nothing worth saving
 	}
+	// Every applied step is confirmed once the tasks are done (a task is
+	// reported only then): the master gets what its ledger still lacks.
+	w.reportApplied(ctx, w.ar.steps)
 	req := &masterpb.UploadModelRequest{WorkerId: int32(w.cfg.WorkerID), Version: w.ar.steps}
 	for _, p := range w.params {
 		req.DenseParameters = append(req.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))

@@ -1507,6 +1507,216 @@ func (*UploadModelResponse) Descriptor() ([]byte, []int) {
 	return file_master_proto_rawDescGZIP(), []int{22}
 }
 
+// Contribution is one member's records in one step: [start, end) of its
+// task, in the task's own record order.
+type Contribution struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	TaskId        int64                  `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	Start         int64                  `protobuf:"varint,3,opt,name=start,proto3" json:"start,omitempty"`
+	End           int64                  `protobuf:"varint,4,opt,name=end,proto3" json:"end,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Contribution) Reset() {
+	*x = Contribution{}
+	mi := &file_master_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Contribution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Contribution) ProtoMessage() {}
+
+func (x *Contribution) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Contribution.ProtoReflect.Descriptor instead.
+func (*Contribution) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Contribution) GetWorkerId() int32 {
+	if x != nil {
+		return x.WorkerId
+	}
+	return 0
+}
+
+func (x *Contribution) GetTaskId() int64 {
+	if x != nil {
+		return x.TaskId
+	}
+	return 0
+}
+
+func (x *Contribution) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *Contribution) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+type AppliedStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Parts         []*Contribution        `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppliedStep) Reset() {
+	*x = AppliedStep{}
+	mi := &file_master_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppliedStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppliedStep) ProtoMessage() {}
+
+func (x *AppliedStep) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppliedStep.ProtoReflect.Descriptor instead.
+func (*AppliedStep) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AppliedStep) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *AppliedStep) GetParts() []*Contribution {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
+type ReportAppliedRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Steps         []*AppliedStep         `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportAppliedRequest) Reset() {
+	*x = ReportAppliedRequest{}
+	mi := &file_master_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportAppliedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportAppliedRequest) ProtoMessage() {}
+
+func (x *ReportAppliedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportAppliedRequest.ProtoReflect.Descriptor instead.
+func (*ReportAppliedRequest) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReportAppliedRequest) GetWorkerId() int32 {
+	if x != nil {
+		return x.WorkerId
+	}
+	return 0
+}
+
+func (x *ReportAppliedRequest) GetSteps() []*AppliedStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+type ReportAppliedResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportAppliedResponse) Reset() {
+	*x = ReportAppliedResponse{}
+	mi := &file_master_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportAppliedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportAppliedResponse) ProtoMessage() {}
+
+func (x *ReportAppliedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_master_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportAppliedResponse.ProtoReflect.Descriptor instead.
+func (*ReportAppliedResponse) Descriptor() ([]byte, []int) {
+	return file_master_proto_rawDescGZIP(), []int{26}
+}
+
 var File_master_proto protoreflect.FileDescriptor
 
 const file_master_proto_rawDesc = "" +
@@ -1609,14 +1819,26 @@ const file_master_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12D\n" +
 	"\x10dense_parameters\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\x12\x1a\n" +
 	"\bchecksum\x18\x04 \x01(\x04R\bchecksum\"\x15\n" +
-	"\x13UploadModelResponse*S\n" +
+	"\x13UploadModelResponse\"l\n" +
+	"\fContribution\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
+	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\"W\n" +
+	"\vAppliedStep\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\x03R\x04step\x124\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1e.elasticdl.master.ContributionR\x05parts\"h\n" +
+	"\x14ReportAppliedRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x123\n" +
+	"\x05steps\x18\x02 \x03(\v2\x1d.elasticdl.master.AppliedStepR\x05steps\"\x17\n" +
+	"\x15ReportAppliedResponse*S\n" +
 	"\bTaskType\x12\x19\n" +
 	"\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bTRAINING\x10\x01\x12\x0e\n" +
 	"\n" +
 	"EVALUATION\x10\x02\x12\x0e\n" +
 	"\n" +
-	"PREDICTION\x10\x032\xa2\a\n" +
+	"PREDICTION\x10\x032\x84\b\n" +
 	"\x06Master\x12N\n" +
 	"\aGetTask\x12 .elasticdl.master.GetTaskRequest\x1a!.elasticdl.master.GetTaskResponse\x12i\n" +
 	"\x10ReportTaskResult\x12).elasticdl.master.ReportTaskResultRequest\x1a*.elasticdl.master.ReportTaskResultResponse\x12~\n" +
@@ -1629,7 +1851,8 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"CommitTask\x12#.elasticdl.master.CommitTaskRequest\x1a$.elasticdl.master.CommitTaskResponse\x12Q\n" +
 	"\n" +
-	"SettleRing\x12#.elasticdl.master.SettleRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12Z\n" +
+	"SettleRing\x12#.elasticdl.master.SettleRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12`\n" +
+	"\rReportApplied\x12&.elasticdl.master.ReportAppliedRequest\x1a'.elasticdl.master.ReportAppliedResponse\x12Z\n" +
 	"\vUploadModel\x12$.elasticdl.master.UploadModelRequest\x1a%.elasticdl.master.UploadModelResponseB\x1aZ\x18elasticdl/proto/masterpbb\x06proto3"
 
 var (
@@ -1645,7 +1868,7 @@ func file_master_proto_rawDescGZIP() []byte {
 }
 
 var file_master_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_master_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_master_proto_goTypes = []any{
 	(TaskType)(0),                           // 0: elasticdl.master.TaskType
 	(GetTaskResponse_Action)(0),             // 1: elasticdl.master.GetTaskResponse.Action
@@ -1672,8 +1895,12 @@ var file_master_proto_goTypes = []any{
 	(*CommitTaskResponse)(nil),              // 22: elasticdl.master.CommitTaskResponse
 	(*UploadModelRequest)(nil),              // 23: elasticdl.master.UploadModelRequest
 	(*UploadModelResponse)(nil),             // 24: elasticdl.master.UploadModelResponse
-	nil,                                     // 25: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
-	(*pserverpb.Tensor)(nil),                // 26: elasticdl.pserver.Tensor
+	(*Contribution)(nil),                    // 25: elasticdl.master.Contribution
+	(*AppliedStep)(nil),                     // 26: elasticdl.master.AppliedStep
+	(*ReportAppliedRequest)(nil),            // 27: elasticdl.master.ReportAppliedRequest
+	(*ReportAppliedResponse)(nil),           // 28: elasticdl.master.ReportAppliedResponse
+	nil,                                     // 29: elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	(*pserverpb.Tensor)(nil),                // 30: elasticdl.pserver.Tensor
 }
 var file_master_proto_depIdxs = []int32{
 	0,  // 0: elasticdl.master.Task.type:type_name -> elasticdl.master.TaskType
@@ -1681,36 +1908,40 @@ var file_master_proto_depIdxs = []int32{
 	1,  // 2: elasticdl.master.GetTaskResponse.action:type_name -> elasticdl.master.GetTaskResponse.Action
 	3,  // 3: elasticdl.master.GetTaskResponse.task:type_name -> elasticdl.master.Task
 	7,  // 4: elasticdl.master.ReportTaskResultRequest.predictions:type_name -> elasticdl.master.Predictions
-	25, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
+	29, // 5: elasticdl.master.ReportEvaluationMetricsRequest.sums:type_name -> elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry
 	10, // 6: elasticdl.master.ReportEvaluationMetricsRequest.score_histogram:type_name -> elasticdl.master.ScoreHistogram
 	17, // 7: elasticdl.master.RingResponse.members:type_name -> elasticdl.master.RingMember
 	19, // 8: elasticdl.master.RingResponse.held:type_name -> elasticdl.master.TaskDone
-	26, // 9: elasticdl.master.UploadModelRequest.dense_parameters:type_name -> elasticdl.pserver.Tensor
-	4,  // 10: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
-	6,  // 11: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
-	9,  // 12: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
-	12, // 13: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
-	14, // 14: elasticdl.master.Master.JoinRing:input_type -> elasticdl.master.JoinRingRequest
-	15, // 15: elasticdl.master.Master.RingStatus:input_type -> elasticdl.master.RingStatusRequest
-	16, // 16: elasticdl.master.Master.ReportRingBroken:input_type -> elasticdl.master.ReportRingBrokenRequest
-	21, // 17: elasticdl.master.Master.CommitTask:input_type -> elasticdl.master.CommitTaskRequest
-	20, // 18: elasticdl.master.Master.SettleRing:input_type -> elasticdl.master.SettleRingRequest
-	23, // 19: elasticdl.master.Master.UploadModel:input_type -> elasticdl.master.UploadModelRequest
-	5,  // 20: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
-	8,  // 21: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
-	11, // 22: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
-	13, // 23: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
-	18, // 24: elasticdl.master.Master.JoinRing:output_type -> elasticdl.master.RingResponse
-	18, // 25: elasticdl.master.Master.RingStatus:output_type -> elasticdl.master.RingResponse
-	18, // 26: elasticdl.master.Master.ReportRingBroken:output_type -> elasticdl.master.RingResponse
-	22, // 27: elasticdl.master.Master.CommitTask:output_type -> elasticdl.master.CommitTaskResponse
-	18, // 28: elasticdl.master.Master.SettleRing:output_type -> elasticdl.master.RingResponse
-	24, // 29: elasticdl.master.Master.UploadModel:output_type -> elasticdl.master.UploadModelResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	30, // 9: elasticdl.master.UploadModelRequest.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	25, // 10: elasticdl.master.AppliedStep.parts:type_name -> elasticdl.master.Contribution
+	26, // 11: elasticdl.master.ReportAppliedRequest.steps:type_name -> elasticdl.master.AppliedStep
+	4,  // 12: elasticdl.master.Master.GetTask:input_type -> elasticdl.master.GetTaskRequest
+	6,  // 13: elasticdl.master.Master.ReportTaskResult:input_type -> elasticdl.master.ReportTaskResultRequest
+	9,  // 14: elasticdl.master.Master.ReportEvaluationMetrics:input_type -> elasticdl.master.ReportEvaluationMetricsRequest
+	12, // 15: elasticdl.master.Master.Heartbeat:input_type -> elasticdl.master.HeartbeatRequest
+	14, // 16: elasticdl.master.Master.JoinRing:input_type -> elasticdl.master.JoinRingRequest
+	15, // 17: elasticdl.master.Master.RingStatus:input_type -> elasticdl.master.RingStatusRequest
+	16, // 18: elasticdl.master.Master.ReportRingBroken:input_type -> elasticdl.master.ReportRingBrokenRequest
+	21, // 19: elasticdl.master.Master.CommitTask:input_type -> elasticdl.master.CommitTaskRequest
+	20, // 20: elasticdl.master.Master.SettleRing:input_type -> elasticdl.master.SettleRingRequest
+	27, // 21: elasticdl.master.Master.ReportApplied:input_type -> elasticdl.master.ReportAppliedRequest
+	23, // 22: elasticdl.master.Master.UploadModel:input_type -> elasticdl.master.UploadModelRequest
+	5,  // 23: elasticdl.master.Master.GetTask:output_type -> elasticdl.master.GetTaskResponse
+	8,  // 24: elasticdl.master.Master.ReportTaskResult:output_type -> elasticdl.master.ReportTaskResultResponse
+	11, // 25: elasticdl.master.Master.ReportEvaluationMetrics:output_type -> elasticdl.master.ReportEvaluationMetricsResponse
+	13, // 26: elasticdl.master.Master.Heartbeat:output_type -> elasticdl.master.HeartbeatResponse
+	18, // 27: elasticdl.master.Master.JoinRing:output_type -> elasticdl.master.RingResponse
+	18, // 28: elasticdl.master.Master.RingStatus:output_type -> elasticdl.master.RingResponse
+	18, // 29: elasticdl.master.Master.ReportRingBroken:output_type -> elasticdl.master.RingResponse
+	22, // 30: elasticdl.master.Master.CommitTask:output_type -> elasticdl.master.CommitTaskResponse
+	18, // 31: elasticdl.master.Master.SettleRing:output_type -> elasticdl.master.RingResponse
+	28, // 32: elasticdl.master.Master.ReportApplied:output_type -> elasticdl.master.ReportAppliedResponse
+	24, // 33: elasticdl.master.Master.UploadModel:output_type -> elasticdl.master.UploadModelResponse
+	23, // [23:34] is the sub-list for method output_type
+	12, // [12:23] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_master_proto_init() }
@@ -1724,7 +1955,7 @@ func file_master_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_master_proto_rawDesc), len(file_master_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Master_ReportRingBroken_FullMethodName        = "/elasticdl.master.Master/ReportRingBroken"
 	Master_CommitTask_FullMethodName              = "/elasticdl.master.Master/CommitTask"
 	Master_SettleRing_FullMethodName              = "/elasticdl.master.Master/SettleRing"
+	Master_ReportApplied_FullMethodName           = "/elasticdl.master.Master/ReportApplied"
 	Master_UploadModel_FullMethodName             = "/elasticdl.master.Master/UploadModel"
 )
 
@@ -66,6 +67,10 @@ type MasterClient interface {
 	// SettleRing says a new ring agreed on its state and committed what it
 	// owed the workers it lost: their tasks may go back to the queue.
 	SettleRing(ctx context.Context, in *SettleRingRequest, opts ...grpc.CallOption) (*RingResponse, error)
+	// ReportApplied tells the master which members' records the ring's
+	// confirmed steps applied: the ledger of an AllReduce job, exact to the
+	// minibatch. Reports are idempotent (a step is known by its number).
+	ReportApplied(ctx context.Context, in *ReportAppliedRequest, opts ...grpc.CallOption) (*ReportAppliedResponse, error)
 	// UploadModel hands the master a worker's final parameters (in an AllReduce
 	// job the model lives only in the workers): the master writes the first it
 	// gets and records every member's checksum.
@@ -170,6 +175,16 @@ func (c *masterClient) SettleRing(ctx context.Context, in *SettleRingRequest, op
 	return out, nil
 }
 
+func (c *masterClient) ReportApplied(ctx context.Context, in *ReportAppliedRequest, opts ...grpc.CallOption) (*ReportAppliedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportAppliedResponse)
+	err := c.cc.Invoke(ctx, Master_ReportApplied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *masterClient) UploadModel(ctx context.Context, in *UploadModelRequest, opts ...grpc.CallOption) (*UploadModelResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UploadModelResponse)
@@ -212,6 +227,10 @@ type MasterServer interface {
 	// SettleRing says a new ring agreed on its state and committed what it
 	// owed the workers it lost: their tasks may go back to the queue.
 	SettleRing(context.Context, *SettleRingRequest) (*RingResponse, error)
+	// ReportApplied tells the master which members' records the ring's
+	// confirmed steps applied: the ledger of an AllReduce job, exact to the
+	// minibatch. Reports are idempotent (a step is known by its number).
+	ReportApplied(context.Context, *ReportAppliedRequest) (*ReportAppliedResponse, error)
 	// UploadModel hands the master a worker's final parameters (in an AllReduce
 	// job the model lives only in the workers): the master writes the first it
 	// gets and records every member's checksum.
@@ -252,6 +271,9 @@ func (UnimplementedMasterServer) CommitTask(context.Context, *CommitTaskRequest)
 }
 func (UnimplementedMasterServer) SettleRing(context.Context, *SettleRingRequest) (*RingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SettleRing not implemented")
+}
+func (UnimplementedMasterServer) ReportApplied(context.Context, *ReportAppliedRequest) (*ReportAppliedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportApplied not implemented")
 }
 func (UnimplementedMasterServer) UploadModel(context.Context, *UploadModelRequest) (*UploadModelResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UploadModel not implemented")
@@ -439,6 +461,24 @@ func _Master_SettleRing_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Master_ReportApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportAppliedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MasterServer).ReportApplied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Master_ReportApplied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MasterServer).ReportApplied(ctx, req.(*ReportAppliedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Master_UploadModel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UploadModelRequest)
 	if err := dec(in); err != nil {
@@ -499,6 +539,10 @@ var Master_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SettleRing",
 			Handler:    _Master_SettleRing_Handler,
+		},
+		{
+			MethodName: "ReportApplied",
+			Handler:    _Master_ReportApplied_Handler,
 		},
 		{
 			MethodName: "UploadModel",

@@ -167,8 +167,9 @@ type Job struct {
 	// nextEvalAt the version whose crossing queues the next pass.
 	trainVersion, nextEvalAt int64
 
-	pred *predictionOrder // predict jobs only
-	ring rendezvous       // AllReduce jobs only
+	pred    *predictionOrder // predict jobs only
+	ring    rendezvous       // AllReduce jobs only
+	applied appliedLedger    // AllReduce jobs only
 	// uploadingSince: when an AllReduce job began waiting for its model.
 	uploadingSince time.Time
 
@@ -220,6 +221,7 @@ func New(cfg Config) (*Job, error) {
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
 		ring:        rendezvous{addrs: map[int]string{}, everMember: map[int]bool{}, unsettled: map[int]time.Time{}},
+		applied:     appliedLedger{steps: map[int64]bool{}, ranges: map[int64][][2]int64{}, corrupt: map[int64]int64{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
@@ -291,6 +293,8 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		return j.commitTask(now, ev)
 	case SettleRing:
 		return j.settleRing(now, ev)
+	case ReportApplied:
+		return j.reportApplied(now, ev)
 	case ModelUploaded:
 		return j.modelUploaded(now, ev)
 	default:

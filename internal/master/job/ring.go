@@ -106,6 +106,10 @@ type rendezvous struct {
 	// last moved (the start of a membership change).
 	formedAt, changedAt time.Time
 	maxWorldSize        int
+	// prev are the members of the last formed ring: they hold the state
+	// of every step it confirmed, and a new ring must include one of them
+	// while any is alive, or it would train on from an older state.
+	prev map[int]bool
 	// members ever in a formed ring: only they hold a trained model.
 	everMember map[int]bool
 	checksums  []WorkerChecksum
@@ -234,6 +238,9 @@ func (j *Job) maybeForm(now time.Time) {
 	if len(missing) > 0 && now.Before(r.deadline) {
 		return
 	}
+	if !j.keepsState() {
+		return
+	}
 	slices.Sort(missing)
 	for _, w := range missing {
 		// It did not check in in time: it re-joins (and the ring re-forms)
@@ -247,9 +254,37 @@ func (j *Job) maybeForm(now time.Time) {
 	}
 	slices.SortFunc(r.members, func(a, b RingMember) int { return a.Worker - b.Worker })
 	r.forming, r.joined, r.formedAt = false, nil, now
+	r.prev = map[int]bool{}
+	for _, m := range r.members {
+		r.prev[m.Worker] = true
+	}
 	r.maxWorldSize = max(r.maxWorldSize, len(r.members))
 	j.log.Info("ring formed", "version", r.version, "world_size", len(r.members), "left_out", missing,
 		"formed_in", now.Sub(r.changedAt))
+}
+
+// keepsState reports whether the forming ring may form with the workers
+// that checked in: it includes a member of the last ring, or none of those
+// is alive any more (their state is lost; the ring trains on from the best
+// it has, and the ledger shows what was lost).
+func (j *Job) keepsState() bool {
+	r := &j.ring
+	alive := false
+	for w := range r.prev {
+		if _, ok := r.joined[w]; ok {
+			return true
+		}
+		if _, ok := j.workers[w]; ok {
+			alive = true
+		}
+	}
+	if alive {
+		return false // wait for a holder of the state to check in
+	}
+	if len(r.prev) > 0 {
+		j.log.Warn("no worker of the last ring is alive: its state is lost", "version", r.version)
+	}
+	return true
 }
 
 // ringMemberLost drops a lost worker from the rendezvous: a formed ring it
@@ -346,5 +381,108 @@ func (j *Job) modelUploaded(now time.Time, ev ModelUploaded) (Reply, error) {
 func (j *Job) uploadOverdue(now time.Time) {
 	if j.phase == Uploading && j.cfg.UploadTimeout > 0 && now.Sub(j.uploadingSince) > j.cfg.UploadTimeout {
 		j.fail(fmt.Errorf("no worker uploaded the trained model within %s of the end of training", j.cfg.UploadTimeout))
+	}
+}
+
+// ReportApplied is a ring member telling which members' records the
+// ring's confirmed steps applied. A step is known by its number (one
+// lineage of states: a confirmed step is never undone), so reports are
+// idempotent.
+type ReportApplied struct {
+	Worker int
+	Steps  []AppliedStep
+}
+
+// AppliedStep is one confirmed step's parts.
+type AppliedStep struct {
+	Step  int64
+	Parts []Part
+}
+
+// Part is one member's records [Start,End) of Task in one step, in the
+// task's own record order.
+type Part struct {
+	Worker     int
+	Task       int64
+	Start, End int64
+}
+
+func (ReportApplied) isEvent() {}
+
+// appliedLedger is what an AllReduce job's steps applied, by task.
+type appliedLedger struct {
+	steps   map[int64]bool
+	ranges  map[int64][][2]int64
+	corrupt map[int64]int64 // unreadable records of a done task
+}
+
+func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
+	if err := j.seen(ev.Worker, now); err != nil {
+		return Reply{}, err
+	}
+	if !j.cfg.AllReduce {
+		return Reply{}, fmt.Errorf("%w: applied steps in a job without AllReduce", ErrRejected)
+	}
+	for _, st := range ev.Steps {
+		for _, p := range st.Parts {
+			if info, ok := j.disp.TaskInfo(p.Task); !ok || p.Start < 0 || p.End < p.Start || p.End > info.Records() {
+				return Reply{}, fmt.Errorf("%w: step %d: records [%d,%d) of task %d do not exist", ErrInvalid, st.Step, p.Start, p.End, p.Task)
+			}
+		}
+	}
+	a := &j.applied
+	for _, st := range ev.Steps {
+		if a.steps[st.Step] {
+			continue
+		}
+		a.steps[st.Step] = true
+		for _, p := range st.Parts {
+			a.ranges[p.Task] = append(a.ranges[p.Task], [2]int64{p.Start, p.End})
+		}
+	}
+	return Reply{}, nil
+}
+
+// appliedEpochs is the per-epoch ledger of what the steps applied: each
+// record of a task counted as often as a confirmed step held it (an
+// unreadable record counts once, as the task's report says).
+func (j *Job) appliedEpochs(epochs []EpochSummary) {
+	type counts struct{ trained, twice int64 }
+	by := map[int]*counts{}
+	for id, rs := range j.applied.ranges {
+		info, _ := j.disp.TaskInfo(id)
+		cover := make([]int8, info.Records())
+		for _, r := range rs {
+			for i := r[0]; i < r[1]; i++ {
+				cover[i] = min(cover[i]+1, 2)
+			}
+		}
+		c := by[info.Epoch]
+		if c == nil {
+			c = &counts{}
+			by[info.Epoch] = c
+		}
+		for _, n := range cover {
+			if n > 0 {
+				c.trained++
+			}
+			if n > 1 {
+				c.twice++
+			}
+		}
+		c.trained += j.applied.corrupt[id]
+	}
+	for i := range epochs {
+		e := &epochs[i]
+		c := by[e.Epoch]
+		if c == nil {
+			c = &counts{}
+		}
+		cov, _ := j.disp.EpochCoverage(e.Epoch)
+		finished := cov.Finished
+		e.RecordsTrained, e.RecordsTrainedTwice, e.RecordsMissed = c.trained, c.twice, 0
+		if finished {
+			e.RecordsMissed = e.Records - c.trained
+		}
 	}
 }

@@ -203,7 +203,7 @@ func TestCommittedRecordsSurviveALoss(t *testing.T) {
 	tk := h.get(0)
 	h.step(CommitTask{Worker: 0, TaskID: tk.ID, Done: 128})
 	h.wantRefused(CommitTask{Worker: 1, TaskID: tk.ID, Done: 256}, ErrRejected)
-	h.wantRefused(CommitTask{Worker: 0, TaskID: tk.ID, Done: 64}, ErrRejected)
+	h.step(CommitTask{Worker: 0, TaskID: tk.ID, Done: 64}) // behind: changes nothing
 	h.exit(cluster.Worker, 0, cluster.Killed)
 	again := h.get(1)
 	if again.ID != tk.ID || again.Done != 128 {
@@ -280,4 +280,52 @@ func TestJoinRingTellsHeldTasks(t *testing.T) {
 	if r.Ring == nil || len(r.Held) != 1 || r.Held[0].ID != tk.ID || r.Held[0].Done != 64 {
 		t.Fatalf("reply %+v, want task %d with 64 done", r, tk.ID)
 	}
+}
+
+// The ledger of an AllReduce job counts what the steps applied: a step
+// reported twice counts once, records applied in two steps count twice,
+// and records no step applied are missed.
+func TestAppliedLedger(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.join(0)
+	t1, t2 := h.get(0), h.get(1)
+	part := func(w int, tk task.Task, start, end int64) Part {
+		return Part{Worker: w, Task: tk.ID, Start: start, End: end}
+	}
+	h.step(ReportApplied{Worker: 0, Steps: []AppliedStep{
+		{Step: 1, Parts: []Part{part(0, t1, 0, 256), part(1, t2, 0, 200)}},
+		{Step: 2, Parts: []Part{part(0, t1, 256, t1.Records())}},
+	}})
+	// Step 2 again (a new rank 0 reporting the agreed state): ignored.
+	h.step(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 2, Parts: []Part{part(0, t1, 256, t1.Records())}}}})
+	h.wantRefused(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 9, Parts: []Part{part(1, t2, 0, t2.Records()+1)}}}}, ErrInvalid)
+	// Records 150..200 of t2 applied again in another step: twice.
+	h.step(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 3, Parts: []Part{part(1, t2, 150, t2.Records())}}}})
+	h.train(0, t1, 3)
+	h.train(1, t2, 3)
+	e := h.summary().Epochs[0]
+	if e.RecordsTrained != 1000 || e.RecordsTrainedTwice != 50 || e.RecordsMissed != 0 {
+		t.Fatalf("ledger %+v, want 1000 trained, 50 twice", e)
+	}
+}
+
+// A new ring must include a member of the last one while any is alive:
+// otherwise it would train on from an older state (a newcomer's initial
+// model) and the steps the last ring confirmed would be lost.
+func TestRingWaitsForAHolderOfTheState(t *testing.T) {
+	h := allReduceJob(t, 3)
+	h.join(0)
+	h.join(1)
+	wantRing(t, h.join(0), "v2 [0@a0 1@a1]")
+	h.step(RingBroken{Worker: 0, Version: 2}) // both members busy elsewhere
+	wantRing(t, h.join(2), "nil")
+	h.advance(time.Minute) // far past the grace
+	h.step(Tick{})
+	wantRing(t, h.status(2), "v3 forming")
+	// A holder checks in; the grace is over: the frozen one is left out.
+	wantRing(t, h.join(1), "v3 [1@a1 2@a2]")
+	// When every holder is gone, the state is lost: the ring forms anyway.
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.exit(cluster.Worker, 0, cluster.Killed)
+	wantRing(t, h.join(2), "v4 [2@a2]")
 }

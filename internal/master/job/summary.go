@@ -176,6 +176,11 @@ func (j *Job) Summary(d time.Duration) *Summary {
 	if !j.cfg.training() {
 		s.ModelVersion = j.cfg.InitVersion
 	}
+	if j.cfg.AllReduce && j.cfg.training() {
+		// What the steps applied, exact to the minibatch, rather than
+		// which tasks were reported.
+		j.appliedEpochs(s.Epochs)
+	}
 	if j.cfg.AllReduce {
 		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),
 			Checksums: slices.Clone(j.ring.checksums)}

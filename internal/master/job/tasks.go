@@ -82,6 +82,9 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 	}
 	switch info.Type {
 	case task.Training:
+		if res.Corrupt > 0 {
+			j.applied.corrupt[info.ID] = res.Corrupt
+		}
 		if j.summary.FirstTaskTrainedAt == nil {
 			t := now.UTC()
 			j.summary.FirstTaskTrainedAt = &t

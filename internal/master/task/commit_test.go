@@ -68,7 +68,7 @@ func TestCommitRefusals(t *testing.T) {
 	}{
 		{"unknown task", 1, 999, 1, ErrUnknownTask},
 		{"not the holder", 2, a.ID, 6, ErrNotOwner},
-		{"backwards", 1, a.ID, 4, ErrInvalidResult},
+		{"negative", 1, a.ID, -1, ErrInvalidResult},
 		{"past the end", 1, a.ID, a.Records() + 1, ErrInvalidResult},
 		{"evaluation task", 2, ev.ID, 1, ErrInvalidResult},
 	} {
@@ -79,8 +79,15 @@ func TestCommitRefusals(t *testing.T) {
 	if after := snap(d); !reflect.DeepEqual(before, after) {
 		t.Fatalf("refused commits changed the state")
 	}
-	// Committing the same count again is fine (a retried RPC).
-	if err := d.Commit(1, a.ID, 5); err != nil {
-		t.Fatal(err)
+	// Committing the same count again is fine (a retried RPC), and so is a
+	// smaller one (someone committed further on the holder's behalf): Done
+	// stays.
+	for _, done := range []int64{5, 3} {
+		if err := d.Commit(1, a.ID, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info, _ := d.TaskInfo(a.ID); info.Done != 5 {
+		t.Fatalf("Done %d, want 5", info.Done)
 	}
 }

@@ -404,7 +404,9 @@ func (d *Dispatcher) rejectReport(worker int, e *entry, r Result) error {
 // in steps that can no longer be undone. Should the task go back to todo
 // (worker lost, timeout, failure), the next holder gets it with Task.Done
 // set and trains only the rest, so that a record is trained once even when
-// its task is not. done never decreases and is at most the task's records.
+// its task is not. done is at most the task's records; a smaller done than
+// already committed changes nothing (commits are cumulative, and another
+// worker may have committed further on the holder's behalf).
 func (d *Dispatcher) Commit(worker int, taskID int64, done int64) error {
 	e := d.lookup(taskID)
 	switch {
@@ -414,11 +416,11 @@ func (d *Dispatcher) Commit(worker int, taskID int64, done int64) error {
 		return fmt.Errorf("commit from worker %d for %s: %w", worker, e.task, ErrNotOwner)
 	case e.task.Type != Training:
 		return fmt.Errorf("commit from worker %d for %s: %w: only training tasks commit progress", worker, e.task, ErrInvalidResult)
-	case done < e.task.Done || done > e.task.Records():
-		return fmt.Errorf("commit from worker %d for %s: %w: %d records done, want %d..%d",
-			worker, e.task, ErrInvalidResult, done, e.task.Done, e.task.Records())
+	case done < 0 || done > e.task.Records():
+		return fmt.Errorf("commit from worker %d for %s: %w: %d records done, want 0..%d",
+			worker, e.task, ErrInvalidResult, done, e.task.Records())
 	}
-	e.task.Done = done
+	e.task.Done = max(e.task.Done, done)
 	return nil
 }
 
