@@ -105,3 +105,20 @@ func TestAllReduceWorkerKilledAndFrozen(t *testing.T) {
 	}
 	assertSameModel(t, s, 2)
 }
+
+// The README model trained with AllReduce reaches the accuracy the PS job
+// does (issue 9: >= 0.88 after 2 epochs of fashion_mnist.cnn, 2 workers).
+func TestAllReduceAcceptance(t *testing.T) {
+	skipLong(t)
+	j := startJob(t, allReduceArgs("fashion_mnist.cnn", "2", "2")...)
+	if code := j.wait(10 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	assertExactlyOnce(t, s, 2, 60000)
+	assertSameModel(t, s, 2)
+	if s.Eval == nil || s.Eval.Accuracy < 0.88 {
+		t.Fatalf("eval %+v, want accuracy >= 0.88", s.Eval)
+	}
+	t.Logf("accuracy %.4f, %.0f records/s", s.Eval.Accuracy, s.RecordsPerSecond)
+}
