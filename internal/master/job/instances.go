@@ -140,17 +140,7 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 		return
 	}
 	name := cluster.InstanceName(ev.Role, ev.ID)
-	lost := !ev.Requested && ev.Reason != cluster.Completed
-	counts := &j.summary.Workers.Lost
-	if ev.Role == cluster.PS {
-		counts = &j.summary.PS.Lost
-	}
-	if lost {
-		*counts++
-		if ev.Reason == cluster.Preempted {
-			j.countPreempted(ev.Role)
-		}
-	}
+	lost := j.countLoss(ev)
 	j.forget(ev.Role, in)
 	if ev.Role == cluster.Worker {
 		if j.cfg.AllReduce && j.ring.everMember[ev.ID] && len(j.disp.Held(ev.ID)) > 0 {
@@ -202,12 +192,21 @@ func (j *Job) forget(r cluster.Role, in *instance) {
 	}
 }
 
-func (j *Job) countPreempted(r cluster.Role) {
-	if r == cluster.Worker {
-		j.summary.Workers.Preempted++
-	} else {
-		j.summary.PS.Preempted++
+// countLoss counts an exit the master did not ask for (and not a clean
+// completion) as a loss, and reports whether it was one.
+func (j *Job) countLoss(ev cluster.Event) bool {
+	if ev.Requested || ev.Reason == cluster.Completed {
+		return false
 	}
+	lost, preempted := &j.summary.Workers.Lost, &j.summary.Workers.Preempted
+	if ev.Role == cluster.PS {
+		lost, preempted = &j.summary.PS.Lost, &j.summary.PS.Preempted
+	}
+	*lost++
+	if ev.Reason == cluster.Preempted {
+		*preempted++
+	}
+	return true
 }
 
 // requeueLost gives a lost worker's tasks back to todo.

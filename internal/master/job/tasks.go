@@ -73,13 +73,7 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		return Reply{}, nil
 	}
 	j.summary.Tasks.Completed++
-	if res.Corrupt > 0 {
-		j.summary.CorruptRecords += res.Corrupt
-		if j.summary.FirstCorruptRecord == "" {
-			j.summary.FirstCorruptRecord = ev.FirstCorruptError
-		}
-		j.log.Warn("corrupt records skipped", "task", ev.TaskID, "count", res.Corrupt, "first", ev.FirstCorruptError)
-	}
+	j.countCorrupt(ev)
 	switch info.Type {
 	case task.Training:
 		if res.Corrupt > 0 {
@@ -105,6 +99,18 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 	}
 	j.advance(now)
 	return Reply{}, nil
+}
+
+// countCorrupt counts the unreadable records of an accepted report.
+func (j *Job) countCorrupt(ev ReportTask) {
+	if ev.Result.Corrupt == 0 {
+		return
+	}
+	j.summary.CorruptRecords += ev.Result.Corrupt
+	if j.summary.FirstCorruptRecord == "" {
+		j.summary.FirstCorruptRecord = ev.FirstCorruptError
+	}
+	j.log.Warn("corrupt records skipped", "task", ev.TaskID, "count", ev.Result.Corrupt, "first", ev.FirstCorruptError)
 }
 
 // announceEpochs notifies the end of each epoch whose tasks are all done.
