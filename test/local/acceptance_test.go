@@ -108,13 +108,7 @@ func TestWorkerKilledTwice(t *testing.T) {
 		killed = append(killed, victim)
 		t.Logf("killed worker pid %d", victim)
 	}
-	if code := j.wait(10 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 || s.Workers.Launched != 4 {
 		t.Errorf("workers %+v, want 4 launched, 2 lost, 2 relaunched", s.Workers)

@@ -40,13 +40,7 @@ func assertSameModel(t *testing.T, s master.Summary, uploads int) {
 func TestAllReduceMLP(t *testing.T) {
 	needData(t)
 	j := startJob(t, allReduceArgs("fashion_mnist.mlp", "2", "1")...)
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.80 {
 		t.Fatalf("eval = %+v, want 10000 records and accuracy >= 0.80", s.Eval)
@@ -86,13 +80,7 @@ func TestAllReduceWorkerKilledAndFrozen(t *testing.T) {
 	if err := syscall.Kill(frozen, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
 		t.Errorf("workers %+v, want exactly the killed one lost and relaunched (the frozen one kept)", s.Workers)
@@ -111,10 +99,7 @@ func TestAllReduceWorkerKilledAndFrozen(t *testing.T) {
 func TestAllReduceAcceptance(t *testing.T) {
 	skipLong(t)
 	j := startJob(t, allReduceArgs("fashion_mnist.cnn", "2", "2")...)
-	if code := j.wait(10 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
+	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	assertSameModel(t, s, 2)
 	if s.Eval == nil || s.Eval.Accuracy < 0.88 {

@@ -74,13 +74,7 @@ func TestPSKilled(t *testing.T) {
 	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	if s.PS.Lost != 1 || s.PS.Launched != 2 {
 		t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
@@ -115,13 +109,7 @@ func TestPSKilledRestoresCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("killed the PS with version %d checkpointed", complete)
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	if s.PS.Lost != 1 || s.PS.Launched != 2 || s.PS.Relaunched != 1 {
 		t.Errorf("ps %+v, want 2 launched, 1 lost, 1 relaunched", s.PS)

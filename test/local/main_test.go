@@ -99,6 +99,20 @@ func (j *job) wait(limit time.Duration) int {
 	return j.cmd.ProcessState.ExitCode()
 }
 
+// succeeded waits for the job to exit 0 with a succeeded summary, and
+// returns the summary.
+func (j *job) succeeded(limit time.Duration) master.Summary {
+	j.t.Helper()
+	if code := j.wait(limit); code != 0 {
+		j.t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	if s.Status != "succeeded" {
+		j.t.Fatalf("status %q: %s", s.Status, s.Error)
+	}
+	return s
+}
+
 func (j *job) summary() master.Summary {
 	j.t.Helper()
 	b, err := os.ReadFile(filepath.Join(j.out, "job_summary.json"))

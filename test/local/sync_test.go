@@ -38,13 +38,7 @@ func TestSyncWorkerKilled(t *testing.T) {
 	if err := syscall.Kill(workers[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	if code := j.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
-	}
-	s := j.summary()
-	if s.Status != "succeeded" {
-		t.Fatalf("status %q: %s", s.Status, s.Error)
-	}
+	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 3, 60000)
 	if s.Workers.Lost != 1 || s.Workers.Launched != 4 {
 		t.Errorf("workers %+v, want 4 launched, 1 lost", s.Workers)
