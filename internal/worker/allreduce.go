@@ -239,8 +239,8 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 			return rt, false, nil
 		}
 	}
-	if len(ar.tasks) > 0 {
-		return nil, false, nil // waiting for the last steps to be confirmed
+	if len(ar.tasks) > 1 {
+		return nil, false, nil // enough work waits for its last step to be confirmed
 	}
 	resp, err := w.getTask(ctx)
 	if err != nil {
