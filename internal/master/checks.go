@@ -13,6 +13,7 @@ import (
 	"elasticdl/data"
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/model"
+	"elasticdl/nn"
 )
 
 // checkOutputDir fails when the directory a file is to be written to does
@@ -94,17 +95,8 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, err
 			dims[t.GetName()] = t.GetDims()
 		}
 	}
-	for _, p := range params {
-		d, ok := dims[p.Name]
-		if !ok {
-			return -1, fmt.Errorf("--%s: %s does not fit model %s: no parameter %q", flagName, set.Dir, spec.Name, p.Name)
-		}
-		if !slices.Equal(d, intsToInt64(p.Value.Shape)) {
-			return -1, fmt.Errorf("--%s: %s does not fit model %s: parameter %q has shape %v, the model %v", flagName, set.Dir, spec.Name, p.Name, d, p.Value.Shape)
-		}
-	}
-	if len(dims) != len(params) {
-		return -1, fmt.Errorf("--%s: %s does not fit model %s: %d parameters, the model has %d", flagName, set.Dir, spec.Name, len(dims), len(params))
+	if err := fitsParams(dims, len(dims), params); err != nil {
+		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
 	}
 	if err := checkTables(set, spec); err != nil {
 		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
@@ -134,6 +126,25 @@ func checkTables(set *checkpoint.Set, spec model.Spec) error {
 				return fmt.Errorf("embedding table %q has dimension %d, the model %d", name, dim, d)
 			}
 		}
+	}
+	return nil
+}
+
+// fitsParams checks that the tensors described by dims (name -> shape; n
+// tensors in all, so that duplicates show) are exactly the model's dense
+// parameters.
+func fitsParams(dims map[string][]int64, n int, params []*nn.Param) error {
+	for _, p := range params {
+		d, ok := dims[p.Name]
+		if !ok {
+			return fmt.Errorf("no parameter %q", p.Name)
+		}
+		if !slices.Equal(d, intsToInt64(p.Value.Shape)) {
+			return fmt.Errorf("parameter %q has shape %v, the model %v", p.Name, d, p.Value.Shape)
+		}
+	}
+	if n != len(params) || len(dims) != len(params) {
+		return fmt.Errorf("%d parameters, the model has %d", n, len(params))
 	}
 	return nil
 }

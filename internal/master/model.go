@@ -107,14 +107,11 @@ func removeOtherModels(root string, version int64) error {
 	return nil
 }
 
-// saveUploadedModel writes the parameters an AllReduce worker uploaded,
-// after checking they are the model's (names and shapes).
+// saveUploadedModel writes the parameters an AllReduce worker uploaded
+// (UploadModel checked they are the model's).
 func (m *Master) saveUploadedModel(up *masterpb.UploadModelRequest) job.Saved {
 	if up == nil {
 		return job.Saved{Err: fmt.Errorf("the chosen worker's upload is missing")}
-	}
-	if err := m.checkParams(up.GetDenseParameters()); err != nil {
-		return job.Saved{Err: fmt.Errorf("worker %d's model: %w", up.GetWorkerId(), err)}
 	}
 	var saved job.Saved
 	saved.ModelPath, saved.ModelVersion, saved.Err = writeDenseModel(m.modelDir(), up.GetVersion(), up.GetDenseParameters())
@@ -123,27 +120,14 @@ func (m *Master) saveUploadedModel(up *masterpb.UploadModelRequest) job.Saved {
 
 // checkParams checks that tensors are exactly the model's dense parameters.
 func (m *Master) checkParams(tensors []*pserverpb.Tensor) error {
-	params := m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed))).Params()
-	byName := map[string]*pserverpb.Tensor{}
+	dims := map[string][]int64{}
 	for _, t := range tensors {
 		if _, err := wire.Validate(t); err != nil {
 			return err
 		}
-		byName[t.GetName()] = t
+		dims[t.GetName()] = t.GetDims()
 	}
-	if len(byName) != len(params) || len(tensors) != len(params) {
-		return fmt.Errorf("%d tensors, the model has %d parameters", len(tensors), len(params))
-	}
-	for _, p := range params {
-		t, ok := byName[p.Name]
-		if !ok {
-			return fmt.Errorf("no parameter %q", p.Name)
-		}
-		if !slices.Equal(t.GetDims(), intsToInt64(p.Value.Shape)) {
-			return fmt.Errorf("parameter %q has shape %v, the model %v", p.Name, t.GetDims(), p.Value.Shape)
-		}
-	}
-	return nil
+	return fitsParams(dims, len(tensors), m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed))).Params())
 }
 
 // restores are the checkpoints each PS's current process restored at

@@ -95,6 +95,10 @@ func (m *Master) UploadModel(ctx context.Context, req *masterpb.UploadModelReque
 	if req.Checksum != sum {
 		return nil, rpcError(fmt.Errorf("%w: worker %d's parameters have checksum %x, it says %x", job.ErrInvalid, req.WorkerId, sum, req.Checksum))
 	}
+	// A bad upload is refused here, so that another worker's can be saved.
+	if err := m.checkParams(req.DenseParameters); err != nil {
+		return nil, rpcError(fmt.Errorf("%w: worker %d's model: %v", job.ErrInvalid, req.WorkerId, err))
+	}
 	m.mu.Lock()
 	if m.uploads == nil {
 		m.uploads = map[int]*masterpb.UploadModelRequest{}

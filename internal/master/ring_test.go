@@ -84,6 +84,15 @@ func TestAllReduceJobThroughTheShell(t *testing.T) {
 	if _, err := m.UploadModel(ctx, bad); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("upload with a wrong checksum: %v", err)
 	}
+	short := &masterpb.UploadModelRequest{WorkerId: 0, Version: 4, DenseParameters: tensors[1:], Checksum: wire.Checksum(tensors[1:])}
+	if _, err := m.UploadModel(ctx, short); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no parameter") {
+		t.Fatalf("upload of another model: %v, want InvalidArgument", err)
+	}
+	select {
+	case <-m.ended:
+		t.Fatal("a refused upload ended the job")
+	default:
+	}
 	if _, err := m.UploadModel(ctx, up); err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,10 @@ const (
 	// the task ID in two 24-bit halves, and the records [start,end) — all
 	// integers a float32 holds exactly, each written by one member only.
 	tagLen = 5
+	// stepHeader is what a step's buffer holds between the gradients and
+	// the tags: the records, the busy flag, and (written by rank 0) the last
+	// step the master has, in two 24-bit halves.
+	stepHeader = 4
 )
 
 // contrib is one member's part of a step.
@@ -122,7 +126,7 @@ type ringMember struct {
 	// from the step buffer); lastReport when rank 0 last reported.
 	reported   int64
 	lastReport time.Time
-	// nGrads is where the step buffer's records, busy flag and tags start.
+	// nGrads is where the step buffer's header (stepHeader) and tags start.
 	nGrads int
 	// masterDone is what the master knew committed of this worker's tasks
 	// when it last joined a ring.
@@ -286,7 +290,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	clear(ar.buf)
 	if ar.ring.Rank() == 0 {
 		// Tell every member what the master has: they prune their logs.
-		ar.buf[ar.nGrads+2] = float32(ar.reported)
+		ar.buf[ar.nGrads+2], ar.buf[ar.nGrads+3] = float32(ar.reported&0xFFFFFF), float32(ar.reported>>24)
 	}
 	rec := stepRecord{step: ar.steps + 1}
 	if rt != nil {
@@ -305,12 +309,12 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	}
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
-	ar.reported = max(ar.reported, int64(ar.buf[n+2]))
+	ar.reported = max(ar.reported, int64(ar.buf[n+2])|int64(ar.buf[n+3])<<24)
 	if total > 0 {
 		if err := w.applyGradients(total); err != nil {
 			return &fatalError{err}
 		}
-		ar.log = append(ar.log, loggedStep{step: ar.steps, parts: decodeTags(ar.buf[n+3:])})
+		ar.log = append(ar.log, loggedStep{step: ar.steps, parts: decodeTags(ar.buf[n+stepHeader:])})
 	}
 	w.pruneLog()
 	// Every member finished the previous step: it is confirmed (this one
@@ -357,9 +361,7 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 		k += len(p.Grad.Data)
 	}
 	ar.buf[k], ar.buf[k+1] = scale, 1
-	tag := ar.buf[k+3+ar.ring.Rank()*tagLen:]
-	tag[0], tag[1], tag[2] = float32(w.cfg.WorkerID+1), float32(rt.t.Id&0xFFFFFF), float32(rt.t.Id>>24)
-	tag[3], tag[4] = float32(start), float32(end)
+	putTag(ar.buf[k+stepHeader+ar.ring.Rank()*tagLen:], contrib{worker: w.cfg.WorkerID, task: rt.t.Id, start: start, end: end})
 	return loss, nil
 }
 

@@ -18,6 +18,12 @@ import (
 // report to the master of their steps, and the model's upload at the end.
 // See allreduce.go for the protocol.
 
+// putTag writes c as a tag (see tagLen) at the start of dst.
+func putTag(dst []float32, c contrib) {
+	dst[0], dst[1], dst[2] = float32(c.worker+1), float32(c.task&0xFFFFFF), float32(c.task>>24)
+	dst[3], dst[4] = float32(c.start), float32(c.end)
+}
+
 // decodeTags reads the members' tags of a step.
 func decodeTags(tags []float32) []contrib {
 	var out []contrib
@@ -69,7 +75,7 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
 			ar.current.Store(ring)
-			ar.buf = make([]float32, ar.nGrads+3+ring.Size()*tagLen)
+			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*tagLen)
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
 				ar.masterDone[h.TaskId] = h.Done
@@ -98,17 +104,18 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 // commits on behalf of the workers no longer in the ring, and settles it.
 func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) error {
 	ar, ring := w.ar, w.ar.ring
-	counts := make([]float32, ring.Size())
-	// Step counts below 2^24 are exact in float32, and each slot has one
-	// non-zero term: the sum is everyone's count.
-	counts[ring.Rank()] = float32(ar.steps)
+	// Each member's step count in two 24-bit halves in its own slots:
+	// integers a float32 holds exactly, one non-zero term a slot, so the
+	// sum is everyone's count.
+	counts := make([]float32, 2*ring.Size())
+	counts[2*ring.Rank()], counts[2*ring.Rank()+1] = float32(ar.steps&0xFFFFFF), float32(ar.steps>>24)
 	if err := ring.AllReduce(ctx, counts); err != nil {
 		return err
 	}
-	root := 0
-	for i, c := range counts {
-		if c > counts[root] {
-			root = i
+	root, most := 0, int64(-1)
+	for i := 0; i < ring.Size(); i++ {
+		if c := int64(counts[2*i]) | int64(counts[2*i+1])<<24; c > most {
+			root, most = i, c
 		}
 	}
 	isRoot := ring.Rank() == root
@@ -206,7 +213,8 @@ func encodeLog(log []loggedStep) []float32 {
 	for _, st := range log {
 		out = append(out, float32(st.step&0xFFFFFF), float32(st.step>>24), float32(len(st.parts)))
 		for _, c := range st.parts {
-			out = append(out, float32(c.worker+1), float32(c.task&0xFFFFFF), float32(c.task>>24), float32(c.start), float32(c.end))
+			out = append(out, make([]float32, tagLen)...)
+			putTag(out[len(out)-tagLen:], c)
 		}
 	}
 	return out
