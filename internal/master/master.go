@@ -209,7 +209,8 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		}
 		jc.PredictionData, jc.PredictionOutputs = cfg.PredictionData, cfg.PredictionOutputs
 	}
-	jc.InitVersion, err = checkCheckpoints(cfg, spec, logger)
+	jc.InitDir, jc.InitVersion, err = checkCheckpoints(cfg, spec, logger)
+	jc.CheckpointDir = cfg.CheckpointDir
 	return jc, err
 }
 

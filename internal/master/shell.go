@@ -103,6 +103,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
 		// A step means the same batch at any world size (docs/design.md).
 		w.GlobalBatchSize = m.cfg.MinibatchSize * m.cfg.NumWorkers
+		w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax = m.cfg.CheckpointDir, m.cfg.CheckpointSteps, m.cfg.KeepCheckpointMax
 	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,

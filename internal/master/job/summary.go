@@ -183,7 +183,8 @@ func (j *Job) Summary(d time.Duration) *Summary {
 	}
 	if j.cfg.AllReduce {
 		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),
-			Checksums: slices.Clone(j.ring.checksums)}
+			Checksums: slices.Clone(j.ring.checksums), Restores: j.ring.restores, StepsLost: j.ring.stepsLost,
+			Checkpoint: j.ring.restore.Version}
 	}
 	if j.pred != nil && j.phase == Succeeded {
 		s.Predictions = &PredictionSummary{Path: j.cfg.PredictionOutputs, Records: j.pred.total, CorruptRecords: j.pred.corrupt}
