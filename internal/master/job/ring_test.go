@@ -344,7 +344,9 @@ func TestRingRestoresFromCheckpoint(t *testing.T) {
 		t.Fatalf("first ring %+v, want lineage 1 from the initial model", r)
 	}
 	t1, t2 := h.get(0), h.get(1)
-	part := func(w int, tk task.Task, start, end int64) Part { return Part{Worker: w, Task: tk.ID, Start: start, End: end} }
+	part := func(w int, tk task.Task, start, end int64) Part {
+		return Part{Worker: w, Task: tk.ID, Start: start, End: end}
+	}
 	// A checkpoint of a step the master was never told of is refused.
 	h.wantRefused(ReportApplied{Worker: 0, Lineage: 1, Checkpoint: 2,
 		Steps: []AppliedStep{{Step: 1, Parts: []Part{part(0, t1, 0, 100), part(1, t2, 0, 100)}}}}, ErrInvalid)
