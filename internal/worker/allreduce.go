@@ -131,6 +131,20 @@ type ringMember struct {
 	// masterDone is what the master knew committed of this worker's tasks
 	// when it last joined a ring.
 	masterDone map[int64]int64
+	// optSpec builds a fresh optimizer (a restore to the initial model).
+	optSpec string
+	// lineage is the lineage of this member's state; ringLineage and the
+	// restore point are the current ring's (see ringckpt.go).
+	lineage, ringLineage int64
+	restoreDir           string
+	restoreVersion       int64
+	// Checkpoints: the last step one was started for, whether a write is
+	// in flight (its result comes on ckptDone), and a written one not yet
+	// reported to the master.
+	ckptStarted int64
+	ckptWriting bool
+	ckptDone    chan ckptResult
+	ckptReport  int64
 }
 
 // runAllReduce is Run for an AllReduce worker.
@@ -156,7 +170,8 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 	for _, p := range w.params {
 		n += len(p.Value.Data)
 	}
-	w.ar = &ringMember{ln: ln, opt: opt, slotNames: rowOpt.SlotNames(), nGrads: n, versionCh: make(chan int64, 1)}
+	w.ar = &ringMember{ln: ln, opt: opt, optSpec: spec, slotNames: rowOpt.SlotNames(), nGrads: n,
+		versionCh: make(chan int64, 1), ckptDone: make(chan ckptResult, 1)}
 	defer func() {
 		if w.ar.ring != nil {
 			w.ar.ring.Close()
@@ -307,6 +322,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
 		return err
 	}
+	w.maybeCheckpoint() // the state is confirmed and not yet updated
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
 	ar.reported = max(ar.reported, int64(ar.buf[n+2])|int64(ar.buf[n+3])<<24)
@@ -326,7 +342,8 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	if err := w.confirm(ctx, previous); err != nil {
 		return err
 	}
-	if ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval {
+	w.collectCheckpoint()
+	if (ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval) || (ar.ckptReport > 0 && ar.ckptReport <= previous) {
 		w.reportApplied(ctx, previous)
 	}
 	if busy == 0 {

@@ -55,6 +55,12 @@ type Config struct {
 	// GlobalBatch is the records of one AllReduce step across the ring,
 	// split among its members; 0: MinibatchSize each.
 	GlobalBatch int
+	// AllReduce checkpoints: the ring's rank 0 writes one every
+	// CheckpointSteps steps under CheckpointDir, keeping KeepCheckpointMax
+	// versions (0: all).
+	CheckpointDir     string
+	CheckpointSteps   int64
+	KeepCheckpointMax int
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
