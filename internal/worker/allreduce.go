@@ -68,6 +68,36 @@ const (
 	stepHeader = 4
 )
 
+// ringCounters are the rings a worker was in, for the heartbeat (another
+// goroutine): the live ring, and the counters of the closed ones.
+type ringCounters struct {
+	// live is also the poller's: a member blocked in a collective of a
+	// superseded ring (waiting on a frozen peer) is freed at once.
+	live               atomic.Pointer[collective.Ring]
+	ops, bytes, busyNs atomic.Int64
+}
+
+// enter makes r the live ring, adding the last one's counters to the
+// closed rings'.
+func (c *ringCounters) enter(r *collective.Ring) {
+	if old := c.live.Swap(r); old != nil {
+		s := old.Stats()
+		c.ops.Add(s.Ops)
+		c.bytes.Add(s.BytesSent)
+		c.busyNs.Add(int64(s.Busy))
+	}
+}
+
+// stats are the counters of every ring so far, the live one included.
+func (c *ringCounters) stats() (ops, bytes int64, busy time.Duration) {
+	ops, bytes, busy = c.ops.Load(), c.bytes.Load(), time.Duration(c.busyNs.Load())
+	if r := c.live.Load(); r != nil {
+		s := r.Stats()
+		ops, bytes, busy = ops+s.Ops, bytes+s.BytesSent, busy+s.Busy
+	}
+	return ops, bytes, busy
+}
+
 // contrib is one member's part of a step.
 type contrib struct {
 	worker     int
@@ -115,9 +145,6 @@ type ringMember struct {
 	synced    bool         // the state was agreed in a ring
 	latest    int64        // newest ring version the master announced
 	versionCh chan int64   // from the background poller
-	// current is the ring for the poller: a member blocked in a collective
-	// of a superseded ring (waiting on a frozen peer) is freed at once.
-	current atomic.Pointer[collective.Ring]
 	// log holds the tags of the applied steps not yet reported to the
 	// master, and of the last recentSteps, oldest first: part of the state,
 	// so that a new ring knows whose records its state holds.
@@ -202,7 +229,7 @@ func (w *Worker) pollRing(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if r := w.ar.current.Load(); r != nil && resp.Version > r.Version() {
+		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() {
 			r.Close() // the step in flight fails; the member re-joins
 		}
 		select {

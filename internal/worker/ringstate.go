@@ -76,7 +76,7 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
 			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
-			ar.current.Store(ring)
+			w.rings.enter(ring)
 			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*tagLen)
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {

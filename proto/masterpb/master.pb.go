@@ -800,9 +800,14 @@ type HeartbeatRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The task being worked on, 0 when idle.
-	TaskId        int64 `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TaskId int64 `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// AllReduce: the worker's collective counters since it started (every
+	// ring it was in): operations, bytes sent, seconds inside collectives.
+	AllreduceOps     int64   `protobuf:"varint,3,opt,name=allreduce_ops,json=allreduceOps,proto3" json:"allreduce_ops,omitempty"`
+	AllreduceBytes   int64   `protobuf:"varint,4,opt,name=allreduce_bytes,json=allreduceBytes,proto3" json:"allreduce_bytes,omitempty"`
+	AllreduceSeconds float64 `protobuf:"fixed64,5,opt,name=allreduce_seconds,json=allreduceSeconds,proto3" json:"allreduce_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -845,6 +850,27 @@ func (x *HeartbeatRequest) GetWorkerId() int32 {
 func (x *HeartbeatRequest) GetTaskId() int64 {
 	if x != nil {
 		return x.TaskId
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceOps() int64 {
+	if x != nil {
+		return x.AllreduceOps
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceBytes() int64 {
+	if x != nil {
+		return x.AllreduceBytes
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceSeconds() float64 {
+	if x != nil {
+		return x.AllreduceSeconds
 	}
 	return 0
 }
@@ -1826,10 +1852,13 @@ const file_master_proto_rawDesc = "" +
 	"\x0eScoreHistogram\x12\x1a\n" +
 	"\bpositive\x18\x01 \x03(\x03R\bpositive\x12\x1a\n" +
 	"\bnegative\x18\x02 \x03(\x03R\bnegative\"!\n" +
-	"\x1fReportEvaluationMetricsResponse\"H\n" +
+	"\x1fReportEvaluationMetricsResponse\"\xc3\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\x03R\x06taskId\"'\n" +
+	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12#\n" +
+	"\rallreduce_ops\x18\x03 \x01(\x03R\fallreduceOps\x12'\n" +
+	"\x0fallreduce_bytes\x18\x04 \x01(\x03R\x0eallreduceBytes\x12+\n" +
+	"\x11allreduce_seconds\x18\x05 \x01(\x01R\x10allreduceSeconds\"'\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\"B\n" +
 	"\x0fJoinRingRequest\x12\x1b\n" +

@@ -198,6 +198,7 @@ type instance struct {
 	id, index int
 	lastSeen  time.Time
 	running   bool
+	startedAt time.Time // when it was seen running
 }
 
 // New builds the core of a job: the dispatcher with its tasks, and the
@@ -287,6 +288,7 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		if err := j.seen(ev.Worker, now); err != nil {
 			return Reply{}, err
 		}
+		j.ring.noteCollective(ev.Worker, ev.Collective)
 		return Reply{Stop: j.phase.over()}, nil
 	case JoinRing:
 		return j.joinRing(now, ev)

@@ -75,6 +75,9 @@ func (j *Job) commitTask(now time.Time, ev CommitTask) (Reply, error) {
 	if err := j.disp.Commit(owner, ev.TaskID, ev.Done); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
+	if !ev.OnBehalf {
+		j.noteCommit(now, ev.Worker)
+	}
 	return Reply{}, nil
 }
 

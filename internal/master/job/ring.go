@@ -100,6 +100,7 @@ type rendezvous struct {
 	// steps they undid.
 	restores  int
 	stepsLost int64
+	ringTiming
 }
 
 // RingSummary is the rendezvous of an AllReduce job, for the summary.
@@ -119,6 +120,13 @@ type RingSummary struct {
 	Restores   int   `json:"restores"`
 	StepsLost  int64 `json:"steps_lost"`
 	Checkpoint int64 `json:"checkpoint"`
+	// Recoveries: each membership change and how long until the next
+	// committed step; Joins: each worker's first committed step after its
+	// process started.
+	Recoveries []RingRecovery `json:"recoveries,omitempty"`
+	Joins      []RingJoin     `json:"joins,omitempty"`
+	// Allreduce sums the workers' collective counters.
+	Allreduce CollectiveStats `json:"allreduce"`
 }
 
 func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
@@ -192,6 +200,7 @@ func (j *Job) currentRing() *Ring {
 // reform starts a new version: every worker expected in it must check in.
 func (j *Job) reform(now time.Time, why string) {
 	r := &j.ring
+	r.noteChange(now, why)
 	r.version++
 	r.members, r.forming, r.changedAt = nil, true, now
 	r.joined = map[int]string{}

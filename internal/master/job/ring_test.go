@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -399,5 +400,49 @@ func TestFirstRingStartsFromInitCheckpoint(t *testing.T) {
 	r := h.step(JoinRing{Worker: 0, Addr: "a0"}).Ring
 	if r == nil || r.Members == nil || r.Lineage != 1 || r.Restore != (RestorePoint{Dir: "init", Version: 40}) {
 		t.Fatalf("first ring %+v, want lineage 1 from checkpoint 40 in init", r)
+	}
+}
+
+// The summary times each membership change to the next committed step,
+// and each worker's first committed step from its start; the workers'
+// collective counters add up, and a lost worker's stay counted.
+func TestRingTimings(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	t0, t1 := h.get(0), h.get(1)
+	h.advance(1500 * time.Millisecond)
+	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 64})
+	h.advance(500 * time.Millisecond)
+	h.step(CommitTask{Worker: 1, TaskID: t1.ID, Done: 64})
+	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 3, Bytes: 300, Seconds: 0.5}})
+	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 2, Bytes: 200, Seconds: 0.25}}) // out of order: kept at the most
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.advance(300 * time.Millisecond)
+	h.join(0)
+	h.advance(500 * time.Millisecond)
+	h.take()
+	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 128})
+	if rd := h.take(); len(rd.RingRecovered) != 1 || rd.RingRecovered[0] != 800*time.Millisecond {
+		t.Fatalf("ready %+v, want one recovery of 800ms", rd.RingRecovered)
+	}
+	h.step(Heartbeat{Worker: 0, Collective: CollectiveStats{Ops: 5, Bytes: 500, Seconds: 1}})
+	s := h.summary().Ring
+	// Worker 1 joined the ring worker 0 formed alone (1.5 s to the next
+	// commit), then was lost (0.8 s).
+	start := time.Unix(1000, 0).UTC()
+	want := []RingRecovery{{Version: 2, Cause: "worker 1 joins", At: start, Seconds: 1.5},
+		{Version: 3, Cause: "worker-1 lost", At: start.Add(2 * time.Second), Seconds: 0.8}}
+	if !slices.EqualFunc(s.Recoveries, want, func(a, b RingRecovery) bool {
+		return a.Version == b.Version && a.Cause == b.Cause && a.At.Equal(b.At) && a.Seconds == b.Seconds
+	}) {
+		t.Errorf("recoveries %+v, want %+v", s.Recoveries, want)
+	}
+	if len(s.Joins) != 2 || s.Joins[0] != (RingJoin{Worker: 0, Seconds: 1.5}) || s.Joins[1] != (RingJoin{Worker: 1, Seconds: 2}) {
+		t.Errorf("joins %+v", s.Joins)
+	}
+	if s.Allreduce != (CollectiveStats{Ops: 8, Bytes: 800, Seconds: 1.5}) {
+		t.Errorf("allreduce %+v, want the sum of both workers' latest", s.Allreduce)
 	}
 }
