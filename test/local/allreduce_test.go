@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ func TestAllReduceMLP(t *testing.T) {
 		t.Errorf("instances %+v %+v", s.Workers, s.PS)
 	}
 	assertSameModel(t, s, 2)
+	if len(s.Ring.Joins) != 2 || s.Ring.Allreduce.Ops == 0 || s.Ring.Allreduce.Bytes == 0 || s.Ring.Allreduce.Seconds <= 0 {
+		t.Errorf("ring %+v: want both workers' first commits and the collective counters", s.Ring)
+	}
 	if set, err := checkpoint.Load(filepath.Join(j.out, "model"), nil); err != nil || set.Version != s.ModelVersion {
 		t.Errorf("model does not load as a checkpoint: %+v, %v", set, err)
 	}
@@ -91,6 +95,14 @@ func TestAllReduceWorkerKilledAndFrozen(t *testing.T) {
 	}
 	if s.Ring == nil || s.Ring.Versions < 3 {
 		t.Errorf("ring %+v: the faults should have re-formed it", s.Ring)
+	}
+	// The kill is a membership change the ring recovered from, and the
+	// replacement committed steps of its own.
+	lost := slices.IndexFunc(s.Ring.Recoveries, func(r master.RingRecovery) bool {
+		return strings.Contains(r.Cause, "lost") || strings.Contains(r.Cause, "broken")
+	})
+	if lost < 0 || len(s.Ring.Joins) != 4 {
+		t.Errorf("recoveries %+v, joins %+v: want the loss timed and 4 workers' first commits", s.Ring.Recoveries, s.Ring.Joins)
 	}
 	assertSameModel(t, s, 2)
 }
