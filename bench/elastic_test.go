@@ -24,10 +24,11 @@ import (
 //   - recovery-median-s / recovery-max-s: from the kill to the survivors'
 //     next committed step (issue 9 target: median <= 2 s; torchrun
 //     restarts every worker: 8.8 s on this kind of machine);
+//
 //   - join-median-s / join-max-s: from a relaunched worker's process start
 //     to its first committed step (target <= 2 s).
 //
-//	go test ./bench -run '^$' -bench AllReduceRecovery -benchtime 1x
+//     go test ./bench -run '^$' -bench AllReduceRecovery -benchtime 1x
 func BenchmarkAllReduceRecovery(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		b.Skip("Fashion-MNIST not installed")

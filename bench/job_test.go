@@ -47,33 +47,44 @@ func BenchmarkLocalJob(b *testing.B) {
 		b.Skip("Fashion-MNIST not installed")
 	}
 	bin := buildBinary(b, benchTags())
+	strategies := map[string][]string{
+		"ps":        {"--num_ps_pods=1"},
+		"allreduce": {"--distribution_strategy=AllreduceStrategy"},
+	}
 	for _, model := range []string{"mlp", "cnn"} {
-		for _, workers := range []int{1, 2} {
-			b.Run(fmt.Sprintf("%s/workers=%d", model, workers), func(b *testing.B) {
-				var rps float64
-				for i := 0; i < b.N; i++ {
-					out := b.TempDir()
-					cmd := exec.Command(bin, "train",
-						"--model_def=fashion_mnist."+model,
-						"--training_data="+filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
-						fmt.Sprintf("--num_workers=%d", workers), "--num_ps_pods=1", "--num_epochs=1",
-						"--log_interval=0", "--output="+out)
-					if o, err := cmd.CombinedOutput(); err != nil {
-						b.Fatalf("job: %v\n%s", err, o)
-					}
-					raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
-					if err != nil {
-						b.Fatal(err)
-					}
-					var s master.Summary
-					if err := json.Unmarshal(raw, &s); err != nil {
-						b.Fatal(err)
-					}
-					rps += s.RecordsPerSecond
-				}
-				b.ReportMetric(rps/float64(b.N), "records/s")
-				b.ReportMetric(0, "ns/op")
-			})
+		for _, strategy := range []string{"ps", "allreduce"} {
+			for _, workers := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%s/workers=%d", model, strategy, workers), func(b *testing.B) {
+					localJob(b, bin, append([]string{"--model_def=fashion_mnist." + model, fmt.Sprintf("--num_workers=%d", workers)},
+						strategies[strategy]...))
+				})
+			}
 		}
 	}
+}
+
+// localJob runs a one-epoch training job b.N times and reports its mean
+// records/s.
+func localJob(b *testing.B, bin string, args []string) {
+	var rps float64
+	for i := 0; i < b.N; i++ {
+		out := b.TempDir()
+		cmd := exec.Command(bin, append([]string{"train",
+			"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
+			"--num_epochs=1", "--log_interval=0", "--output=" + out}, args...)...)
+		if o, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("job: %v\n%s", err, o)
+		}
+		raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s master.Summary
+		if err := json.Unmarshal(raw, &s); err != nil {
+			b.Fatal(err)
+		}
+		rps += s.RecordsPerSecond
+	}
+	b.ReportMetric(rps/float64(b.N), "records/s")
+	b.ReportMetric(0, "ns/op")
 }
