@@ -37,6 +37,7 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		AllReduce:      f.DistributionStrategy == roleflags.StrategyAllReduce,
 		CollectiveAddr: f.CollectiveAddr,
 		Optimizer:      f.Optimizer,
+		GlobalBatch:    f.GlobalBatchSize,
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

@@ -101,6 +101,8 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
 	if m.cfg.allReduce() {
 		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
+		// A step means the same batch at any world size (docs/design.md).
+		w.GlobalBatchSize = m.cfg.MinibatchSize * m.cfg.NumWorkers
 	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,

@@ -53,6 +53,10 @@ type Worker struct {
 	// Optimizer (--optimizer, AllReduce: the workers apply the updates) is
 	// an optimizer spec; empty: the model's.
 	Optimizer string
+	// GlobalBatchSize (--global_batch_size, AllReduce) is the records of
+	// one step across the whole ring, whatever its size; 0: each member
+	// takes MinibatchSize.
+	GlobalBatchSize int
 }
 
 // DefaultWorker is a Worker with every flag at its default.
@@ -74,6 +78,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.StringVar(&w.DistributionStrategy, "distribution_strategy", d.DistributionStrategy, "ParameterServerStrategy or AllreduceStrategy")
 	fs.StringVar(&w.CollectiveAddr, "collective_addr", d.CollectiveAddr, "AllreduceStrategy: host:port to listen on for ring peers (port 0: any); the host is what peers dial")
 	fs.StringVar(&w.Optimizer, "optimizer", d.Optimizer, "AllreduceStrategy: the optimizer spec the workers apply (empty: the model's)")
+	fs.IntVar(&w.GlobalBatchSize, "global_batch_size", d.GlobalBatchSize, "AllreduceStrategy: records of one step across the ring, split among its members whatever their number (0: --minibatch_size each)")
 }
 
 // Args renders w as the worker's command line. Every flag of a PS job's
@@ -98,6 +103,9 @@ func (w Worker) Args() []string {
 	if w.Optimizer != "" {
 		args = append(args, "--optimizer="+w.Optimizer)
 	}
+	if w.GlobalBatchSize != 0 {
+		args = append(args, "--global_batch_size="+strconv.Itoa(w.GlobalBatchSize))
+	}
 	return args
 }
 
@@ -112,6 +120,9 @@ func (w Worker) Validate() error {
 	}
 	if w.DistributionStrategy == StrategyAllReduce && w.CollectiveAddr == "" {
 		return errors.New("--collective_addr: required with --distribution_strategy=AllreduceStrategy")
+	}
+	if w.GlobalBatchSize < 0 {
+		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)
 	}
 	return nil
 }

@@ -295,7 +295,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	rec := stepRecord{step: ar.steps + 1}
 	if rt != nil {
 		rec.task, rec.start = rt, rt.next
-		rec.end = min(rt.next+int64(w.cfg.MinibatchSize), rt.total())
+		rec.end = min(rt.next+w.share(), rt.total())
 		loss, err := w.gradients(rt, rec.start, rec.end)
 		if err != nil {
 			return err
@@ -340,29 +340,58 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	return nil
 }
 
+// share is this member's records in a step of the current ring.
+func (w *Worker) share() int64 {
+	return stepShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, w.ar.ring.Rank(), w.ar.ring.Size())
+}
+
+// stepShare is the records rank takes in a step of a ring of size members.
+// With a global batch the members split it (the remainder to the lowest
+// ranks), so that the optimizer sees the same batch — and the learning
+// rate means the same — whatever the ring's size; without one (global 0),
+// each takes a minibatch. Every member takes at least one record.
+func stepShare(global, minibatch, rank, size int) int64 {
+	if global <= 0 {
+		return int64(minibatch)
+	}
+	n := global / size
+	if rank < global%size {
+		n++
+	}
+	return int64(max(n, 1))
+}
+
 // gradients computes the gradient of records [start,end) of rt into the
-// step's buffer, scaled by the records (members are weighted by records).
+// step's buffer, scaled by the records (members are weighted by records),
+// in chunks of at most a minibatch: a member's share of a global batch
+// can exceed what one pass should hold when the ring is small.
 func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 	ar, b := w.ar, rt.batch
 	per := w.spec.InputSize()
-	x := &nn.Tensor{Shape: w.spec.BatchShape(int(end - start)), Data: b.Features[int(start)*per : int(end)*per]}
-	labels := b.Labels[start:end]
-	w.net.ZeroGrads()
-	loss, dlogits, err := trainingLoss(w.net.Forward(x, true), labels, rt.t)
-	if err != nil {
-		return 0, err
-	}
-	w.net.Backward(dlogits)
-	k, scale := 0, float32(end-start)
-	for _, p := range w.params {
-		for i, g := range p.Grad.Data {
-			ar.buf[k+i] = g * scale
+	var lossSum float64
+	for lo := start; lo < end; lo += int64(w.cfg.MinibatchSize) {
+		hi := min(lo+int64(w.cfg.MinibatchSize), end)
+		x := &nn.Tensor{Shape: w.spec.BatchShape(int(hi - lo)), Data: b.Features[int(lo)*per : int(hi)*per]}
+		w.net.ZeroGrads()
+		loss, dlogits, err := trainingLoss(w.net.Forward(x, true), b.Labels[lo:hi], rt.t)
+		if err != nil {
+			return 0, err
 		}
-		k += len(p.Grad.Data)
+		w.net.Backward(dlogits)
+		k, scale := 0, float32(hi-lo)
+		for _, p := range w.params {
+			g := ar.buf[k : k+len(p.Grad.Data)]
+			for i, v := range p.Grad.Data {
+				g[i] += v * scale
+			}
+			k += len(p.Grad.Data)
+		}
+		lossSum += float64(loss) * float64(hi-lo)
 	}
-	ar.buf[k], ar.buf[k+1] = scale, 1
+	k := ar.nGrads
+	ar.buf[k], ar.buf[k+1] = float32(end-start), 1
 	putTag(ar.buf[k+stepHeader+ar.ring.Rank()*tagLen:], contrib{worker: w.cfg.WorkerID, task: rt.t.Id, start: start, end: end})
-	return loss, nil
+	return float32(lossSum / float64(end-start)), nil
 }
 
 // applyGradients divides the summed gradients by the step's records and

@@ -52,6 +52,9 @@ type Config struct {
 	CollectiveAddr string
 	// Optimizer overrides the model's optimizer spec (AllReduce).
 	Optimizer string
+	// GlobalBatch is the records of one AllReduce step across the ring,
+	// split among its members; 0: MinibatchSize each.
+	GlobalBatch int
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
