@@ -203,6 +203,7 @@ func PlotConvergence(stats []ScheduleStats, title, path string) error {
 	p.X.Label.Text = "epoch"
 	p.Y.Label.Text = "test accuracy (mean over seeds, bars: min–max)"
 	p.Legend.Top, p.Legend.Left = false, false
+	p.Legend.XOffs = -vg.Points(6) // keep the glyphs off the edge
 	p.Add(plotter.NewGrid())
 	colors := []color.Color{
 		color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
