@@ -25,6 +25,17 @@ func buildBinary(b testing.TB, tags string) string {
 	return bin
 }
 
+// benchTags are the build tags of the binaries benchmarked:
+// $ELASTICDL_BENCH_TAGS, or what hack/blas-tags.sh picks.
+func benchTags() string {
+	tags := strings.TrimSpace(os.Getenv("ELASTICDL_BENCH_TAGS"))
+	if tags == "" {
+		out, _ := exec.Command("../hack/blas-tags.sh").Output()
+		tags = strings.TrimSpace(string(out))
+	}
+	return tags
+}
+
 // BenchmarkLocalJob runs one training epoch of Fashion-MNIST on the local
 // backend with 1 and 2 workers and 1 PS, and reports the training
 // throughput the job measured itself (records/s between the first task
@@ -35,12 +46,7 @@ func BenchmarkLocalJob(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		b.Skip("Fashion-MNIST not installed")
 	}
-	tags := strings.TrimSpace(os.Getenv("ELASTICDL_BENCH_TAGS"))
-	if tags == "" {
-		out, _ := exec.Command("../hack/blas-tags.sh").Output()
-		tags = strings.TrimSpace(string(out))
-	}
-	bin := buildBinary(b, tags)
+	bin := buildBinary(b, benchTags())
 	for _, model := range []string{"mlp", "cnn"} {
 		for _, workers := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/workers=%d", model, workers), func(b *testing.B) {

@@ -49,7 +49,6 @@ func TestCommands(t *testing.T) {
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--lr_staleness_modulation"}, 2, "", "async SGD only"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=Mirrored"}, 2, "", `--distribution_strategy: "Mirrored" is not`},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=1"}, 2, "", "--num_ps_pods: must be 0 with --distribution_strategy=AllreduceStrategy"},
-		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--checkpoint_dir=c"}, 2, "", "--checkpoint_dir: not supported with --distribution_strategy=AllreduceStrategy yet"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=/nonexistent/x", "--output=o", "--distribution_strategy=AllreduceStrategy"}, 1, "", "--training_data: stat /nonexistent/x"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--backend=k8s", "--image=e"}, 2, "", "not supported with --backend=k8s yet"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x"}, 2, "", "--checkpoint_dir_for_init: required"},

@@ -38,6 +38,10 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		CollectiveAddr: f.CollectiveAddr,
 		Optimizer:      f.Optimizer,
 		GlobalBatch:    f.GlobalBatchSize,
+		// AllReduce checkpoints (a PS job's are the PS's).
+		CheckpointDir:     f.CheckpointDir,
+		CheckpointSteps:   f.CheckpointSteps,
+		KeepCheckpointMax: f.KeepCheckpointMax,
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

@@ -63,29 +63,28 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 // checkCheckpoints fails the job before anything is launched when the
 // checkpoint the PS would start from does not fit the model, or when
 // --checkpoint_dir_for_init holds none; otherwise every PS would fail at
-// start, or every worker at its first pull.
-func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, error) {
+// start, or every worker at its first pull. It returns the checkpoint
+// the job starts from: its root directory and version (-1: none).
+func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (root string, version int64, err error) {
 	if cfg.CheckpointDir == "" && cfg.CheckpointDirForInit == "" {
-		return -1, nil
+		return "", -1, nil
 	}
 	var set *checkpoint.Set
-	flagName := "checkpoint_dir"
+	flagName, root := "checkpoint_dir", cfg.CheckpointDir
 	if cfg.CheckpointDir != "" {
-		var err error
 		set, err = checkpoint.Load(cfg.CheckpointDir, log)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, checkpoint.ErrNoCheckpoint) {
-			return -1, fmt.Errorf("--checkpoint_dir: %w", err)
+			return "", -1, fmt.Errorf("--checkpoint_dir: %w", err)
 		}
 	}
 	if set == nil && cfg.CheckpointDirForInit != "" {
-		var err error
-		flagName = "checkpoint_dir_for_init"
+		flagName, root = "checkpoint_dir_for_init", cfg.CheckpointDirForInit
 		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
-			return -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+			return "", -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
 		}
 	}
 	if set == nil {
-		return -1, nil
+		return "", -1, nil
 	}
 	// Only the names and shapes matter.
 	params := spec.Build(rand.New(rand.NewSource(cfg.Seed))).Params()
@@ -96,13 +95,13 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (int64, err
 		}
 	}
 	if err := fitsParams(dims, len(dims), params); err != nil {
-		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
+		return "", -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
 	}
 	if err := checkTables(set, spec); err != nil {
-		return -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
+		return "", -1, fmt.Errorf("--%s: %s does not fit model %s: %w", flagName, set.Dir, spec.Name, err)
 	}
-	log.Info("parameter servers will start from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
-	return set.Version, nil
+	log.Info("the job starts from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
+	return root, set.Version, nil
 }
 
 // checkTables checks the checkpoint's embedding tables against the model's:

@@ -241,18 +241,6 @@ func (c *Config) validateAllReduce(bad func(flag, format string, args ...any)) {
 	if !c.UseAsync || c.LRStalenessModulation {
 		bad("use_async", "sync and async SGD are parameter-server settings; AllreduceStrategy applies one averaged update per step on every worker")
 	}
-	for _, f := range []struct {
-		flag string
-		set  bool
-	}{
-		{"checkpoint_dir", c.CheckpointDir != ""},
-		{"checkpoint_steps", c.CheckpointSteps != 0},
-		{"checkpoint_dir_for_init", c.CheckpointDirForInit != ""},
-	} {
-		if f.set {
-			bad(f.flag, "not supported %s yet", why)
-		}
-	}
 }
 
 // allReduce reports whether workers average gradients in a ring (no PS).

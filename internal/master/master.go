@@ -87,6 +87,9 @@ type Master struct {
 	live *liveSender
 	// getTaskLatency is nil until RegisterMetrics (called before Run).
 	getTaskLatency prometheus.Histogram
+	// ringRecovery: AllReduce, from a membership change to the next
+	// committed step (nil until RegisterMetrics).
+	ringRecovery prometheus.Histogram
 }
 
 // New checks the configuration, the model and the data, so that a bad job
@@ -209,7 +212,8 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		}
 		jc.PredictionData, jc.PredictionOutputs = cfg.PredictionData, cfg.PredictionOutputs
 	}
-	jc.InitVersion, err = checkCheckpoints(cfg, spec, logger)
+	jc.InitDir, jc.InitVersion, err = checkCheckpoints(cfg, spec, logger)
+	jc.CheckpointDir = cfg.CheckpointDir
 	return jc, err
 }
 

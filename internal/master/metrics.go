@@ -16,6 +16,7 @@ type metricsCollector struct {
 	tasks, launched, lost, relaunched, preempted *prometheus.Desc
 	instances, records, corrupt, epoch, version  *prometheus.Desc
 	finished, ringVersion, worldSize             *prometheus.Desc
+	arOps, arBytes, arSeconds                    *prometheus.Desc
 }
 
 func newDesc(name, help string, labels []string, job string) *prometheus.Desc {
@@ -41,6 +42,9 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		finished:    newDesc("job_finished", "1 once the job has ended (see the summary for how).", nil, job),
 		ringVersion: newDesc("ring_version", "AllReduce: the rendezvous version (it moves whenever the ring re-forms).", nil, job),
 		worldSize:   newDesc("world_size", "AllReduce: members of the formed ring (0 while it forms).", nil, job),
+		arOps:       newDesc("allreduce_ops_total", "AllReduce: collective operations, summed over the workers (as of their last heartbeat).", nil, job),
+		arBytes:     newDesc("allreduce_bytes_total", "AllReduce: bytes the workers sent to their ring neighbours.", nil, job),
+		arSeconds:   newDesc("allreduce_seconds_total", "AllReduce: seconds the workers spent inside collectives.", nil, job),
 	}
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
@@ -51,16 +55,27 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 	if err := reg.Register(c); err != nil {
 		return err
 	}
-	if err := reg.Register(lat); err != nil {
-		reg.Unregister(c)
-		return err
+	rec := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "elasticdl", Subsystem: "master", Name: "ring_recovery_seconds",
+		Help:        "AllReduce: from a membership change (a worker lost, joined, or a ring reported broken) to the next committed step.",
+		Buckets:     prometheus.ExponentialBuckets(0.05, 2, 12), // 50 ms .. 102 s
+		ConstLabels: prometheus.Labels{"job": job},
+	})
+	for i, col := range []prometheus.Collector{lat, rec} {
+		if err := reg.Register(col); err != nil {
+			reg.Unregister(c)
+			if i > 0 {
+				reg.Unregister(lat)
+			}
+			return err
+		}
 	}
-	m.getTaskLatency = lat
+	m.getTaskLatency, m.ringRecovery = lat, rec
 	return nil
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds} {
 		ch <- d
 	}
 }
@@ -109,5 +124,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	if m.cfg.allReduce() {
 		gauge(c.ringVersion, float64(snap.RingVersion))
 		gauge(c.worldSize, float64(snap.WorldSize))
+		counter(c.arOps, float64(snap.Allreduce.Ops))
+		counter(c.arBytes, float64(snap.Allreduce.Bytes))
+		counter(c.arSeconds, snap.Allreduce.Seconds)
 	}
 }

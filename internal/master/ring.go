@@ -47,7 +47,8 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 		}
 		return resp, nil
 	}
-	resp := &masterpb.RingResponse{Version: r.Version, Formed: true}
+	resp := &masterpb.RingResponse{Version: r.Version, Formed: true, Lineage: r.Lineage,
+		RestoreDir: r.Restore.Dir, RestoreVersion: r.Restore.Version}
 	for _, mb := range r.Members {
 		resp.Members = append(resp.Members, &masterpb.RingMember{WorkerId: int32(mb.Worker), Addr: mb.Addr})
 	}
@@ -59,7 +60,7 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 
 // ReportApplied implements masterpb.MasterServer.
 func (m *Master) ReportApplied(ctx context.Context, req *masterpb.ReportAppliedRequest) (*masterpb.ReportAppliedResponse, error) {
-	ev := job.ReportApplied{Worker: int(req.WorkerId)}
+	ev := job.ReportApplied{Worker: int(req.WorkerId), Lineage: req.Lineage, Checkpoint: req.Checkpoint}
 	for _, st := range req.Steps {
 		as := job.AppliedStep{Step: st.Step}
 		for _, p := range st.Parts {

@@ -100,7 +100,8 @@ func (m *Master) ReportEvaluationMetrics(ctx context.Context, req *masterpb.Repo
 
 // Heartbeat implements masterpb.MasterServer.
 func (m *Master) Heartbeat(ctx context.Context, req *masterpb.HeartbeatRequest) (*masterpb.HeartbeatResponse, error) {
-	reply, err := m.step(ctx, job.Heartbeat{Worker: int(req.WorkerId)})
+	reply, err := m.step(ctx, job.Heartbeat{Worker: int(req.WorkerId), Collective: job.CollectiveStats{
+		Ops: req.AllreduceOps, Bytes: req.AllreduceBytes, Seconds: req.AllreduceSeconds}})
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -44,7 +44,7 @@ func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
 
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
-		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended
+		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
@@ -59,6 +59,11 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	}
 	if rd.Save != nil {
 		m.save = rd.Save
+	}
+	if m.ringRecovery != nil {
+		for _, d := range rd.RingRecovered {
+			m.ringRecovery.Observe(d.Seconds())
+		}
 	}
 	if rd.Ended {
 		close(m.ended)
@@ -103,6 +108,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
 		// A step means the same batch at any world size (docs/design.md).
 		w.GlobalBatchSize = m.cfg.MinibatchSize * m.cfg.NumWorkers
+		w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax = m.cfg.CheckpointDir, m.cfg.CheckpointSteps, m.cfg.KeepCheckpointMax
 	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,

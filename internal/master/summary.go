@@ -21,6 +21,9 @@ type (
 	PSCounts          = job.PSCounts
 	PSRestore         = job.PSRestore
 	TaskCounts        = job.TaskCounts
+	RingSummary       = job.RingSummary
+	RingRecovery      = job.RingRecovery
+	RingJoin          = job.RingJoin
 )
 
 // WriteSummary writes s as dir/job_summary.json atomically.

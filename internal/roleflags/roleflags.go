@@ -57,6 +57,11 @@ type Worker struct {
 	// one step across the whole ring, whatever its size; 0: each member
 	// takes MinibatchSize.
 	GlobalBatchSize int
+	// AllReduce checkpoints: the ring's rank 0 writes one every
+	// CheckpointSteps steps under CheckpointDir, keeping KeepCheckpointMax.
+	CheckpointDir     string // --checkpoint_dir
+	CheckpointSteps   int64  // --checkpoint_steps
+	KeepCheckpointMax int    // --keep_checkpoint_max
 }
 
 // DefaultWorker is a Worker with every flag at its default.
@@ -79,6 +84,9 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.StringVar(&w.CollectiveAddr, "collective_addr", d.CollectiveAddr, "AllreduceStrategy: host:port to listen on for ring peers (port 0: any); the host is what peers dial")
 	fs.StringVar(&w.Optimizer, "optimizer", d.Optimizer, "AllreduceStrategy: the optimizer spec the workers apply (empty: the model's)")
 	fs.IntVar(&w.GlobalBatchSize, "global_batch_size", d.GlobalBatchSize, "AllreduceStrategy: records of one step across the ring, split among its members whatever their number (0: --minibatch_size each)")
+	fs.StringVar(&w.CheckpointDir, "checkpoint_dir", d.CheckpointDir, "AllreduceStrategy: where the ring's rank 0 writes checkpoints")
+	fs.Int64Var(&w.CheckpointSteps, "checkpoint_steps", d.CheckpointSteps, "AllreduceStrategy: checkpoint every this many steps (0: never)")
+	fs.IntVar(&w.KeepCheckpointMax, "keep_checkpoint_max", d.KeepCheckpointMax, "AllreduceStrategy: checkpoint versions to keep (0: all)")
 }
 
 // Args renders w as the worker's command line. Every flag of a PS job's
@@ -106,6 +114,10 @@ func (w Worker) Args() []string {
 	if w.GlobalBatchSize != 0 {
 		args = append(args, "--global_batch_size="+strconv.Itoa(w.GlobalBatchSize))
 	}
+	if w.CheckpointDir != "" {
+		args = append(args, "--checkpoint_dir="+w.CheckpointDir, "--checkpoint_steps="+strconv.FormatInt(w.CheckpointSteps, 10),
+			"--keep_checkpoint_max="+strconv.Itoa(w.KeepCheckpointMax))
+	}
 	return args
 }
 
@@ -124,7 +136,7 @@ func (w Worker) Validate() error {
 	if w.GlobalBatchSize < 0 {
 		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)
 	}
-	return nil
+	return CheckCheckpointFlags(w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax)
 }
 
 // PS holds every flag of `elasticdl ps`. Start from DefaultPS: its zero

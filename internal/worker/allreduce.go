@@ -68,6 +68,36 @@ const (
 	stepHeader = 4
 )
 
+// ringCounters are the rings a worker was in, for the heartbeat (another
+// goroutine): the live ring, and the counters of the closed ones.
+type ringCounters struct {
+	// live is also the poller's: a member blocked in a collective of a
+	// superseded ring (waiting on a frozen peer) is freed at once.
+	live               atomic.Pointer[collective.Ring]
+	ops, bytes, busyNs atomic.Int64
+}
+
+// enter makes r the live ring, adding the last one's counters to the
+// closed rings'.
+func (c *ringCounters) enter(r *collective.Ring) {
+	if old := c.live.Swap(r); old != nil {
+		s := old.Stats()
+		c.ops.Add(s.Ops)
+		c.bytes.Add(s.BytesSent)
+		c.busyNs.Add(int64(s.Busy))
+	}
+}
+
+// stats are the counters of every ring so far, the live one included.
+func (c *ringCounters) stats() (ops, bytes int64, busy time.Duration) {
+	ops, bytes, busy = c.ops.Load(), c.bytes.Load(), time.Duration(c.busyNs.Load())
+	if r := c.live.Load(); r != nil {
+		s := r.Stats()
+		ops, bytes, busy = ops+s.Ops, bytes+s.BytesSent, busy+s.Busy
+	}
+	return ops, bytes, busy
+}
+
 // contrib is one member's part of a step.
 type contrib struct {
 	worker     int
@@ -115,9 +145,6 @@ type ringMember struct {
 	synced    bool         // the state was agreed in a ring
 	latest    int64        // newest ring version the master announced
 	versionCh chan int64   // from the background poller
-	// current is the ring for the poller: a member blocked in a collective
-	// of a superseded ring (waiting on a frozen peer) is freed at once.
-	current atomic.Pointer[collective.Ring]
 	// log holds the tags of the applied steps not yet reported to the
 	// master, and of the last recentSteps, oldest first: part of the state,
 	// so that a new ring knows whose records its state holds.
@@ -131,6 +158,20 @@ type ringMember struct {
 	// masterDone is what the master knew committed of this worker's tasks
 	// when it last joined a ring.
 	masterDone map[int64]int64
+	// optSpec builds a fresh optimizer (a restore to the initial model).
+	optSpec string
+	// lineage is the lineage of this member's state; ringLineage and the
+	// restore point are the current ring's (see ringckpt.go).
+	lineage, ringLineage int64
+	restoreDir           string
+	restoreVersion       int64
+	// Checkpoints: the last step one was started for, whether a write is
+	// in flight (its result comes on ckptDone), and a written one not yet
+	// reported to the master.
+	ckptStarted int64
+	ckptWriting bool
+	ckptDone    chan ckptResult
+	ckptReport  int64
 }
 
 // runAllReduce is Run for an AllReduce worker.
@@ -156,7 +197,8 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 	for _, p := range w.params {
 		n += len(p.Value.Data)
 	}
-	w.ar = &ringMember{ln: ln, opt: opt, slotNames: rowOpt.SlotNames(), nGrads: n, versionCh: make(chan int64, 1)}
+	w.ar = &ringMember{ln: ln, opt: opt, optSpec: spec, slotNames: rowOpt.SlotNames(), nGrads: n,
+		versionCh: make(chan int64, 1), ckptDone: make(chan ckptResult, 1)}
 	defer func() {
 		if w.ar.ring != nil {
 			w.ar.ring.Close()
@@ -187,7 +229,7 @@ func (w *Worker) pollRing(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if r := w.ar.current.Load(); r != nil && resp.Version > r.Version() {
+		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() {
 			r.Close() // the step in flight fails; the member re-joins
 		}
 		select {
@@ -307,6 +349,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
 		return err
 	}
+	w.maybeCheckpoint() // the state is confirmed and not yet updated
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
 	ar.reported = max(ar.reported, int64(ar.buf[n+2])|int64(ar.buf[n+3])<<24)
@@ -326,7 +369,8 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	if err := w.confirm(ctx, previous); err != nil {
 		return err
 	}
-	if ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval {
+	w.collectCheckpoint()
+	if (ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval) || (ar.ckptReport > 0 && ar.ckptReport <= previous) {
 		w.reportApplied(ctx, previous)
 	}
 	if busy == 0 {

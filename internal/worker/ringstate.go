@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/collective"
+	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/masterpb"
 )
@@ -74,7 +75,8 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		ring, err := ar.ln.Form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
-			ar.current.Store(ring)
+			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
+			w.rings.enter(ring)
 			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*tagLen)
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
@@ -104,11 +106,16 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 // commits on behalf of the workers no longer in the ring, and settles it.
 func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) error {
 	ar, ring := w.ar, w.ar.ring
-	// Each member's step count in two 24-bit halves in its own slots:
-	// integers a float32 holds exactly, one non-zero term a slot, so the
-	// sum is everyone's count.
+	// Each member's step count + 1 (0: no state of the ring's lineage) in
+	// two 24-bit halves in its own slots: integers a float32 holds
+	// exactly, one non-zero term a slot, so the sum is everyone's count.
+	stale := ar.lineage != ar.ringLineage
+	mine := ar.steps + 1
+	if stale {
+		mine = 0
+	}
 	counts := make([]float32, 2*ring.Size())
-	counts[2*ring.Rank()], counts[2*ring.Rank()+1] = float32(ar.steps&0xFFFFFF), float32(ar.steps>>24)
+	counts[2*ring.Rank()], counts[2*ring.Rank()+1] = float32(mine&0xFFFFFF), float32(mine>>24)
 	if err := ring.AllReduce(ctx, counts); err != nil {
 		return err
 	}
@@ -119,6 +126,19 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 		}
 	}
 	isRoot := ring.Rank() == root
+	if stale {
+		// This member's tasks and records belong to a lost state (the
+		// master took the tasks back): it starts over from the ring's.
+		ar.tasks, ar.records, ar.log = nil, nil, nil
+		w.current.Store(0)
+	}
+	if most == 0 && isRoot {
+		// No member holds a state of this lineage: start from the
+		// restore point.
+		if err := w.loadRestore(ar.restoreDir, ar.restoreVersion); err != nil {
+			return &fatalError{err}
+		}
+	}
 	tags := encodeLog(ar.log)
 	size := []float32{float32(len(tags))}
 	if err := ring.Broadcast(ctx, root, size); err != nil {
@@ -138,7 +158,7 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 		}
 		ar.log = decodeLog(state[len(state)-len(tags):])
 	}
-	ar.synced = true
+	ar.synced, ar.lineage = true, ar.ringLineage
 	w.settleRecords()
 	if err := w.confirm(ctx, ar.steps); err != nil {
 		return err
@@ -244,7 +264,10 @@ func (w *Worker) pruneLog() {
 // not have yet (rank 0's duty; any member may, reports are idempotent).
 func (w *Worker) reportApplied(ctx context.Context, upTo int64) {
 	ar := w.ar
-	req := &masterpb.ReportAppliedRequest{WorkerId: int32(w.cfg.WorkerID)}
+	req := &masterpb.ReportAppliedRequest{WorkerId: int32(w.cfg.WorkerID), Lineage: ar.lineage}
+	if ar.ckptReport > 0 && ar.ckptReport <= upTo {
+		req.Checkpoint = ar.ckptReport
+	}
 	last := ar.reported
 	for _, st := range ar.log {
 		if st.step <= ar.reported || st.step > upTo {
@@ -258,14 +281,20 @@ func (w *Worker) reportApplied(ctx context.Context, upTo int64) {
 		last = st.step
 	}
 	ar.lastReport = time.Now()
-	if len(req.Steps) == 0 {
+	if len(req.Steps) == 0 && req.Checkpoint == 0 {
 		return
 	}
 	if _, err := w.master.ReportApplied(ctx, req); err != nil {
 		w.log.Warn("report applied steps", "err", err)
+		if code := status.Code(err); req.Checkpoint > 0 && code != codes.Unavailable && code != codes.DeadlineExceeded {
+			ar.ckptReport = 0 // refused (of a lost lineage): not a restore point
+		}
 		return
 	}
 	ar.reported = last
+	if req.Checkpoint == ar.ckptReport {
+		ar.ckptReport = 0
+	}
 }
 
 // encodeState lays out the step count, the parameters and the optimizer
@@ -300,6 +329,15 @@ func (w *Worker) decodeState(in []float32) error {
 	ar := w.ar
 	steps := int64(math.Float32bits(in[0]))<<32 | int64(math.Float32bits(in[1]))
 	k := 2
+	if steps == 0 {
+		// The initial model: no optimizer state (this member's may be of
+		// a lost lineage).
+		opt, err := optimizer.Parse(ar.optSpec)
+		if err != nil {
+			return err
+		}
+		ar.opt = opt
+	}
 	for _, p := range w.params {
 		k += copy(p.Value.Data, in[k:k+len(p.Value.Data)])
 		if steps == 0 {

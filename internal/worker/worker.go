@@ -55,6 +55,12 @@ type Config struct {
 	// GlobalBatch is the records of one AllReduce step across the ring,
 	// split among its members; 0: MinibatchSize each.
 	GlobalBatch int
+	// AllReduce checkpoints: the ring's rank 0 writes one every
+	// CheckpointSteps steps under CheckpointDir, keeping KeepCheckpointMax
+	// versions (0: all).
+	CheckpointDir     string
+	CheckpointSteps   int64
+	KeepCheckpointMax int
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -82,8 +88,10 @@ type Worker struct {
 	// rejected counts gradient pushes the PS declined (sync SGD, stale);
 	// each was redone.
 	rejected atomic.Int64
-	// ar is the AllReduce state (nil in a PS job).
-	ar *ringMember
+	// ar is the AllReduce state (nil in a PS job); rings its collective
+	// counters (read by the heartbeat).
+	ar    *ringMember
+	rings ringCounters
 }
 
 // New checks the configuration and builds the model.
@@ -193,7 +201,12 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) 
 			return
 		case <-t.C:
 		}
-		resp, err := w.master.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: w.current.Load()})
+		req := &masterpb.HeartbeatRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: w.current.Load()}
+		if w.cfg.AllReduce {
+			ops, bytes, busy := w.rings.stats()
+			req.AllreduceOps, req.AllreduceBytes, req.AllreduceSeconds = ops, bytes, busy.Seconds()
+		}
+		resp, err := w.master.Heartbeat(ctx, req)
 		if err != nil {
 			if status.Code(err) == codes.NotFound || status.Code(err) == codes.FailedPrecondition {
 				cancel(fmt.Errorf("master refused heartbeat: %w", err))

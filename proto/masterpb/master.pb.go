@@ -800,9 +800,14 @@ type HeartbeatRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// The task being worked on, 0 when idle.
-	TaskId        int64 `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TaskId int64 `protobuf:"varint,2,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// AllReduce: the worker's collective counters since it started (every
+	// ring it was in): operations, bytes sent, seconds inside collectives.
+	AllreduceOps     int64   `protobuf:"varint,3,opt,name=allreduce_ops,json=allreduceOps,proto3" json:"allreduce_ops,omitempty"`
+	AllreduceBytes   int64   `protobuf:"varint,4,opt,name=allreduce_bytes,json=allreduceBytes,proto3" json:"allreduce_bytes,omitempty"`
+	AllreduceSeconds float64 `protobuf:"fixed64,5,opt,name=allreduce_seconds,json=allreduceSeconds,proto3" json:"allreduce_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *HeartbeatRequest) Reset() {
@@ -845,6 +850,27 @@ func (x *HeartbeatRequest) GetWorkerId() int32 {
 func (x *HeartbeatRequest) GetTaskId() int64 {
 	if x != nil {
 		return x.TaskId
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceOps() int64 {
+	if x != nil {
+		return x.AllreduceOps
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceBytes() int64 {
+	if x != nil {
+		return x.AllreduceBytes
+	}
+	return 0
+}
+
+func (x *HeartbeatRequest) GetAllreduceSeconds() float64 {
+	if x != nil {
+		return x.AllreduceSeconds
 	}
 	return 0
 }
@@ -1113,9 +1139,17 @@ type RingResponse struct {
 	WaitMs int32 `protobuf:"varint,4,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	// JoinRing: the training tasks the worker holds, with the records the
 	// master knows committed (others may have committed on its behalf).
-	Held          []*TaskDone `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Held []*TaskDone `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`
+	// The ring's lineage: it moves when a ring forms with no member of the
+	// last one alive (their state is lost). A member whose state is of
+	// another lineage brings no state; when no member has one, rank 0 loads
+	// the restore point — checkpoint restore_version under restore_dir, or
+	// with an empty restore_dir the initial model — and shares it.
+	Lineage        int64  `protobuf:"varint,6,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	RestoreDir     string `protobuf:"bytes,7,opt,name=restore_dir,json=restoreDir,proto3" json:"restore_dir,omitempty"`
+	RestoreVersion int64  `protobuf:"varint,8,opt,name=restore_version,json=restoreVersion,proto3" json:"restore_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RingResponse) Reset() {
@@ -1181,6 +1215,27 @@ func (x *RingResponse) GetHeld() []*TaskDone {
 		return x.Held
 	}
 	return nil
+}
+
+func (x *RingResponse) GetLineage() int64 {
+	if x != nil {
+		return x.Lineage
+	}
+	return 0
+}
+
+func (x *RingResponse) GetRestoreDir() string {
+	if x != nil {
+		return x.RestoreDir
+	}
+	return ""
+}
+
+func (x *RingResponse) GetRestoreVersion() int64 {
+	if x != nil {
+		return x.RestoreVersion
+	}
+	return 0
 }
 
 type TaskDone struct {
@@ -1630,9 +1685,16 @@ func (x *AppliedStep) GetParts() []*Contribution {
 }
 
 type ReportAppliedRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Steps         []*AppliedStep         `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Steps    []*AppliedStep         `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	// The lineage of the reporter's state (RingResponse.lineage): reports of
+	// another lineage are refused.
+	Lineage int64 `protobuf:"varint,3,opt,name=lineage,proto3" json:"lineage,omitempty"`
+	// Non-zero: the reporter wrote a checkpoint of step checkpoint (its steps
+	// are all in this report or earlier ones), a restore point should every
+	// ring member be lost.
+	Checkpoint    int64 `protobuf:"varint,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1679,6 +1741,20 @@ func (x *ReportAppliedRequest) GetSteps() []*AppliedStep {
 		return x.Steps
 	}
 	return nil
+}
+
+func (x *ReportAppliedRequest) GetLineage() int64 {
+	if x != nil {
+		return x.Lineage
+	}
+	return 0
+}
+
+func (x *ReportAppliedRequest) GetCheckpoint() int64 {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return 0
 }
 
 type ReportAppliedResponse struct {
@@ -1776,10 +1852,13 @@ const file_master_proto_rawDesc = "" +
 	"\x0eScoreHistogram\x12\x1a\n" +
 	"\bpositive\x18\x01 \x03(\x03R\bpositive\x12\x1a\n" +
 	"\bnegative\x18\x02 \x03(\x03R\bnegative\"!\n" +
-	"\x1fReportEvaluationMetricsResponse\"H\n" +
+	"\x1fReportEvaluationMetricsResponse\"\xc3\x01\n" +
 	"\x10HeartbeatRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
-	"\atask_id\x18\x02 \x01(\x03R\x06taskId\"'\n" +
+	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12#\n" +
+	"\rallreduce_ops\x18\x03 \x01(\x03R\fallreduceOps\x12'\n" +
+	"\x0fallreduce_bytes\x18\x04 \x01(\x03R\x0eallreduceBytes\x12+\n" +
+	"\x11allreduce_seconds\x18\x05 \x01(\x01R\x10allreduceSeconds\"'\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
 	"\x04stop\x18\x01 \x01(\bR\x04stop\"B\n" +
 	"\x0fJoinRingRequest\x12\x1b\n" +
@@ -1794,13 +1873,17 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"RingMember\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xc1\x01\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xa5\x02\n" +
 	"\fRingResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x126\n" +
 	"\amembers\x18\x02 \x03(\v2\x1c.elasticdl.master.RingMemberR\amembers\x12\x16\n" +
 	"\x06formed\x18\x03 \x01(\bR\x06formed\x12\x17\n" +
 	"\await_ms\x18\x04 \x01(\x05R\x06waitMs\x12.\n" +
-	"\x04held\x18\x05 \x03(\v2\x1a.elasticdl.master.TaskDoneR\x04held\"7\n" +
+	"\x04held\x18\x05 \x03(\v2\x1a.elasticdl.master.TaskDoneR\x04held\x12\x18\n" +
+	"\alineage\x18\x06 \x01(\x03R\alineage\x12\x1f\n" +
+	"\vrestore_dir\x18\a \x01(\tR\n" +
+	"restoreDir\x12'\n" +
+	"\x0frestore_version\x18\b \x01(\x03R\x0erestoreVersion\"7\n" +
 	"\bTaskDone\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\"J\n" +
@@ -1827,10 +1910,14 @@ const file_master_proto_rawDesc = "" +
 	"\x03end\x18\x04 \x01(\x03R\x03end\"W\n" +
 	"\vAppliedStep\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x124\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1e.elasticdl.master.ContributionR\x05parts\"h\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1e.elasticdl.master.ContributionR\x05parts\"\xa2\x01\n" +
 	"\x14ReportAppliedRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x123\n" +
-	"\x05steps\x18\x02 \x03(\v2\x1d.elasticdl.master.AppliedStepR\x05steps\"\x17\n" +
+	"\x05steps\x18\x02 \x03(\v2\x1d.elasticdl.master.AppliedStepR\x05steps\x12\x18\n" +
+	"\alineage\x18\x03 \x01(\x03R\alineage\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\x03R\n" +
+	"checkpoint\"\x17\n" +
 	"\x15ReportAppliedResponse*S\n" +
 	"\bTaskType\x12\x19\n" +
 	"\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\f\n" +

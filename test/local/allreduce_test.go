@@ -1,8 +1,10 @@
 package local
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +51,9 @@ func TestAllReduceMLP(t *testing.T) {
 		t.Errorf("instances %+v %+v", s.Workers, s.PS)
 	}
 	assertSameModel(t, s, 2)
+	if len(s.Ring.Joins) != 2 || s.Ring.Allreduce.Ops == 0 || s.Ring.Allreduce.Bytes == 0 || s.Ring.Allreduce.Seconds <= 0 {
+		t.Errorf("ring %+v: want both workers' first commits and the collective counters", s.Ring)
+	}
 	if set, err := checkpoint.Load(filepath.Join(j.out, "model"), nil); err != nil || set.Version != s.ModelVersion {
 		t.Errorf("model does not load as a checkpoint: %+v, %v", set, err)
 	}
@@ -91,6 +96,14 @@ func TestAllReduceWorkerKilledAndFrozen(t *testing.T) {
 	if s.Ring == nil || s.Ring.Versions < 3 {
 		t.Errorf("ring %+v: the faults should have re-formed it", s.Ring)
 	}
+	// The kill is a membership change the ring recovered from, and the
+	// replacement committed steps of its own.
+	lost := slices.IndexFunc(s.Ring.Recoveries, func(r master.RingRecovery) bool {
+		return strings.Contains(r.Cause, "lost") || strings.Contains(r.Cause, "broken")
+	})
+	if lost < 0 || len(s.Ring.Joins) != 4 {
+		t.Errorf("recoveries %+v, joins %+v: want the loss timed and 4 workers' first commits", s.Ring.Recoveries, s.Ring.Joins)
+	}
 	assertSameModel(t, s, 2)
 }
 
@@ -106,4 +119,61 @@ func TestAllReduceAcceptance(t *testing.T) {
 		t.Fatalf("eval %+v, want accuracy >= 0.88", s.Eval)
 	}
 	t.Logf("accuracy %.4f, %.0f records/s", s.Eval.Accuracy, s.RecordsPerSecond)
+}
+
+// Every worker killed at once: the model, which lives only in the workers,
+// is gone. The relaunched workers go on from the newest checkpoint a ring
+// member wrote, the master rewinds the ledger to it, and the job still
+// trains every record of every epoch exactly once. A second job then
+// starts from the first's checkpoint (--checkpoint_dir_for_init).
+func TestAllReduceAllWorkersLostRestoresCheckpoint(t *testing.T) {
+	needData(t)
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	args := append(allReduceArgs("fashion_mnist.mlp", "2", "2"), "--checkpoint_dir="+ckpt, "--checkpoint_steps=40", "--keep_checkpoint_max=3")
+	j := startJob(t, args...)
+	var workers []int
+	waitFor(t, 2*time.Minute, "a checkpoint and training progress with two workers", func() bool {
+		_, done := j.epochRecordsDone()
+		workers = j.children("worker")
+		vs, _ := checkpoint.Versions(ckpt)
+		return done >= 20000 && len(workers) == 2 && len(vs) > 0
+	})
+	for _, pid := range workers {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := j.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if s.Ring == nil || s.Ring.Restores != 1 || s.Ring.Checkpoint == 0 {
+		t.Fatalf("ring %+v, want one restore from a checkpoint", s.Ring)
+	}
+	if s.Workers.Lost != 2 {
+		t.Errorf("workers %+v, want the two killed lost", s.Workers)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
+		t.Errorf("eval %+v", s.Eval)
+	}
+	assertSameModel(t, s, 2)
+	vs, err := checkpoint.Versions(ckpt)
+	if err != nil || len(vs) == 0 || len(vs) > 3 {
+		t.Fatalf("checkpoint versions %v (%v), want 1..3 kept", vs, err)
+	}
+	t.Logf("restored from step %d, %d steps redone; checkpoints kept %v", s.Ring.Checkpoint, s.Ring.StepsLost, vs)
+
+	// A job that starts from the checkpoint: its first ring loads it, and
+	// its steps count on from it.
+	init := filepath.Join(t.TempDir(), "init")
+	if err := os.Rename(ckpt, init); err != nil {
+		t.Fatal(err)
+	}
+	j2 := startJob(t, append(allReduceArgs("fashion_mnist.mlp", "1", "1"), "--checkpoint_dir_for_init="+init)...)
+	s2 := j2.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s2, 1, 60000)
+	if s2.Ring.Checkpoint != vs[0] || s2.ModelVersion <= vs[0] {
+		t.Fatalf("second job: ring %+v, model version %d, want to start from checkpoint %d", s2.Ring, s2.ModelVersion, vs[0])
+	}
+	if s2.Eval == nil || s2.Eval.Accuracy < 0.80 {
+		t.Errorf("second job eval %+v", s2.Eval)
+	}
 }

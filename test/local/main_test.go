@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"elasticdl/internal/master"
+	"elasticdl/internal/proctest"
 )
 
 const dataDir = "/usr/share/datasets/fashion-mnist"
@@ -129,42 +130,13 @@ func (j *job) summary() master.Summary {
 // children lists the PIDs of the job's processes of a role ("worker", "ps").
 func (j *job) children(role string) []int {
 	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if parentOf(pid) != j.cmd.Process.Pid {
-			continue
-		}
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 1 && args[1] == role {
-			pids = append(pids, pid)
-		}
+	for _, in := range proctest.Children(j.cmd.Process.Pid, role) {
+		pids = append(pids, in.Pid)
 	}
 	return pids
 }
 
-func parentOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return -1
-	}
-	// comm may contain spaces: fields after the last ')' are fixed.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return -1
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return -1
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	return ppid
-}
+func parentOf(pid int) int { return proctest.ParentOf(pid) }
 
 // waitFor polls cond until it holds or the limit passes.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {

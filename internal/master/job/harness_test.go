@@ -82,6 +82,7 @@ func (h *harness) try(ev Event) (Reply, error) {
 	h.ready.LiveWorkers = append(h.ready.LiveWorkers, rd.LiveWorkers...)
 	h.ready.Notices = append(h.ready.Notices, rd.Notices...)
 	h.ready.PredictionRows = append(h.ready.PredictionRows, rd.PredictionRows...)
+	h.ready.RingRecovered = append(h.ready.RingRecovered, rd.RingRecovered...)
 	if rd.Save != nil {
 		if h.saved {
 			h.t.Fatalf("a second Save: %+v", rd.Save)

@@ -118,7 +118,7 @@ func (j *Job) instanceEvent(now time.Time, ev cluster.Event) {
 	case cluster.Running:
 		if in := j.lookup(ev.Role, ev.ID); in != nil && !in.running {
 			// Silence is measured from here: a pending pod is not silent.
-			in.running, in.lastSeen = true, now
+			in.running, in.lastSeen, in.startedAt = true, now, now
 			j.noteRunning(ev.Role)
 		}
 		j.log.Debug("instance running", "instance", name)

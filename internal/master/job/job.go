@@ -124,6 +124,11 @@ type Config struct {
 	// InitVersion is the version of the checkpoint the PS start from (-1:
 	// none); an evaluate job's pass and a non-training job's model version.
 	InitVersion int64
+	// AllReduce: InitDir is where checkpoint InitVersion is (the first
+	// ring starts from it; "": from the initial model), CheckpointDir where
+	// the workers write theirs (restore points should every ring member be
+	// lost).
+	InitDir, CheckpointDir string
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -193,6 +198,7 @@ type instance struct {
 	id, index int
 	lastSeen  time.Time
 	running   bool
+	startedAt time.Time // when it was seen running
 }
 
 // New builds the core of a job: the dispatcher with its tasks, and the
@@ -220,8 +226,8 @@ func New(cfg Config) (*Job, error) {
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
-		ring:        rendezvous{addrs: map[int]string{}, everMember: map[int]bool{}, unsettled: map[int]time.Time{}},
-		applied:     appliedLedger{steps: map[int64]bool{}, ranges: map[int64][][2]int64{}, corrupt: map[int64]int64{}},
+		ring:        newRendezvous(cfg),
+		applied:     appliedLedger{steps: map[int64]bool{}, ranges: map[int64][]appliedRange{}, corrupt: map[int64]int64{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
@@ -282,6 +288,7 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		if err := j.seen(ev.Worker, now); err != nil {
 			return Reply{}, err
 		}
+		j.ring.noteCollective(ev.Worker, ev.Collective)
 		return Reply{Stop: j.phase.over()}, nil
 	case JoinRing:
 		return j.joinRing(now, ev)

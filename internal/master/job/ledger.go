@@ -75,6 +75,9 @@ func (j *Job) commitTask(now time.Time, ev CommitTask) (Reply, error) {
 	if err := j.disp.Commit(owner, ev.TaskID, ev.Done); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
+	if !ev.OnBehalf {
+		j.noteCommit(now, ev.Worker)
+	}
 	return Reply{}, nil
 }
 
@@ -142,6 +145,10 @@ func (j *Job) uploadOverdue(now time.Time) {
 type ReportApplied struct {
 	Worker int
 	Steps  []AppliedStep
+	// Lineage is the reporter's state's (Ring.Lineage); Checkpoint, when
+	// not 0, a checkpoint of that step the reporter wrote (see restore.go).
+	Lineage    int64
+	Checkpoint int64
 }
 
 // AppliedStep is one confirmed step's parts.
@@ -163,9 +170,12 @@ func (ReportApplied) isEvent() {}
 // appliedLedger is what an AllReduce job's steps applied, by task.
 type appliedLedger struct {
 	steps   map[int64]bool
-	ranges  map[int64][][2]int64
+	ranges  map[int64][]appliedRange
 	corrupt map[int64]int64 // unreadable records of a done task
 }
+
+// appliedRange is records [start,end) of a task applied in step.
+type appliedRange struct{ start, end, step int64 }
 
 func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 	if err := j.seen(ev.Worker, now); err != nil {
@@ -174,12 +184,18 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 	if !j.cfg.AllReduce {
 		return Reply{}, fmt.Errorf("%w: applied steps in a job without AllReduce", ErrRejected)
 	}
+	if ev.Lineage != j.ring.lineage {
+		return Reply{}, fmt.Errorf("%w: applied steps of lineage %d, the job's state is of lineage %d (a restore since)", ErrRejected, ev.Lineage, j.ring.lineage)
+	}
 	for _, st := range ev.Steps {
 		for _, p := range st.Parts {
 			if info, ok := j.disp.TaskInfo(p.Task); !ok || p.Start < 0 || p.End < p.Start || p.End > info.Records() {
 				return Reply{}, fmt.Errorf("%w: step %d: records [%d,%d) of task %d do not exist", ErrInvalid, st.Step, p.Start, p.End, p.Task)
 			}
 		}
+	}
+	if err := j.checkCheckpoint(ev); err != nil {
+		return Reply{}, err
 	}
 	a := &j.applied
 	for _, st := range ev.Steps {
@@ -188,9 +204,10 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 		}
 		a.steps[st.Step] = true
 		for _, p := range st.Parts {
-			a.ranges[p.Task] = append(a.ranges[p.Task], [2]int64{p.Start, p.End})
+			a.ranges[p.Task] = append(a.ranges[p.Task], appliedRange{p.Start, p.End, st.Step})
 		}
 	}
+	j.checkpointWritten(ev.Checkpoint)
 	return Reply{}, nil
 }
 
@@ -204,7 +221,7 @@ func (j *Job) appliedEpochs(epochs []EpochSummary) {
 		info, _ := j.disp.TaskInfo(id)
 		cover := make([]int8, info.Records())
 		for _, r := range rs {
-			for i := r[0]; i < r[1]; i++ {
+			for i := r.start; i < r.end; i++ {
 				cover[i] = min(cover[i]+1, 2)
 			}
 		}

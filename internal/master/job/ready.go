@@ -1,6 +1,10 @@
 package job
 
-import "elasticdl/internal/cluster"
+import (
+	"time"
+
+	"elasticdl/internal/cluster"
+)
 
 // Event is an input of Step.
 type Event interface{ isEvent() }
@@ -100,4 +104,7 @@ type Ready struct {
 	// Ended is set once, when the workers are done (phase Saving or
 	// later): the shell's event loop may stop.
 	Ended bool
+	// RingRecovered: AllReduce membership changes that just ended, each
+	// with the time from the change to the next committed step (metrics).
+	RingRecovered []time.Duration
 }

@@ -32,6 +32,11 @@ type RingMember struct {
 type Ring struct {
 	Version int64
 	Members []RingMember
+	// Lineage and Restore: see restore.go. A member whose state is not of
+	// Lineage brings none; if no member has one, the ring starts from
+	// Restore.
+	Lineage int64
+	Restore RestorePoint
 }
 
 // JoinRing is a worker checking in for the next ring with the address of
@@ -86,6 +91,16 @@ type rendezvous struct {
 	// settles or the deadline passes, for the survivors to commit what of
 	// them the survivors' state includes.
 	unsettled map[int]time.Time
+	// lineage counts the states the job has trained: 1 from the first
+	// ring, one more each time every member of the last ring was lost.
+	// restore is where a ring of a new lineage starts from.
+	lineage int64
+	restore RestorePoint
+	// restores counts the lineages after the first; stepsLost the applied
+	// steps they undid.
+	restores  int
+	stepsLost int64
+	ringTiming
 }
 
 // RingSummary is the rendezvous of an AllReduce job, for the summary.
@@ -98,6 +113,20 @@ type RingSummary struct {
 	// Checksums of the parameters each worker uploaded at the end: equal
 	// on every member (they apply the same updates).
 	Checksums []WorkerChecksum `json:"checksums,omitempty"`
+	// Restores counts the times every member of a ring was lost and the
+	// job went on from its last checkpoint (or the initial model);
+	// StepsLost the applied steps those restores undid (their records
+	// were trained again); Checkpoint the newest restore point.
+	Restores   int   `json:"restores"`
+	StepsLost  int64 `json:"steps_lost"`
+	Checkpoint int64 `json:"checkpoint"`
+	// Recoveries: each membership change and how long until the next
+	// committed step; Joins: each worker's first committed step after its
+	// process started.
+	Recoveries []RingRecovery `json:"recoveries,omitempty"`
+	Joins      []RingJoin     `json:"joins,omitempty"`
+	// Allreduce sums the workers' collective counters.
+	Allreduce CollectiveStats `json:"allreduce"`
 }
 
 func (j *Job) joinRing(now time.Time, ev JoinRing) (Reply, error) {
@@ -163,14 +192,15 @@ func (j *Job) ringBroken(now time.Time, ev RingBroken) (Reply, error) {
 func (j *Job) currentRing() *Ring {
 	r := &j.ring
 	if r.forming {
-		return &Ring{Version: r.version}
+		return &Ring{Version: r.version, Lineage: r.lineage}
 	}
-	return &Ring{Version: r.version, Members: slices.Clone(r.members)}
+	return &Ring{Version: r.version, Members: slices.Clone(r.members), Lineage: r.lineage, Restore: r.restore}
 }
 
 // reform starts a new version: every worker expected in it must check in.
 func (j *Job) reform(now time.Time, why string) {
 	r := &j.ring
+	r.noteChange(now, why)
 	r.version++
 	r.members, r.forming, r.changedAt = nil, true, now
 	r.joined = map[int]string{}
@@ -196,8 +226,12 @@ func (j *Job) maybeForm(now time.Time) {
 	if len(missing) > 0 && now.Before(r.deadline) {
 		return
 	}
-	if !j.keepsState() {
+	keeps, lost := j.keepsState()
+	if !keeps {
 		return
+	}
+	if lost || r.lineage == 0 {
+		j.newLineage(now, lost)
 	}
 	slices.Sort(missing)
 	for _, w := range missing {
@@ -223,26 +257,23 @@ func (j *Job) maybeForm(now time.Time) {
 
 // keepsState reports whether the forming ring may form with the workers
 // that checked in: it includes a member of the last ring, or none of those
-// is alive any more (their state is lost; the ring trains on from the best
-// it has, and the ledger shows what was lost).
-func (j *Job) keepsState() bool {
+// is alive any more (lost: their state is gone; the ring starts a new
+// lineage from the restore point).
+func (j *Job) keepsState() (keeps, lost bool) {
 	r := &j.ring
 	alive := false
 	for w := range r.prev {
 		if _, ok := r.joined[w]; ok {
-			return true
+			return true, false
 		}
 		if _, ok := j.workers[w]; ok {
 			alive = true
 		}
 	}
 	if alive {
-		return false // wait for a holder of the state to check in
+		return false, false // wait for a holder of the state to check in
 	}
-	if len(r.prev) > 0 {
-		j.log.Warn("no worker of the last ring is alive: its state is lost", "version", r.version)
-	}
-	return true
+	return true, len(r.prev) > 0
 }
 
 // ringMemberLost drops a lost worker from the rendezvous: a formed ring it

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,15 +293,15 @@ func TestAppliedLedger(t *testing.T) {
 	part := func(w int, tk task.Task, start, end int64) Part {
 		return Part{Worker: w, Task: tk.ID, Start: start, End: end}
 	}
-	h.step(ReportApplied{Worker: 0, Steps: []AppliedStep{
+	h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{
 		{Step: 1, Parts: []Part{part(0, t1, 0, 256), part(1, t2, 0, 200)}},
 		{Step: 2, Parts: []Part{part(0, t1, 256, t1.Records())}},
 	}})
 	// Step 2 again (a new rank 0 reporting the agreed state): ignored.
-	h.step(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 2, Parts: []Part{part(0, t1, 256, t1.Records())}}}})
-	h.wantRefused(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 9, Parts: []Part{part(1, t2, 0, t2.Records()+1)}}}}, ErrInvalid)
+	h.step(ReportApplied{Worker: 1, Lineage: 1, Steps: []AppliedStep{{Step: 2, Parts: []Part{part(0, t1, 256, t1.Records())}}}})
+	h.wantRefused(ReportApplied{Worker: 1, Lineage: 1, Steps: []AppliedStep{{Step: 9, Parts: []Part{part(1, t2, 0, t2.Records()+1)}}}}, ErrInvalid)
 	// Records 150..200 of t2 applied again in another step: twice.
-	h.step(ReportApplied{Worker: 1, Steps: []AppliedStep{{Step: 3, Parts: []Part{part(1, t2, 150, t2.Records())}}}})
+	h.step(ReportApplied{Worker: 1, Lineage: 1, Steps: []AppliedStep{{Step: 3, Parts: []Part{part(1, t2, 150, t2.Records())}}}})
 	h.train(0, t1, 3)
 	h.train(1, t2, 3)
 	e := h.summary().Epochs[0]
@@ -328,4 +329,120 @@ func TestRingWaitsForAHolderOfTheState(t *testing.T) {
 	h.exit(cluster.Worker, 1, cluster.Killed)
 	h.exit(cluster.Worker, 0, cluster.Killed)
 	wantRing(t, h.join(2), "v4 [2@a2]")
+}
+
+// When every member of a ring is lost, the job goes on from the newest
+// checkpoint a member reported: a ring of the new workers starts a new
+// lineage from it, the steps after it are undone in the ledger, and their
+// records go back to their tasks, so the epoch is still trained once.
+func TestRingRestoresFromCheckpoint(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.j.cfg.CheckpointDir = "ckpt"
+	h.join(0)
+	h.join(1)
+	r := h.step(JoinRing{Worker: 0, Addr: "a0"}).Ring
+	if r == nil || r.Lineage != 1 || r.Restore != (RestorePoint{}) {
+		t.Fatalf("first ring %+v, want lineage 1 from the initial model", r)
+	}
+	t1, t2 := h.get(0), h.get(1)
+	part := func(w int, tk task.Task, start, end int64) Part {
+		return Part{Worker: w, Task: tk.ID, Start: start, End: end}
+	}
+	// A checkpoint of a step the master was never told of is refused.
+	h.wantRefused(ReportApplied{Worker: 0, Lineage: 1, Checkpoint: 2,
+		Steps: []AppliedStep{{Step: 1, Parts: []Part{part(0, t1, 0, 100), part(1, t2, 0, 100)}}}}, ErrInvalid)
+	h.step(ReportApplied{Worker: 0, Lineage: 1, Checkpoint: 2, Steps: []AppliedStep{
+		{Step: 1, Parts: []Part{part(0, t1, 0, 100), part(1, t2, 0, 100)}},
+		{Step: 2, Parts: []Part{part(0, t1, 100, 200), part(1, t2, 100, 200)}},
+	}})
+	h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: 3, Parts: []Part{part(0, t1, 200, 300)}}}})
+	h.step(CommitTask{Worker: 0, TaskID: t1.ID, Done: 300})
+	h.step(CommitTask{Worker: 1, TaskID: t2.ID, Done: 200})
+	// Both members die at once; their replacements form the next ring.
+	h.exit(cluster.Worker, 0, cluster.Killed)
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.running(cluster.Worker, 2)
+	r = h.step(JoinRing{Worker: 2, Addr: "a2"}).Ring
+	if r == nil || r.Members == nil || r.Lineage != 2 || r.Restore != (RestorePoint{Dir: "ckpt", Version: 2}) {
+		t.Fatalf("ring after the loss %+v, want lineage 2 from checkpoint 2", r)
+	}
+	if s := h.summary().Ring; s.Restores != 1 || s.StepsLost != 1 || s.Checkpoint != 2 {
+		t.Fatalf("ring summary %+v, want 1 restore, 1 step lost", s)
+	}
+	// The old lineage's reports are refused; the tasks resume where the
+	// checkpoint left them.
+	h.wantRefused(ReportApplied{Worker: 2, Lineage: 1, Steps: []AppliedStep{{Step: 4, Parts: []Part{part(2, t1, 300, 400)}}}}, ErrRejected)
+	a, b := h.get(2), h.get(2)
+	if a.ID == b.ID || (a.ID != t1.ID && a.ID != t2.ID) || (b.ID != t1.ID && b.ID != t2.ID) || a.Done != 200 || b.Done != 200 {
+		t.Fatalf("tasks after the restore %+v (done %d), %+v (done %d), want both with 200 done", a, a.Done, b, b.Done)
+	}
+	h.step(ReportApplied{Worker: 2, Lineage: 2, Steps: []AppliedStep{
+		{Step: 3, Parts: []Part{part(2, t1, 200, t1.Records())}},
+		{Step: 4, Parts: []Part{part(2, t2, 200, t2.Records())}},
+	}})
+	h.train(2, a, 4)
+	h.train(2, b, 4)
+	e := h.summary().Epochs[0]
+	if e.RecordsTrained != 1000 || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
+		t.Fatalf("ledger %+v, want 1000 trained once", e)
+	}
+}
+
+// A job that starts from a checkpoint (--checkpoint_dir_for_init, or a
+// checkpoint already in --checkpoint_dir) gives its first ring that
+// restore point.
+func TestFirstRingStartsFromInitCheckpoint(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.AllReduce, c.RingGrace, c.NumPS, c.NumWorkers = true, 5*time.Second, 0, 1
+		c.InitDir, c.InitVersion = "init", 40
+	})
+	h.running(cluster.Worker, 0)
+	r := h.step(JoinRing{Worker: 0, Addr: "a0"}).Ring
+	if r == nil || r.Members == nil || r.Lineage != 1 || r.Restore != (RestorePoint{Dir: "init", Version: 40}) {
+		t.Fatalf("first ring %+v, want lineage 1 from checkpoint 40 in init", r)
+	}
+}
+
+// The summary times each membership change to the next committed step,
+// and each worker's first committed step from its start; the workers'
+// collective counters add up, and a lost worker's stay counted.
+func TestRingTimings(t *testing.T) {
+	h := allReduceJob(t, 2)
+	h.join(0)
+	h.join(1)
+	h.join(0)
+	t0, t1 := h.get(0), h.get(1)
+	h.advance(1500 * time.Millisecond)
+	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 64})
+	h.advance(500 * time.Millisecond)
+	h.step(CommitTask{Worker: 1, TaskID: t1.ID, Done: 64})
+	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 3, Bytes: 300, Seconds: 0.5}})
+	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 2, Bytes: 200, Seconds: 0.25}}) // out of order: kept at the most
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.advance(300 * time.Millisecond)
+	h.join(0)
+	h.advance(500 * time.Millisecond)
+	h.take()
+	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 128})
+	if rd := h.take(); len(rd.RingRecovered) != 1 || rd.RingRecovered[0] != 800*time.Millisecond {
+		t.Fatalf("ready %+v, want one recovery of 800ms", rd.RingRecovered)
+	}
+	h.step(Heartbeat{Worker: 0, Collective: CollectiveStats{Ops: 5, Bytes: 500, Seconds: 1}})
+	s := h.summary().Ring
+	// Worker 1 joined the ring worker 0 formed alone (1.5 s to the next
+	// commit), then was lost (0.8 s).
+	start := time.Unix(1000, 0).UTC()
+	want := []RingRecovery{{Version: 2, Cause: "worker 1 joins", At: start, Seconds: 1.5},
+		{Version: 3, Cause: "worker-1 lost", At: start.Add(2 * time.Second), Seconds: 0.8}}
+	if !slices.EqualFunc(s.Recoveries, want, func(a, b RingRecovery) bool {
+		return a.Version == b.Version && a.Cause == b.Cause && a.At.Equal(b.At) && a.Seconds == b.Seconds
+	}) {
+		t.Errorf("recoveries %+v, want %+v", s.Recoveries, want)
+	}
+	if len(s.Joins) != 2 || s.Joins[0] != (RingJoin{Worker: 0, Seconds: 1.5}) || s.Joins[1] != (RingJoin{Worker: 1, Seconds: 2}) {
+		t.Errorf("joins %+v", s.Joins)
+	}
+	if s.Allreduce != (CollectiveStats{Ops: 8, Bytes: 800, Seconds: 1.5}) {
+		t.Errorf("allreduce %+v, want the sum of both workers' latest", s.Allreduce)
+	}
 }

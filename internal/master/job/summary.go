@@ -183,7 +183,9 @@ func (j *Job) Summary(d time.Duration) *Summary {
 	}
 	if j.cfg.AllReduce {
 		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),
-			Checksums: slices.Clone(j.ring.checksums)}
+			Checksums: slices.Clone(j.ring.checksums), Restores: j.ring.restores, StepsLost: j.ring.stepsLost,
+			Checkpoint: j.ring.restore.Version, Recoveries: slices.Clone(j.ring.recoveries), Joins: slices.Clone(j.ring.joins),
+			Allreduce: j.ring.collectiveTotal()}
 	}
 	if j.pred != nil && j.phase == Succeeded {
 		s.Predictions = &PredictionSummary{Path: j.cfg.PredictionOutputs, Records: j.pred.total, CorruptRecords: j.pred.corrupt}
@@ -206,12 +208,13 @@ type Snapshot struct {
 	// ring forms).
 	RingVersion int64
 	WorldSize   int
+	Allreduce   CollectiveStats
 }
 
 // Snapshot returns the job's counters now.
 func (j *Job) Snapshot() Snapshot {
 	s := Snapshot{Summary: j.summary, Progress: j.disp.Progress(), ModelVersion: j.trainVersion, Over: j.phase.over(),
-		RingVersion: j.ring.version, WorldSize: len(j.ring.members)}
+		RingVersion: j.ring.version, WorldSize: len(j.ring.members), Allreduce: j.ring.collectiveTotal()}
 	for _, w := range j.workers {
 		if w.running {
 			s.WorkersRunning++

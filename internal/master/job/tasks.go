@@ -11,7 +11,18 @@ import (
 type GetTask struct{ Worker int }
 
 // Heartbeat is a worker saying it lives.
-type Heartbeat struct{ Worker int }
+type Heartbeat struct {
+	Worker int
+	// Collective: an AllReduce worker's counters since it started.
+	Collective CollectiveStats
+}
+
+// CollectiveStats are a worker's allreduce counters.
+type CollectiveStats struct {
+	Ops     int64   `json:"ops"`
+	Bytes   int64   `json:"bytes"`
+	Seconds float64 `json:"seconds"`
+}
 
 // ReportTask is a worker's report of a task it held.
 type ReportTask struct {
@@ -79,6 +90,7 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		if res.Corrupt > 0 {
 			j.applied.corrupt[info.ID] = res.Corrupt
 		}
+		j.noteCommit(now, ev.Worker)
 		if j.summary.FirstTaskTrainedAt == nil {
 			t := now.UTC()
 			j.summary.FirstTaskTrainedAt = &t
