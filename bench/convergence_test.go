@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -79,12 +78,7 @@ func TestConvergence(t *testing.T) {
 			want[n] = true
 		}
 	}
-	tags := strings.TrimSpace(os.Getenv("ELASTICDL_BENCH_TAGS"))
-	if tags == "" {
-		out, _ := exec.Command("../hack/blas-tags.sh").Output()
-		tags = strings.TrimSpace(string(out))
-	}
-	bin := buildBinary(t, tags)
+	bin := buildBinary(t, benchTags())
 	reg := model.NewRegistry()
 	if err := zoo.Register(reg); err != nil {
 		t.Fatal(err)
