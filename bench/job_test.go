@@ -15,7 +15,7 @@ import (
 const dataDir = "/usr/share/datasets/fashion-mnist"
 
 // buildBinary builds elasticdl with the given tags into a temp dir.
-func buildBinary(b *testing.B, tags string) string {
+func buildBinary(b testing.TB, tags string) string {
 	b.Helper()
 	bin := filepath.Join(b.TempDir(), "elasticdl")
 	cmd := exec.Command("go", "build", "-tags", tags, "-o", bin, "elasticdl/cmd/elasticdl")

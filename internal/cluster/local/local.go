@@ -10,6 +10,11 @@
 // kills the instances (Pdeathsig). Processes that an instance starts itself
 // are signalled by Stop and Close through the process group, but are not
 // covered by Pdeathsig.
+//
+// Capped wraps a backend (this one, typically) into a cluster with room for
+// only so many workers, whose room can be raised and lowered while a job
+// runs: pending workers, preemptions and returning capacity, rehearsed on
+// one machine.
 package local
 
 import (
@@ -429,6 +434,27 @@ func (b *Backend) Pid(role cluster.Role, id int) (int, bool) {
 		return 0, false
 	}
 	return inst.pid, true
+}
+
+// Kill ends a running instance at once with SIGKILL to its process group,
+// as a cluster that takes the machine back would: it is not a requested
+// stop, so its Exited event has Requested=false (Reason Killed). Killing an
+// instance that has exited is a no-op; one still starting cannot be killed
+// yet. For fault injection and Capped's preemption.
+func (b *Backend) Kill(role cluster.Role, id int) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	inst, ok := b.instances[instanceKey{role, id}]
+	switch {
+	case !ok:
+		return fmt.Errorf("local: kill %s: %w", cluster.InstanceName(role, id), ErrUnknownInstance)
+	case inst.exited:
+		return nil
+	case inst.pid == 0:
+		return fmt.Errorf("local: kill %s: not started yet", cluster.InstanceName(role, id))
+	}
+	b.signalLocked(inst, syscall.SIGKILL)
+	return nil
 }
 
 // PSAddress returns "127.0.0.1:<port>" (to listen and dial) for PS shard index. The port is

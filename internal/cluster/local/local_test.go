@@ -804,3 +804,27 @@ func TestLaunchRacingClose(t *testing.T) {
 		t.Errorf("%d launches succeeded, but %d Running and %d Exited events", launched, running, exited)
 	}
 }
+
+func TestKillIsNotRequested(t *testing.T) {
+	b := newBackend(t, Config{})
+	spec := launch(t, b, cluster.Worker, 1, "trap") // SIGTERM would end it with 0
+	expectRunning(t, b, spec)
+	waitLog(t, b, cluster.Worker, 1, "ready")
+	pid, _ := b.Pid(cluster.Worker, 1)
+	if err := b.Kill(cluster.Worker, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev := expectExited(t, b, spec)
+	if ev.Requested || ev.Reason != cluster.Killed || ev.Message != "killed by signal: killed" {
+		t.Errorf("got %+v, want killed by SIGKILL, not requested", ev)
+	}
+	if !gone(pid) {
+		t.Errorf("pid %d still there", pid)
+	}
+	if err := b.Kill(cluster.Worker, 1); err != nil {
+		t.Errorf("Kill after exit: %v", err)
+	}
+	if err := b.Kill(cluster.Worker, 9); !errors.Is(err, ErrUnknownInstance) {
+		t.Errorf("Kill of an unknown instance: %v, want ErrUnknownInstance", err)
+	}
+}
