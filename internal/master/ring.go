@@ -62,7 +62,7 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 func (m *Master) ReportApplied(ctx context.Context, req *masterpb.ReportAppliedRequest) (*masterpb.ReportAppliedResponse, error) {
 	ev := job.ReportApplied{Worker: int(req.WorkerId), Lineage: req.Lineage, Checkpoint: req.Checkpoint}
 	for _, st := range req.Steps {
-		as := job.AppliedStep{Step: st.Step}
+		as := job.AppliedStep{Step: st.Step, RingVersion: st.RingVersion}
 		for _, p := range st.Parts {
 			as.Parts = append(as.Parts, job.Part{Worker: int(p.WorkerId), Task: p.TaskId, Start: p.Start, End: p.End})
 		}

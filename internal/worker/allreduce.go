@@ -25,10 +25,9 @@ import (
 // every member with the same optimizer: the members stay bit-identical.
 //
 // A step is confirmed once the next step's allreduce succeeds in the same
-// ring (every member then finished the previous one); only confirmed
-// records are committed to the master (CommitTask) and only a task whose
-// records are all confirmed is reported. When a ring breaks, the members of
-// the next ring first agree on a state: the member with the most steps
+// ring (every member then finished the previous one); a task whose
+// records are all confirmed is reported. When a ring breaks, the members
+// of the next ring first agree on a state: the member with the most steps
 // broadcasts its parameters, optimizer state and step count, and each
 // member keeps the records of the steps that state includes and redoes the
 // others. A new member gets the same broadcast before its first step.
@@ -36,12 +35,12 @@ import (
 // Every step also gathers each member's part (worker, task, records) — its
 // tag — so the members know whose records their steps hold; they keep a
 // log of the steps' tags, which rank 0 reports to the master (the job's
-// ledger of applied records) and which the members prune once reported,
-// keeping the last recentSteps. The agreed state carries the log: a member
-// confirms its own records in it and redoes its others (unless the master
-// says another member committed them on its behalf), and the new ring's
-// rank 0 commits on behalf of the workers that are no longer in it,
-// reports the log, then tells the master the ring settled so that their
+// ledger of applied records, from which a task's next holder resumes) and
+// which the members prune once reported, keeping the last recentSteps. The
+// agreed state carries the log: a member keeps its own records in it and
+// redoes its others (unless the master's ledger has them), and the new
+// ring's rank 0 reports the log — the records of the workers no longer in
+// it included — then tells the master the ring settled, so that their
 // tasks can go back.
 
 const (
@@ -105,10 +104,11 @@ type contrib struct {
 	start, end int64
 }
 
-// loggedStep is an applied step's parts.
+// loggedStep is an applied step's parts and the version of the ring that
+// applied it.
 type loggedStep struct {
-	step  int64
-	parts []contrib
+	step, version int64
+	parts         []contrib
 }
 
 // ringTask is a training task being worked on in steps.
@@ -116,10 +116,10 @@ type ringTask struct {
 	t     *masterpb.Task
 	batch *data.Batch
 	// next is the next record (in the task's shuffled order) to train;
-	// confirmed those trained in confirmed steps, committed those the
-	// master knows. All count from the task's start (t.Done included).
-	next, confirmed, committed int64
-	report                     *masterpb.ReportTaskResultRequest
+	// confirmed those trained in confirmed steps. Both count from the
+	// task's start (t.Done included).
+	next, confirmed int64
+	report          *masterpb.ReportTaskResultRequest
 }
 
 func (rt *ringTask) total() int64 { return int64(rt.batch.N) }
@@ -155,7 +155,7 @@ type ringMember struct {
 	lastReport time.Time
 	// nGrads is where the step buffer's header (stepHeader) and tags start.
 	nGrads int
-	// masterDone is what the master knew committed of this worker's tasks
+	// masterDone is what the master's ledger had of this worker's tasks
 	// when it last joined a ring.
 	masterDone map[int64]int64
 	// optSpec builds a fresh optimizer (a restore to the initial model).
@@ -318,7 +318,7 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 		return nil, false, nil
 	}
 	shuffle(b, t.Id, t.Epoch)
-	rt := &ringTask{t: t, batch: b, next: t.Done, confirmed: t.Done, committed: t.Done, report: report}
+	rt := &ringTask{t: t, batch: b, next: t.Done, confirmed: t.Done, report: report}
 	w.current.Store(t.Id)
 	ar.tasks = append(ar.tasks, rt)
 	return rt, false, nil
@@ -357,7 +357,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 		if err := w.applyGradients(total); err != nil {
 			return &fatalError{err}
 		}
-		ar.log = append(ar.log, loggedStep{step: ar.steps, parts: decodeTags(ar.buf[n+stepHeader:])})
+		ar.log = append(ar.log, loggedStep{step: ar.steps, version: ar.ring.Version(), parts: decodeTags(ar.buf[n+stepHeader:])})
 	}
 	w.pruneLog()
 	// Every member finished the previous step: it is confirmed (this one
@@ -456,8 +456,10 @@ func (w *Worker) applyGradients(total float32) error {
 	return nil
 }
 
-// confirm commits this member's records of every step up to step upTo and
-// reports the tasks whose records are all confirmed.
+// confirm counts this member's records of every step up to step upTo as
+// trained, and reports the tasks whose records are all confirmed. (The
+// master learns the confirmed records themselves from rank 0's reports of
+// the applied steps: its ledger is what a task's next holder resumes from.)
 func (w *Worker) confirm(ctx context.Context, upTo int64) error {
 	ar := w.ar
 	keep := ar.records[:0]
@@ -475,12 +477,7 @@ func (w *Worker) confirm(ctx context.Context, upTo int64) error {
 	tasks := ar.tasks[:0]
 	for _, rt := range ar.tasks {
 		var err error
-		if rt.confirmed < rt.total() {
-			if rt.confirmed > rt.committed {
-				_, err = w.master.CommitTask(ctx, &masterpb.CommitTaskRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: rt.t.Id, Done: rt.confirmed})
-				rt.committed = rt.confirmed
-			}
-		} else {
+		if rt.confirmed == rt.total() {
 			rt.report.ModelVersion = ar.steps
 			_, err = w.master.ReportTaskResult(ctx, rt.report)
 		}

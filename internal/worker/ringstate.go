@@ -76,13 +76,14 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
 			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
+			ar.lastReport = time.Time{} // rank 0 reports the new ring's first confirmed step at once
 			w.rings.enter(ring)
 			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*tagLen)
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
 				ar.masterDone[h.TaskId] = h.Done
 			}
-			if err = w.syncState(ctx, resp.Members); err == nil {
+			if err = w.syncState(ctx); err == nil {
 				w.log.Info("in ring", "version", resp.Version, "rank", rank, "world_size", len(peers), "steps", ar.steps)
 				return false, nil
 			}
@@ -103,8 +104,8 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 // with the most steps (the lowest rank among equals): its parameters,
 // optimizer state, step count and last steps' tags. This member then
 // keeps its records that state includes and redoes the others; rank 0
-// commits on behalf of the workers no longer in the ring, and settles it.
-func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) error {
+// reports the state's log and settles the ring.
+func (w *Worker) syncState(ctx context.Context) error {
 	ar, ring := w.ar, w.ar.ring
 	// Each member's step count + 1 (0: no state of the ring's lineage) in
 	// two 24-bit halves in its own slots: integers a float32 holds
@@ -164,14 +165,14 @@ func (w *Worker) syncState(ctx context.Context, members []*masterpb.RingMember) 
 		return err
 	}
 	if ring.Rank() == 0 {
-		return w.commitForOthers(ctx, members)
+		w.settle(ctx)
 	}
 	return nil
 }
 
 // settleRecords keeps this member's unconfirmed records that the agreed
-// state holds (its tags, or what the master knows committed on this
-// worker's behalf) and gives the others back to their tasks to be redone.
+// state holds (its tags, or what the master's ledger has of this worker's
+// tasks) and gives the others back to their tasks to be redone.
 func (w *Worker) settleRecords() {
 	ar := w.ar
 	held := map[contrib]bool{}
@@ -179,9 +180,6 @@ func (w *Worker) settleRecords() {
 		for _, c := range st.parts {
 			held[c] = true
 		}
-	}
-	for _, rt := range ar.tasks {
-		rt.committed = max(rt.committed, ar.masterDone[rt.t.Id])
 	}
 	keep := ar.records[:0]
 	for _, r := range ar.records {
@@ -197,41 +195,24 @@ func (w *Worker) settleRecords() {
 	ar.records = keep
 }
 
-// commitForOthers commits, on behalf of the workers no longer in the ring,
-// their records the agreed state holds, then tells the master the ring
-// settled so that their tasks can go back to the queue.
-func (w *Worker) commitForOthers(ctx context.Context, members []*masterpb.RingMember) error {
-	ar := w.ar
-	in := map[int]bool{}
-	for _, m := range members {
-		in[int(m.WorkerId)] = true
-	}
-	for _, st := range ar.log {
-		for _, c := range st.parts {
-			if in[c.worker] {
-				continue
-			}
-			_, err := w.master.CommitTask(ctx, &masterpb.CommitTaskRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: c.task, Done: c.end,
-				OnBehalf: true, OwnerId: int32(c.worker)})
-			if err != nil {
-				// Already committed further, or its task already went back.
-				w.log.Debug("commit on behalf", "owner", c.worker, "task", c.task, "err", err)
-			}
-		}
-	}
-	w.reportApplied(ctx, ar.steps) // the agreed state's steps are for good
-	if _, err := w.master.SettleRing(ctx, &masterpb.SettleRingRequest{WorkerId: int32(w.cfg.WorkerID), Version: ar.ring.Version()}); err != nil {
+// settle reports the agreed state's log — the records it holds of the
+// workers no longer in the ring included, which their tasks then resume
+// after — and tells the master the ring settled, so that those tasks can
+// go back to the queue.
+func (w *Worker) settle(ctx context.Context) {
+	w.reportApplied(ctx, w.ar.steps) // the agreed state's steps are for good
+	if _, err := w.master.SettleRing(ctx, &masterpb.SettleRingRequest{WorkerId: int32(w.cfg.WorkerID), Version: w.ar.ring.Version()}); err != nil {
 		w.log.Debug("settle ring", "err", err)
 	}
-	return nil
 }
 
-// encodeLog lays out a log of steps: per step its number (two 24-bit
-// halves), its count of parts, then its tags.
+// encodeLog lays out a log of steps: per step its number and its ring's
+// version (each in two 24-bit halves), its count of parts, then its tags.
 func encodeLog(log []loggedStep) []float32 {
 	var out []float32
 	for _, st := range log {
-		out = append(out, float32(st.step&0xFFFFFF), float32(st.step>>24), float32(len(st.parts)))
+		out = append(out, float32(st.step&0xFFFFFF), float32(st.step>>24), float32(st.version&0xFFFFFF), float32(st.version>>24),
+			float32(len(st.parts)))
 		for _, c := range st.parts {
 			out = append(out, make([]float32, tagLen)...)
 			putTag(out[len(out)-tagLen:], c)
@@ -240,12 +221,16 @@ func encodeLog(log []loggedStep) []float32 {
 	return out
 }
 
+// logHeader is a logged step's fields before its tags.
+const logHeader = 5
+
 func decodeLog(in []float32) []loggedStep {
 	var out []loggedStep
-	for len(in) >= 3 {
-		n := int(in[2])
-		out = append(out, loggedStep{step: int64(in[0]) | int64(in[1])<<24, parts: decodeTags(in[3 : 3+n*tagLen])})
-		in = in[3+n*tagLen:]
+	for len(in) >= logHeader {
+		n := int(in[4])
+		out = append(out, loggedStep{step: int64(in[0]) | int64(in[1])<<24, version: int64(in[2]) | int64(in[3])<<24,
+			parts: decodeTags(in[logHeader : logHeader+n*tagLen])})
+		in = in[logHeader+n*tagLen:]
 	}
 	return out
 }
@@ -273,7 +258,7 @@ func (w *Worker) reportApplied(ctx context.Context, upTo int64) {
 		if st.step <= ar.reported || st.step > upTo {
 			continue
 		}
-		as := &masterpb.AppliedStep{Step: st.step}
+		as := &masterpb.AppliedStep{Step: st.step, RingVersion: st.version}
 		for _, c := range st.parts {
 			as.Parts = append(as.Parts, &masterpb.Contribution{WorkerId: int32(c.worker), TaskId: c.task, Start: c.start, End: c.end})
 		}

@@ -10,7 +10,7 @@ import (
 func TestLogRoundTrip(t *testing.T) {
 	log := []loggedStep{
 		{step: 1, parts: []contrib{{worker: 0, task: 7, start: 0, end: 64}, {worker: 3, task: 1<<30 + 5, start: 448, end: 512}}},
-		{step: 1<<33 + 9, parts: []contrib{{worker: 12, task: 1 << 40, start: 64, end: 100}}},
+		{step: 1<<33 + 9, version: 1<<30 + 3, parts: []contrib{{worker: 12, task: 1 << 40, start: 64, end: 100}}},
 		{step: 2},
 	}
 	got := decodeLog(encodeLog(log))

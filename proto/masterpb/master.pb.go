@@ -1633,9 +1633,11 @@ func (x *Contribution) GetEnd() int64 {
 }
 
 type AppliedStep struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Step          int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
-	Parts         []*Contribution        `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Step  int64                  `protobuf:"varint,1,opt,name=step,proto3" json:"step,omitempty"`
+	Parts []*Contribution        `protobuf:"bytes,2,rep,name=parts,proto3" json:"parts,omitempty"`
+	// The version of the ring that applied it.
+	RingVersion   int64 `protobuf:"varint,3,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1682,6 +1684,13 @@ func (x *AppliedStep) GetParts() []*Contribution {
 		return x.Parts
 	}
 	return nil
+}
+
+func (x *AppliedStep) GetRingVersion() int64 {
+	if x != nil {
+		return x.RingVersion
+	}
+	return 0
 }
 
 type ReportAppliedRequest struct {
@@ -1907,10 +1916,11 @@ const file_master_proto_rawDesc = "" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x17\n" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\x03R\x05start\x12\x10\n" +
-	"\x03end\x18\x04 \x01(\x03R\x03end\"W\n" +
+	"\x03end\x18\x04 \x01(\x03R\x03end\"z\n" +
 	"\vAppliedStep\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\x03R\x04step\x124\n" +
-	"\x05parts\x18\x02 \x03(\v2\x1e.elasticdl.master.ContributionR\x05parts\"\xa2\x01\n" +
+	"\x05parts\x18\x02 \x03(\v2\x1e.elasticdl.master.ContributionR\x05parts\x12!\n" +
+	"\fring_version\x18\x03 \x01(\x03R\vringVersion\"\xa2\x01\n" +
 	"\x14ReportAppliedRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x123\n" +
 	"\x05steps\x18\x02 \x03(\v2\x1d.elasticdl.master.AppliedStepR\x05steps\x12\x18\n" +

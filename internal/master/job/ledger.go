@@ -75,9 +75,6 @@ func (j *Job) commitTask(now time.Time, ev CommitTask) (Reply, error) {
 	if err := j.disp.Commit(owner, ev.TaskID, ev.Done); err != nil {
 		return Reply{}, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
-	if !ev.OnBehalf {
-		j.noteCommit(now, ev.Worker)
-	}
 	return Reply{}, nil
 }
 
@@ -151,10 +148,12 @@ type ReportApplied struct {
 	Checkpoint int64
 }
 
-// AppliedStep is one confirmed step's parts.
+// AppliedStep is one confirmed step's parts, and the version of the ring
+// that applied it.
 type AppliedStep struct {
-	Step  int64
-	Parts []Part
+	Step        int64
+	Parts       []Part
+	RingVersion int64
 }
 
 // Part is one member's records [Start,End) of Task in one step, in the
@@ -205,6 +204,10 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 		a.steps[st.Step] = true
 		for _, p := range st.Parts {
 			a.ranges[p.Task] = append(a.ranges[p.Task], appliedRange{p.Start, p.End, st.Step})
+			// The state holds the task's records up to End (a prefix):
+			// should the task change hands, they are not trained again.
+			_ = j.disp.Advance(p.Task, p.End)
+			j.noteApplied(now, st.RingVersion, p.Worker)
 		}
 	}
 	j.checkpointWritten(ev.Checkpoint)

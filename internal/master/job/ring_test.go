@@ -403,34 +403,46 @@ func TestFirstRingStartsFromInitCheckpoint(t *testing.T) {
 	}
 }
 
-// The summary times each membership change to the next committed step,
-// and each worker's first committed step from its start; the workers'
-// collective counters add up, and a lost worker's stay counted.
+// The summary times each membership change to the next step a ring of a
+// later version applied, and each worker's first applied step from its
+// start; the workers' collective counters add up, and a lost worker's
+// stay counted. The applied steps are also what a task resumes from when
+// it changes hands.
 func TestRingTimings(t *testing.T) {
 	h := allReduceJob(t, 2)
-	h.join(0)
-	h.join(1)
+	h.join(0) // a ring of worker 0 alone forms (v1)
+	h.join(1) // worker 1 joins: v2
 	h.join(0)
 	t0, t1 := h.get(0), h.get(1)
 	h.advance(1500 * time.Millisecond)
-	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 64})
-	h.advance(500 * time.Millisecond)
-	h.step(CommitTask{Worker: 1, TaskID: t1.ID, Done: 64})
+	applied := func(step, version int64, parts ...Part) {
+		h.t.Helper()
+		h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: step, RingVersion: version, Parts: parts}}})
+	}
+	applied(1, 2, Part{Worker: 0, Task: t0.ID, Start: 0, End: 64}, Part{Worker: 1, Task: t1.ID, Start: 0, End: 64})
 	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 3, Bytes: 300, Seconds: 0.5}})
 	h.step(Heartbeat{Worker: 1, Collective: CollectiveStats{Ops: 2, Bytes: 200, Seconds: 0.25}}) // out of order: kept at the most
-	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.advance(500 * time.Millisecond)
+	h.exit(cluster.Worker, 1, cluster.Killed) // v3
 	h.advance(300 * time.Millisecond)
 	h.join(0)
-	h.advance(500 * time.Millisecond)
 	h.take()
-	h.step(CommitTask{Worker: 0, TaskID: t0.ID, Done: 128})
+	applied(2, 2, Part{Worker: 0, Task: t0.ID, Start: 64, End: 128}, Part{Worker: 1, Task: t1.ID, Start: 64, End: 100}) // the old ring's, late
+	h.step(SettleRing{Worker: 0, Version: 3})
+	h.advance(500 * time.Millisecond)
+	if rd := h.take(); len(rd.RingRecovered) != 0 {
+		t.Fatalf("recovered %v by a step of the old ring", rd.RingRecovered)
+	}
+	applied(3, 3, Part{Worker: 0, Task: t0.ID, Start: 128, End: 192})
 	if rd := h.take(); len(rd.RingRecovered) != 1 || rd.RingRecovered[0] != 800*time.Millisecond {
 		t.Fatalf("ready %+v, want one recovery of 800ms", rd.RingRecovered)
 	}
+	// The lost worker's task resumes after what the steps applied of it.
+	if got := h.get(0); got.ID != t1.ID || got.Done != 100 {
+		t.Fatalf("got %+v with %d done, want task %d with 100 done", got, got.Done, t1.ID)
+	}
 	h.step(Heartbeat{Worker: 0, Collective: CollectiveStats{Ops: 5, Bytes: 500, Seconds: 1}})
 	s := h.summary().Ring
-	// Worker 1 joined the ring worker 0 formed alone (1.5 s to the next
-	// commit), then was lost (0.8 s).
 	start := time.Unix(1000, 0).UTC()
 	want := []RingRecovery{{Version: 2, Cause: "worker 1 joins", At: start, Seconds: 1.5},
 		{Version: 3, Cause: "worker-1 lost", At: start.Add(2 * time.Second), Seconds: 0.8}}
@@ -439,7 +451,7 @@ func TestRingTimings(t *testing.T) {
 	}) {
 		t.Errorf("recoveries %+v, want %+v", s.Recoveries, want)
 	}
-	if len(s.Joins) != 2 || s.Joins[0] != (RingJoin{Worker: 0, Seconds: 1.5}) || s.Joins[1] != (RingJoin{Worker: 1, Seconds: 2}) {
+	if len(s.Joins) != 2 || s.Joins[0] != (RingJoin{Worker: 0, Seconds: 1.5}) || s.Joins[1] != (RingJoin{Worker: 1, Seconds: 1.5}) {
 		t.Errorf("joins %+v", s.Joins)
 	}
 	if s.Allreduce != (CollectiveStats{Ops: 8, Bytes: 800, Seconds: 1.5}) {

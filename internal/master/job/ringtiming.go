@@ -28,9 +28,12 @@ type RingJoin struct {
 type ringTiming struct {
 	changeStart time.Time // zero: no change waits for a committed step
 	changeCause string
-	recoveries  []RingRecovery
-	joins       []RingJoin
-	committed   map[int]bool // workers that committed a step
+	// changeVersion: the first ring version after the change; a step
+	// applied by it (or a later one) ends the change.
+	changeVersion int64
+	recoveries    []RingRecovery
+	joins         []RingJoin
+	committed     map[int]bool // workers that committed a step
 	// collective holds each worker's latest counters, kept after it is
 	// lost: the job's totals are their sum.
 	collective map[int]CollectiveStats
@@ -40,18 +43,15 @@ type ringTiming struct {
 // already; the first ring's forming is the job's start, not a change.
 func (r *rendezvous) noteChange(now time.Time, why string) {
 	if r.lineage > 0 && r.changeStart.IsZero() {
-		r.changeStart, r.changeCause = now, why
+		r.changeStart, r.changeCause, r.changeVersion = now, why, r.version+1
 	}
 }
 
-// noteCommit is a ring member committing a step of its own (a commit or a
-// completed training task).
-func (j *Job) noteCommit(now time.Time, worker int) {
+// noteApplied is a step of ring version, with a part of worker's,
+// reported applied (committed: it is in the state the job keeps).
+func (j *Job) noteApplied(now time.Time, version int64, worker int) {
 	r := &j.ring
-	if !j.cfg.AllReduce || r.forming {
-		return
-	}
-	if !r.changeStart.IsZero() {
+	if !r.changeStart.IsZero() && version >= r.changeVersion {
 		d := now.Sub(r.changeStart)
 		r.recoveries = append(r.recoveries, RingRecovery{Version: r.version, Cause: r.changeCause, At: r.changeStart.UTC(), Seconds: d.Seconds()})
 		j.ready.RingRecovered = append(j.ready.RingRecovered, d)

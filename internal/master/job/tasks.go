@@ -90,7 +90,6 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		if res.Corrupt > 0 {
 			j.applied.corrupt[info.ID] = res.Corrupt
 		}
-		j.noteCommit(now, ev.Worker)
 		if j.summary.FirstTaskTrainedAt == nil {
 			t := now.UTC()
 			j.summary.FirstTaskTrainedAt = &t

@@ -424,6 +424,26 @@ func (d *Dispatcher) Commit(worker int, taskID int64, done int64) error {
 	return nil
 }
 
+// Advance records that the first done records of training task taskID
+// were trained in a state the job keeps (AllReduce: the ring's steps the
+// master has been told of), whoever holds the task: a queued or held
+// task's Done grows to done, so its next holder trains only the rest; a
+// done task is left as it is. Like Commit, a smaller done changes nothing.
+func (d *Dispatcher) Advance(taskID int64, done int64) error {
+	e := d.lookup(taskID)
+	switch {
+	case e == nil:
+		return fmt.Errorf("advance task %d: %w", taskID, ErrUnknownTask)
+	case e.task.Type != Training:
+		return fmt.Errorf("advance %s: %w: only training tasks have progress", e.task, ErrInvalidResult)
+	case done < 0 || done > e.task.Records():
+		return fmt.Errorf("advance %s: %w: %d records done, want 0..%d", e.task, ErrInvalidResult, done, e.task.Records())
+	case e.state == Todo || e.state == Doing:
+		e.task.Done = max(e.task.Done, done)
+	}
+	return nil
+}
+
 // fail marks e Failed and fails the job; the first failure wins.
 func (d *Dispatcher) fail(e *entry, why string) {
 	e.state = Failed
