@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"elasticdl/internal/cluster/k8s"
+	"elasticdl/internal/master"
+	"elasticdl/internal/roleflags"
 	"elasticdl/model"
 	"elasticdl/model/zoo"
 )
@@ -50,7 +53,9 @@ func TestCommands(t *testing.T) {
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=Mirrored"}, 2, "", `--distribution_strategy: "Mirrored" is not`},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=1"}, 2, "", "--num_ps_pods: must be 0 with --distribution_strategy=AllreduceStrategy"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=/nonexistent/x", "--output=o", "--distribution_strategy=AllreduceStrategy"}, 1, "", "--training_data: stat /nonexistent/x"},
-		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--backend=k8s", "--image=e"}, 2, "", "not supported with --backend=k8s yet"},
+		{k8sTrain("--yaml", "--distribution_strategy=AllreduceStrategy", "--collective_port=29500"), 0, "- --collective_port=29500", ""},
+		{k8sTrain("--yaml", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=1"), 2, "", "--num_ps_pods: must be 0 with --distribution_strategy=AllreduceStrategy"},
+		{k8sTrain("--collective_port=70000"), 2, "", "--collective_port: 70000 is not a port"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x"}, 2, "", "--checkpoint_dir_for_init: required"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init=c"}, 2, "", "--validation_data: required"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x", "--checkpoint_dir_for_init=c", "--training_data=t"}, 2, "", "training_data"},
@@ -92,6 +97,27 @@ func TestCommands(t *testing.T) {
 func k8sTrain(extra ...string) []string {
 	return append([]string{"train", "--backend=k8s", "--image=elasticdl:test", "--job_name=t1", "--model_def=fashion_mnist.mlp",
 		"--training_data=/data/train", "--output=/out"}, extra...)
+}
+
+// On Kubernetes an AllReduce worker listens at its own pod IP, which the
+// kubelet puts in place of $(POD_IP): any port by default, or
+// --collective_port.
+func TestK8sAddrs(t *testing.T) {
+	cfg := master.DefaultConfig()
+	o := k8sOptions{masterPort: 50001}
+	k8sAddrs(&cfg, o, "10.244.0.5")
+	if cfg.ListenAddr != ":50001" || cfg.AdvertiseAddr != "10.244.0.5:50001" || cfg.CollectiveAddr != "$(POD_IP):0" {
+		t.Errorf("listen %q advertise %q collective %q", cfg.ListenAddr, cfg.AdvertiseAddr, cfg.CollectiveAddr)
+	}
+	o.collectivePort = 29500
+	k8sAddrs(&cfg, o, "10.244.0.5")
+	if cfg.CollectiveAddr != k8s.PodIPRef+":29500" {
+		t.Errorf("collective %q with --collective_port=29500", cfg.CollectiveAddr)
+	}
+	// What the kubelet makes of it is a valid worker flag.
+	if err := roleflags.CheckCollectiveAddr(strings.ReplaceAll(cfg.CollectiveAddr, k8s.PodIPRef, "10.244.0.9")); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestYAMLForwardsTheJobFlags(t *testing.T) {

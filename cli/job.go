@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 
 	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
-	"elasticdl/internal/roleflags"
 )
 
 // jobOptions are the command-line settings of how a job runs, shared by
@@ -55,14 +53,6 @@ func (o jobOptions) check() error {
 		return o.k8s.check()
 	}
 	return usageError{fmt.Errorf("--backend=%s: unknown (local or k8s)", o.backend)}
-}
-
-// checkStrategy rejects a distribution strategy the backend cannot run.
-func (o jobOptions) checkStrategy(cfg master.Config) error {
-	if o.backend == backendK8s && cfg.DistributionStrategy == roleflags.StrategyAllReduce {
-		return usageError{errors.New("--distribution_strategy=AllreduceStrategy: not supported with --backend=k8s yet (workers need their pod addresses as ring addresses)")}
-	}
-	return nil
 }
 
 // runJob runs cfg's job on the chosen backend and prints its summary.

@@ -29,6 +29,7 @@ type k8sOptions struct {
 	volumes                         string
 	imagePullPolicy, envs           string
 	masterPort, psPort              int
+	collectivePort                  int
 	psHost                          string
 	apiTimeout, workerGracePeriod   time.Duration
 }
@@ -60,6 +61,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.envs, "envs", "", "k8s: environment of every container, e.g. GODEBUG=x,FOO=bar")
 	fs.IntVar(&o.masterPort, "master_port", 50001, "k8s: port of the master's gRPC service")
 	fs.IntVar(&o.psPort, "ps_port", 2222, "k8s: port of PS shard 0; shard i serves on ps_port+i")
+	fs.IntVar(&o.collectivePort, "collective_port", 0, "k8s, AllreduceStrategy: port on which each worker listens for its ring peers, at its pod IP (0: any free port, which the worker registers with the master; fix it where NetworkPolicies open only known ports)")
 	fs.StringVar(&o.psHost, "ps_host", "", "k8s: host at which workers reach every PS instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
 	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
@@ -104,6 +106,9 @@ func (o k8sOptions) check() error {
 		if p.v < 1 || p.v > 65535 {
 			errs = append(errs, fmt.Errorf("--%s: %d is not a port", p.flag, p.v))
 		}
+	}
+	if o.collectivePort < 0 || o.collectivePort > 65535 {
+		errs = append(errs, fmt.Errorf("--collective_port: %d is not a port (0: any)", o.collectivePort))
 	}
 	if o.apiTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--api_timeout: must be positive"))

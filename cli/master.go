@@ -42,9 +42,6 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if cfg.Output == "" && mode != master.ModeTrain {
 		cfg.Output = "/tmp/elasticdl-" + cfg.JobName
 	}
-	if err := opts.checkStrategy(cfg); err != nil {
-		return err
-	}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -108,8 +105,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	cfg.ListenAddr = portAddr("", o.masterPort)
-	cfg.AdvertiseAddr = portAddr(podIP, o.masterPort)
+	k8sAddrs(&cfg, o, podIP)
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return nil, fmt.Errorf("--output: %w", err)
 	}
@@ -143,6 +139,15 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 		return nil, err
 	}
 	return m.Run(ctx)
+}
+
+// k8sAddrs sets where the master pod listens and how the job's pods reach
+// it and each other: the master at its pod IP; an AllReduce worker at its
+// own pod IP, which the kubelet puts in place of k8s.PodIPRef in its args.
+func k8sAddrs(cfg *master.Config, o k8sOptions, podIP string) {
+	cfg.ListenAddr = portAddr("", o.masterPort)
+	cfg.AdvertiseAddr = portAddr(podIP, o.masterPort)
+	cfg.CollectiveAddr = portAddr(k8s.PodIPRef, o.collectivePort)
 }
 
 // publishResult leaves the job's summary and result on the master pod,

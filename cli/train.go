@@ -32,9 +32,6 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	if err := opts.checkStrategy(cfg); err != nil {
-		return err
-	}
 	if opts.backend == backendK8s {
 		return submitK8s(ctx, env, fs, cfg, opts)
 	}

@@ -11,9 +11,13 @@
 #
 # Nodes carry the label elasticdl.io/process-node=true (and type=procnode);
 # target them with `nodeSelector: {elasticdl.io/process-node: "true"}`.
+# Each node's pods get IPs of their own from a /24 of 127.64.0.0/10 that the
+# node keeps for the life of the rig (procnode --pod-cidr; the whole of
+# 127/8 reaches lo, nothing to set up).
 # Env: K8S_RIG_STATE, K8S_RIG_PROCNODE_PREFIX (procnode),
-# K8S_RIG_PROCNODE_MAX_PODS (110), K8S_RIG_PROCNODE_IMAGE_MAP (comma-separated
-# IMAGE=PATH, e.g. elasticdl:latest=$PWD/bin/elasticdl),
+# K8S_RIG_PROCNODE_MAX_PODS (110, at most 253), K8S_RIG_PROCNODE_IMAGE_MAP
+# (comma-separated IMAGE=PATH, e.g. elasticdl:latest=$PWD/bin/elasticdl),
+# K8S_RIG_PROCNODE_POD_IPS (per-pod, or shared: every pod's IP is 127.0.0.1),
 # K8S_RIG_PROCNODE_ARGS (extra procnode flags, word-split), K8S_RIG_CACHE,
 # K8S_RIG_PROCNODE_BIN (use this binary instead of building).
 set -euo pipefail
@@ -22,7 +26,26 @@ K8S_RIG_ME=procnodes.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 S=$K8S_RIG_STATE
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+
+# pod_cidr NODE prints the node's pod CIDR: the k-th node ever started on
+# this rig gets 127.(64 + k/256).(k%256).0/24, recorded in
+# $S/procnode-pod-cidrs ("NODE k" lines) so that a node started again keeps
+# its range. A flock makes concurrent callers take distinct ranges.
+pod_cidr() {
+  local name=$1 f="$S/procnode-pod-cidrs"
+  (
+    flock 9
+    touch "$f"
+    k=$(awk -v n="$name" '$1 == n { print $2; exit }' "$f")
+    if [[ -z "$k" ]]; then
+      k=$(wc -l <"$f")
+      ((k < 64 * 256)) || rig_die "no pod CIDR left for $name: $k nodes have had one (rm $f on a rig without process nodes)"
+      echo "$name $k" >>"$f"
+    fi
+    echo "127.$((64 + k / 256)).$((k % 256)).0/24"
+  ) 9>"$S/procnode-pod-cidrs.lock"
+}
 
 # ---- build (cached like build.sh: key = go version + the module's files) -----------------
 build_procnode() {
@@ -140,13 +163,19 @@ for ((i = 0; i < n; i++)); do
   fi
   root="$S/procnodes/$name"
   mkdir -p "$root"
+  ips=()
+  case "${K8S_RIG_PROCNODE_POD_IPS:-per-pod}" in
+    per-pod) cidr=$(pod_cidr "$name") || exit 1; ips=(--pod-cidr "$cidr") ;;
+    shared) ;;
+    *) rig_die "K8S_RIG_PROCNODE_POD_IPS=${K8S_RIG_PROCNODE_POD_IPS}: want per-pod or shared" ;;
+  esac
   # --root-dir names the state dir, so rig_pid/down.sh recognise the process.
   rig_start "$c" "$PN" \
     --kubeconfig "$S/admin.kubeconfig" \
     --name "$name" --cpu "$cpu" --memory "$mem" --pods "$max_pods" \
     --root-dir "$root" \
     --client-ca "$S/pki/ca.crt" \
-    "${extra[@]}"
+    "${ips[@]}" "${extra[@]}"
 done
 
 # Wait for every node to exist and be Ready.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -130,8 +131,36 @@ func (w Worker) Validate() error {
 	if err := CheckStrategy(w.DistributionStrategy); err != nil {
 		return err
 	}
-	if w.DistributionStrategy == StrategyAllReduce && w.CollectiveAddr == "" {
-		return errors.New("--collective_addr: required with --distribution_strategy=AllreduceStrategy")
+	if w.DistributionStrategy == StrategyAllReduce {
+		if w.CollectiveAddr == "" {
+			return errors.New("--collective_addr: required with --distribution_strategy=AllreduceStrategy")
+		}
+		if err := CheckCollectiveAddr(w.CollectiveAddr); err != nil {
+			return fmt.Errorf("--collective_addr: %w", err)
+		}
+	}
+	return nil
+}
+
+// CheckCollectiveAddr checks that addr is host:port with a host that ring
+// peers can dial: not empty or a wildcard (0.0.0.0, ::), and not a $(VAR)
+// reference left unexpanded. On Kubernetes the master passes
+// $(POD_IP):port, which the kubelet expands from the container's POD_IP
+// variable (the downward API); a reference to a variable the container
+// does not have stays as written.
+func CheckCollectiveAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port: %w", addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a port number (0: any)", addr, port)
+	}
+	switch ip := net.ParseIP(host); {
+	case strings.Contains(host, "$("):
+		return fmt.Errorf("%q: %s was not expanded: Kubernetes expands $(VAR) in a container's args only when VAR is one of its environment variables", addr, host)
+	case host == "" || (ip != nil && ip.IsUnspecified()):
+		return fmt.Errorf("%q: the host is the address ring peers dial, so it must be this worker's own address (on Kubernetes, its pod IP), not empty or a wildcard", addr)
 	}
 	if w.GlobalBatchSize < 0 {
 		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)

@@ -169,6 +169,37 @@ func TestWorkerValidate(t *testing.T) {
 	if err := w.Validate(); err != nil {
 		t.Errorf("AllReduce worker: %v", err)
 	}
+	w.CollectiveAddr = "$(POD_IP):0"
+	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "$(POD_IP) was not expanded") {
+		t.Errorf("unexpanded pod IP: %v", err)
+	}
+}
+
+func TestCheckCollectiveAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:0":      "",
+		"10.244.1.7:29500": "",
+		"[fd00::7]:0":      "",
+		"worker-0.svc:0":   "",
+		"10.0.0.1":         "want host:port",
+		"10.0.0.1:x":       "not a port number",
+		"10.0.0.1:70000":   "not a port number",
+		":0":               "must be this worker's own address",
+		"0.0.0.0:29500":    "must be this worker's own address",
+		"[::]:0":           "must be this worker's own address",
+		"$(POD_IP):0":      "$(POD_IP) was not expanded",
+		"$(MY_IP):29500":   "$(MY_IP) was not expanded",
+		"worker-$(N).x:0":  "was not expanded",
+		"[::1]:0":          "",
+		"localhost:0":      "",
+		"127.0.0.1:65535":  "",
+		"127.0.0.1:-1":     "not a port number",
+	} {
+		err := CheckCollectiveAddr(addr)
+		if (err == nil) != (want == "") || (err != nil && !strings.Contains(err.Error(), want)) {
+			t.Errorf("CheckCollectiveAddr(%q) = %v, want %q", addr, err, want)
+		}
+	}
 }
 
 func TestPSValidate(t *testing.T) {

@@ -193,6 +193,7 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 		return fmt.Errorf("--collective_addr: %w", err)
 	}
 	defer ln.Close()
+	w.log.Info("listening for ring peers", "addr", ln.Addr())
 	n := 0
 	for _, p := range w.params {
 		n += len(p.Value.Data)

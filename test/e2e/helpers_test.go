@@ -128,6 +128,7 @@ type pod struct {
 	}
 	Status struct {
 		Phase             string
+		PodIP             string
 		Reason, Message   string
 		Conditions        []condition
 		ContainerStatuses []struct {

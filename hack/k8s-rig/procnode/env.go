@@ -57,6 +57,7 @@ func expand(s string, mapping func(string) (string, bool)) string {
 // envResolver holds what a container's environment is resolved from.
 type envResolver struct {
 	pod        *corev1.Pod
+	podIP      string // "": the node's, 127.0.0.1
 	nodeName   string
 	allocCPU   resource.Quantity
 	allocMem   resource.Quantity
@@ -206,8 +207,9 @@ func (r *envResolver) valueFrom(c *corev1.Container, e *corev1.EnvVar) (string, 
 	return "", false, nil
 }
 
-// fieldRef implements the downward API's env fields. Pod and host IPs are
-// 127.0.0.1: every process pod shares the machine's network.
+// fieldRef implements the downward API's env fields. The host IP is
+// 127.0.0.1; the pod IP is the pod's own (see podIPs) or, when pods share
+// the machine's address, 127.0.0.1 too.
 func (r *envResolver) fieldRef(path string) (string, error) {
 	p := r.pod
 	if k, ok := subscript(path, "metadata.labels"); ok {
@@ -234,7 +236,12 @@ func (r *envResolver) fieldRef(path string) (string, error) {
 		return r.nodeName, nil
 	case "spec.serviceAccountName":
 		return p.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
+	case "status.podIP", "status.podIPs":
+		if r.podIP != "" {
+			return r.podIP, nil
+		}
+		return localIP, nil
+	case "status.hostIP", "status.hostIPs":
 		return localIP, nil
 	}
 	return "", fmt.Errorf("unsupported fieldRef %q", path)

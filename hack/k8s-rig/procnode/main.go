@@ -93,6 +93,7 @@ func run() error {
 		workers      = flag.Int("workers", 4, "pod sync workers")
 		logLevel     = flag.String("log-level", "info", "debug, info, warn, error")
 		kubeletVer   = flag.String("kubelet-version", "v1.35.4", "reported in node.status.nodeInfo.kubeletVersion")
+		podCIDR      = flag.String("pod-cidr", "", "give each pod an IP of its own from this range of 127.0.0.0/8 (e.g. 127.64.0.0/24; Linux routes all of 127/8 to lo, nothing to set up); empty: every pod's IP is 127.0.0.1")
 		podLabels    multiFlag
 		taints       multiFlag
 		imageMap     multiFlag
@@ -148,6 +149,16 @@ func run() error {
 			return fmt.Errorf("%s quantity %q: %w", res, v, err)
 		}
 		capacity[res] = q
+	}
+	if *podCIDR != "" {
+		ips, err := newPodIPs(*podCIDR)
+		if err != nil {
+			return fmt.Errorf("--pod-cidr: %w", err)
+		}
+		pods := capacity[corev1.ResourcePods]
+		if free := int64(ips.size) - int64(len(ips.used)); pods.Value() > free {
+			return fmt.Errorf("--pod-cidr %s has %d addresses for pods, fewer than --pods %s", *podCIDR, free, *maxPods)
+		}
 	}
 	nodeLabels := map[string]string{
 		LabelProcessNode:         "true",
@@ -243,7 +254,8 @@ func run() error {
 
 	var prov *Provider
 	newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-		prov = NewProvider(Config{
+		var err error
+		prov, err = NewProvider(Config{
 			NodeName:       *name,
 			RootDir:        absRoot,
 			Images:         images,
@@ -258,8 +270,12 @@ func run() error {
 			CAData:         caPEM,
 			BackoffInitial: *restartInit,
 			BackoffMax:     *restartMax,
+			PodCIDR:        *podCIDR,
 			Logger:         logger,
 		}, client, pc)
+		if err != nil {
+			return nil, nil, err
+		}
 		return prov, nil, nil
 	}
 	vkNode, err := nodeutil.NewNode(*name, newProvider,

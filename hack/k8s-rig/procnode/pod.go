@@ -38,6 +38,7 @@ type podRec struct {
 	uid types.UID
 	key string
 	dir string
+	ip  string // the pod's own IP; "" for the node's (podIP)
 
 	mu          sync.Mutex
 	pod         *corev1.Pod // as received (status is not used)
@@ -80,6 +81,14 @@ func newPodRec(p *Provider, pod *corev1.Pod) *podRec {
 }
 
 func (r *podRec) changed() { r.p.enqueue(r.uid) }
+
+// podIP is the pod's IP: its own, or the node's when pods share it.
+func (r *podRec) podIP() string {
+	if r.ip != "" {
+		return r.ip
+	}
+	return localIP
+}
 
 func now() metav1.Time { return metav1.Now().Rfc3339Copy() }
 
@@ -334,13 +343,13 @@ func (r *podRec) prepareContainer(c *container, saEnv map[string]string) ([]stri
 		add("POD_NAME", pod.Name)
 		add("POD_NAMESPACE", pod.Namespace)
 		add("POD_UID", string(pod.UID))
-		add("POD_IP", localIP)
+		add("POD_IP", r.podIP())
 		add("NODE_NAME", cfg.NodeName)
 	}
 	for _, k := range cfg.FixedEnvOrder {
 		add(k, cfg.FixedEnv[k])
 	}
-	res := &envResolver{pod: pod, nodeName: cfg.NodeName, allocCPU: r.p.allocCPU, allocMem: r.p.allocMem, configMaps: r.p.configMaps, secrets: r.p.secrets}
+	res := &envResolver{pod: pod, podIP: r.podIP(), nodeName: cfg.NodeName, allocCPU: r.p.allocCPU, allocMem: r.p.allocMem, configMaps: r.p.configMaps, secrets: r.p.secrets}
 	podEnv, vals, err := res.containerEnv(&c.spec, base)
 	if err != nil {
 		return nil, err
@@ -504,6 +513,9 @@ func (r *podRec) startFinalize() {
 		}
 		delete(p.byUID, r.uid)
 		p.mu.Unlock()
+		if p.ips != nil && r.ip != "" {
+			p.ips.release(r.ip, r.uid)
+		}
 	}()
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestExpand(t *testing.T) {
@@ -204,5 +207,72 @@ func TestSeekTail(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(string(rest[:n]), "\n"), "\n")
 	if len(lines) != 3 || lines[2] != "line "+strings.Repeat("x", 9999%7) {
 		t.Errorf("tail 3: %q", lines)
+	}
+}
+
+func TestPodIPs(t *testing.T) {
+	for _, bad := range []string{"10.0.0.0/24", "127.0.0.0/7", "127.64.0.0/31", "::1/128", "fd00::/64", "nope"} {
+		if _, err := newPodIPs(bad); err == nil {
+			t.Errorf("newPodIPs(%q) accepted", bad)
+		}
+	}
+	a, err := newPodIPs("127.64.3.0/30") // 127.64.3.1 and .2
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip1, err1 := a.acquire("u1")
+	ip2, err2 := a.acquire("u2")
+	if err1 != nil || err2 != nil || ip1 != "127.64.3.1" || ip2 != "127.64.3.2" {
+		t.Fatalf("acquire: %s %v, %s %v", ip1, err1, ip2, err2)
+	}
+	if ip, err := a.acquire("u3"); !errors.Is(err, errNoPodIP) {
+		t.Fatalf("third address of a /30: %s %v", ip, err)
+	}
+	a.release(ip1, "u2") // not its holder: kept
+	if _, err := a.acquire("u3"); err == nil {
+		t.Fatal("an address released by a pod that does not hold it was reused")
+	}
+	a.release(ip1, "u1")
+	if ip, err := a.acquire("u3"); err != nil || ip != ip1 {
+		t.Fatalf("after release: %s %v, want %s", ip, err, ip1)
+	}
+
+	// Round-robin: a freed address is the last to be reused.
+	b, _ := newPodIPs("127.64.4.0/29") // .1-.6
+	var got []string
+	for i := 0; i < 3; i++ {
+		ip, _ := b.acquire(types.UID(fmt.Sprint(i)))
+		got = append(got, ip)
+	}
+	b.release(got[0], "0")
+	if ip, _ := b.acquire("x"); ip != "127.64.4.4" {
+		t.Errorf("after releasing .1: got %s, want the next unused .4", ip)
+	}
+
+	// The node's own 127.0.0.1 is never a pod's.
+	c, _ := newPodIPs("127.0.0.0/30") // .1 (the node's) and .2
+	if ip, err := c.acquire("u"); err != nil || ip != "127.0.0.2" {
+		t.Errorf("127.0.0.0/30: %s %v", ip, err)
+	}
+	if ip, err := c.acquire("v"); err == nil {
+		t.Errorf("127.0.0.0/30 handed out %s", ip)
+	}
+}
+
+func TestPodIPInStatusAndEnv(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w", Namespace: "ns", UID: "u1"}}
+	r := &podRec{pod: pod, ip: "127.64.0.7", initsDone: true, sandboxUp: true, done: make(chan struct{})}
+	if st := r.mergedStatus(&corev1.PodStatus{}); st.PodIP != "127.64.0.7" || len(st.PodIPs) != 1 || st.PodIPs[0].IP != "127.64.0.7" || st.HostIP != localIP {
+		t.Errorf("status pod IP %q %v host IP %q", st.PodIP, st.PodIPs, st.HostIP)
+	}
+	res := &envResolver{pod: pod, podIP: r.podIP()}
+	c := &corev1.Container{Env: []corev1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+		{Name: "ADDR", Value: "$(POD_IP):0"},
+	}}
+	env, _, err := res.containerEnv(c, nil)
+	if want := []string{"POD_IP=127.64.0.7", "HOST_IP=127.0.0.1", "ADDR=127.64.0.7:0"}; err != nil || !reflect.DeepEqual(env, want) {
+		t.Errorf("env %q, %v; want %q", env, err, want)
 	}
 }

@@ -38,7 +38,10 @@ type Config struct {
 	CAData         []byte
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
-	Logger         *slog.Logger
+	// PodCIDR, when set, gives each pod an IP of its own from this range
+	// of 127.0.0.0/8 (see podIPs); empty: every pod's IP is 127.0.0.1.
+	PodCIDR string
+	Logger  *slog.Logger
 }
 
 // Provider runs pods as local processes. It implements nodeutil.Provider.
@@ -58,6 +61,7 @@ type Provider struct {
 	secrets    corev1listers.SecretLister
 	allocCPU   resource.Quantity
 	allocMem   resource.Quantity
+	ips        *podIPs // nil: pods share 127.0.0.1
 
 	mu    sync.Mutex
 	byKey map[string]*podRec    // namespace/name -> current pod
@@ -72,7 +76,14 @@ type Provider struct {
 var _ nodeutil.Provider = (*Provider)(nil)
 
 // NewProvider makes a provider and starts its status writers.
-func NewProvider(cfg Config, client kubernetes.Interface, pc nodeutil.ProviderConfig) *Provider {
+func NewProvider(cfg Config, client kubernetes.Interface, pc nodeutil.ProviderConfig) (*Provider, error) {
+	var ips *podIPs
+	if cfg.PodCIDR != "" {
+		var err error
+		if ips, err = newPodIPs(cfg.PodCIDR); err != nil {
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Provider{
 		cfg:        cfg,
@@ -88,6 +99,7 @@ func NewProvider(cfg Config, client kubernetes.Interface, pc nodeutil.ProviderCo
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "procnode-status"}),
 		ctx:    ctx,
 		cancel: cancel,
+		ips:    ips,
 	}
 	if pc.Node != nil {
 		p.allocCPU = pc.Node.Status.Allocatable[corev1.ResourceCPU]
@@ -96,7 +108,7 @@ func NewProvider(cfg Config, client kubernetes.Interface, pc nodeutil.ProviderCo
 	for i := 0; i < 4; i++ {
 		go p.statusLoop()
 	}
-	return p
+	return p, nil
 }
 
 func podKey(ns, name string) string { return ns + "/" + name }
@@ -124,10 +136,19 @@ func (p *Provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		go func() { old.terminate(0); old.startFinalize() }()
 	}
 	rec := newPodRec(p, pod)
+	if p.ips != nil {
+		ip, err := p.ips.acquire(rec.uid)
+		if err != nil {
+			// More pods than addresses (main checks --pods against the
+			// CIDR, but pods ending still hold theirs): share the node's.
+			p.log.Warn("no pod IP of its own; the pod gets the node's", "pod", key, "err", err)
+		}
+		rec.ip = ip
+	}
 	p.byKey[key] = rec
 	p.byUID[rec.uid] = rec
 	p.mu.Unlock()
-	p.log.Info("creating pod", "pod", key, "uid", pod.UID, "dir", rec.dir)
+	p.log.Info("creating pod", "pod", key, "uid", pod.UID, "ip", rec.podIP(), "dir", rec.dir)
 	go rec.run()
 	return nil
 }

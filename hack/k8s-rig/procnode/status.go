@@ -26,8 +26,8 @@ func (r *podRec) mergedStatus(base *corev1.PodStatus) corev1.PodStatus {
 	st.HostIP = localIP
 	st.HostIPs = []corev1.HostIP{{IP: localIP}}
 	if r.sandboxUp {
-		st.PodIP = localIP
-		st.PodIPs = []corev1.PodIP{{IP: localIP}}
+		st.PodIP = r.podIP()
+		st.PodIPs = []corev1.PodIP{{IP: st.PodIP}}
 		if st.StartTime == nil && r.startTime != nil {
 			t := *r.startTime
 			st.StartTime = &t

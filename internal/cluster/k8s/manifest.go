@@ -169,6 +169,13 @@ func restrictedSecurity() (*corev1.PodSecurityContext, *corev1.SecurityContext) 
 		}
 }
 
+// PodIPRef, in a container's args, stands for the pod's IP: the kubelet
+// expands $(VAR) in args from the container's environment, where every pod
+// of a job has POD_IP (downwardEnv). An AllReduce worker is told to listen
+// for its ring peers on PodIPRef:port, so the address it registers with the
+// master is one the other workers' pods can dial.
+const PodIPRef = "$(POD_IP)"
+
 // downwardEnv gives a container its pod's name, namespace and IP.
 func downwardEnv() []corev1.EnvVar {
 	field := func(name, path string) corev1.EnvVar {

@@ -2,6 +2,8 @@ package k8s
 
 import (
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,6 +119,35 @@ func TestInstancePod(t *testing.T) {
 	// Slot 1 has no override: the settings' class.
 	if p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 8, Index: 1}); p.Spec.PriorityClassName != "default-class" {
 		t.Errorf("slot 1 priority %q", p.Spec.PriorityClassName)
+	}
+}
+
+// A worker told to listen on PodIPRef gets the pod's IP: every $(VAR) in
+// the args names a variable of the container, which the kubelet expands.
+func TestWorkerArgsExpandPodIP(t *testing.T) {
+	b := &Backend{cfg: Config{Namespace: "ns", JobName: "j", PSPort: 2222, Worker: PodSettings{Image: "img"}}}
+	arg := "--collective_addr=" + PodIPRef + ":0"
+	p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 3, Args: []string{"--worker_id=3", arg}})
+	c := p.Spec.Containers[0]
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	refs := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	n := 0
+	for _, a := range c.Args {
+		for _, m := range refs.FindAllStringSubmatch(a, -1) {
+			n++
+			if _, ok := env[m[1]]; !ok {
+				t.Errorf("arg %q refers to $(%s), which the container does not define: the kubelet would leave it as written", a, m[1])
+			}
+		}
+	}
+	if n != 1 || !slices.Contains(c.Args, arg) {
+		t.Errorf("args %q: want %q as given", c.Args, arg)
+	}
+	if f := env["POD_IP"].ValueFrom; f == nil || f.FieldRef == nil || f.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("POD_IP %+v, want the downward API's status.podIP", env["POD_IP"])
 	}
 }
 
