@@ -139,7 +139,10 @@ func (w Worker) Validate() error {
 			return fmt.Errorf("--collective_addr: %w", err)
 		}
 	}
-	return nil
+	if w.GlobalBatchSize < 0 {
+		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)
+	}
+	return CheckCheckpointFlags(w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax)
 }
 
 // CheckCollectiveAddr checks that addr is host:port with a host that ring
@@ -162,10 +165,7 @@ func CheckCollectiveAddr(addr string) error {
 	case host == "" || (ip != nil && ip.IsUnspecified()):
 		return fmt.Errorf("%q: the host is the address ring peers dial, so it must be this worker's own address (on Kubernetes, its pod IP), not empty or a wildcard", addr)
 	}
-	if w.GlobalBatchSize < 0 {
-		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)
-	}
-	return CheckCheckpointFlags(w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax)
+	return nil
 }
 
 // PS holds every flag of `elasticdl ps`. Start from DefaultPS: its zero
