@@ -68,23 +68,30 @@ func BenchmarkLocalJob(b *testing.B) {
 func localJob(b *testing.B, bin string, args []string) {
 	var rps float64
 	for i := 0; i < b.N; i++ {
-		out := b.TempDir()
-		cmd := exec.Command(bin, append([]string{"train",
-			"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
-			"--num_epochs=1", "--log_interval=0", "--output=" + out}, args...)...)
-		if o, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("job: %v\n%s", err, o)
-		}
-		raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var s master.Summary
-		if err := json.Unmarshal(raw, &s); err != nil {
-			b.Fatal(err)
-		}
-		rps += s.RecordsPerSecond
+		rps += jobRecordsPerSecond(b, bin, append([]string{"--num_epochs=1"}, args...))
 	}
 	b.ReportMetric(rps/float64(b.N), "records/s")
 	b.ReportMetric(0, "ns/op")
+}
+
+// jobRecordsPerSecond runs a training job (args: the model, workers,
+// epochs...) and returns the records/s it measured itself.
+func jobRecordsPerSecond(b *testing.B, bin string, args []string) float64 {
+	b.Helper()
+	out := b.TempDir()
+	cmd := exec.Command(bin, append([]string{"train",
+		"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
+		"--log_interval=0", "--output=" + out}, args...)...)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("job: %v\n%s", err, o)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var s master.Summary
+	if err := json.Unmarshal(raw, &s); err != nil {
+		b.Fatal(err)
+	}
+	return s.RecordsPerSecond
 }

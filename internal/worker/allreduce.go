@@ -155,6 +155,9 @@ type ringMember struct {
 	lastReport time.Time
 	// nGrads is where the step buffer's header (stepHeader) and tags start.
 	nGrads int
+	// mean: the buffer holds the step's mean gradient already (a ring of
+	// one, one chunk), not a sum weighted by records.
+	mean bool
 	// masterDone is what the master's ledger had of this worker's tasks
 	// when it last joined a ring.
 	masterDone map[int64]int64
@@ -330,7 +333,10 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 // previous step.
 func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 	ar := w.ar
-	clear(ar.buf)
+	clear(ar.buf[ar.nGrads:]) // gradients writes the rest
+	if rt == nil {
+		clear(ar.buf[:ar.nGrads])
+	}
 	if ar.ring.Rank() == 0 {
 		// Tell every member what the master has: they prune their logs.
 		ar.buf[ar.nGrads+2], ar.buf[ar.nGrads+3] = float32(ar.reported&0xFFFFFF), float32(ar.reported>>24)
@@ -414,6 +420,9 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 	ar, b := w.ar, rt.batch
 	per := w.spec.InputSize()
 	var lossSum float64
+	// Alone in the ring with one chunk, the minibatch's mean gradient is
+	// the step's: no scaling there and back.
+	ar.mean = ar.ring.Size() == 1 && end-start <= int64(w.cfg.MinibatchSize)
 	for lo := start; lo < end; lo += int64(w.cfg.MinibatchSize) {
 		hi := min(lo+int64(w.cfg.MinibatchSize), end)
 		x := &nn.Tensor{Shape: w.spec.BatchShape(int(hi - lo)), Data: b.Features[int(lo)*per : int(hi)*per]}
@@ -426,8 +435,17 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 		k, scale := 0, float32(hi-lo)
 		for _, p := range w.params {
 			g := ar.buf[k : k+len(p.Grad.Data)]
-			for i, v := range p.Grad.Data {
-				g[i] += v * scale
+			switch {
+			case ar.mean:
+				copy(g, p.Grad.Data)
+			case lo == start: // the first chunk: the buffer holds the last step's
+				for i, v := range p.Grad.Data {
+					g[i] = v * scale
+				}
+			default:
+				for i, v := range p.Grad.Data {
+					g[i] += v * scale
+				}
 			}
 			k += len(p.Grad.Data)
 		}
@@ -443,10 +461,13 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 // applies them, the same on every member.
 func (w *Worker) applyGradients(total float32) error {
 	ar, k := w.ar, 0
+	inv := 1 / total
 	for _, p := range w.params {
 		g := ar.buf[k : k+len(p.Value.Data)]
-		for i := range g {
-			g[i] /= total
+		if !ar.mean {
+			for i := range g {
+				g[i] *= inv
+			}
 		}
 		if err := ar.opt.Apply(p.Name, p.Value.Data, g, 1); err != nil {
 			return fmt.Errorf("apply gradients of %s: %w", p.Name, err)

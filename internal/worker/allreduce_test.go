@@ -66,7 +66,14 @@ func TestChunkedGradientsMatchWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return append([]float32(nil), w.ar.buf[:w.ar.nGrads+2]...), loss
+		// The step's gradient, as applyGradients makes it.
+		g := append([]float32(nil), w.ar.buf[:w.ar.nGrads]...)
+		if records := w.ar.buf[w.ar.nGrads]; !w.ar.mean {
+			for i := range g {
+				g[i] /= records
+			}
+		}
+		return append(g, w.ar.buf[w.ar.nGrads]), loss
 	}
 	whole, wholeLoss := grads(n)
 	chunked, chunkedLoss := grads(16) // 16+16+16+2
@@ -78,8 +85,8 @@ func TestChunkedGradientsMatchWhole(t *testing.T) {
 			t.Fatalf("gradient %d: %v in chunks, %v whole", i, chunked[i], whole[i])
 		}
 	}
-	if whole[len(whole)-2] != n {
-		t.Errorf("step records %v, want %d", whole[len(whole)-2], n)
+	if whole[len(whole)-1] != n || chunked[len(chunked)-1] != n {
+		t.Errorf("step records %v and %v, want %d", whole[len(whole)-1], chunked[len(chunked)-1], n)
 	}
 }
 
