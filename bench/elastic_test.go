@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
 	"elasticdl/internal/proctest"
+	"elasticdl/internal/roleflags"
+	"elasticdl/model"
+	"elasticdl/model/zoo"
 )
 
 // BenchmarkAllReduceRecovery measures how fast an AllReduce job trains
@@ -140,4 +146,91 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// BenchmarkAllReduceJoin measures how fast arriving workers train: a
+// fashion_mnist.cnn job of 4 workers starts on a cluster with room for
+// one (local.Capped: the other three are pending, as pods would be), and
+// the room grows by one every 4 s. Reported, from the summary's
+// ring.joins: each arriving worker's time from its process start to its
+// first committed step (issue 9 target: <= 2 s), median and max.
+//
+//	go test ./bench -run '^$' -bench AllReduceJoin -benchtime 1x
+func BenchmarkAllReduceJoin(b *testing.B) {
+	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
+		b.Skip("Fashion-MNIST not installed")
+	}
+	bin := buildBinary(b, benchTags())
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		b.Fatal(err)
+	}
+	var joins []float64
+	for i := 0; i < b.N; i++ {
+		joins = append(joins, arrivingWorkers(b, bin, reg, 4*time.Second)...)
+	}
+	b.ReportMetric(median(joins), "join-median-s")
+	b.ReportMetric(slices.Max(joins), "join-max-s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// arrivingWorkers runs the job with room for one worker, then two, three
+// and four, every interval, and returns the arriving workers' times from
+// process start to first committed step.
+func arrivingWorkers(b *testing.B, bin string, reg *model.Registry, interval time.Duration) []float64 {
+	b.Helper()
+	dir := b.TempDir()
+	logf, err := os.Create(filepath.Join(dir, "master.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	logger := slog.New(slog.NewTextHandler(logf, nil))
+	cfg := master.DefaultConfig()
+	cfg.JobName, cfg.ModelDef, cfg.Output = "join", "fashion_mnist.cnn", dir
+	cfg.TrainingData = filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
+	cfg.NumEpochs, cfg.NumWorkers, cfg.NumPS = 2, 4, 0
+	cfg.DistributionStrategy = roleflags.StrategyAllReduce
+	be, err := local.New(local.Config{Binary: bin, LogDir: filepath.Join(dir, "logs"), Logger: logger})
+	if err != nil {
+		b.Fatal(err)
+	}
+	capped := local.NewCapped(be, 1, logger)
+	m, err := master.New(cfg, master.Deps{Backend: capped, Registry: reg, Logger: logger})
+	if err != nil {
+		_ = capped.Close(context.Background())
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	go func() {
+		for room := 2; room <= 4; room++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+			capped.SetCap(room)
+		}
+	}()
+	s, err := m.Run(ctx)
+	if err != nil || s.Status != "succeeded" {
+		b.Fatalf("job: %v %+v", err, s)
+	}
+	var joins []float64
+	for _, j := range s.Ring.Joins {
+		if j.Worker > 0 {
+			joins = append(joins, j.Seconds)
+		}
+	}
+	if len(joins) != 3 {
+		b.Fatalf("joins %+v: want the 3 arriving workers'", s.Ring.Joins)
+	}
+	for _, e := range s.Epochs {
+		if e.RecordsTrained != e.Records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
+			b.Errorf("epoch %d not exactly once: %+v", e.Epoch, e)
+		}
+	}
+	b.Logf("arriving workers: process start -> first committed step (s): %.2f", joins)
+	return joins
 }
