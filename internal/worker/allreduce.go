@@ -74,6 +74,13 @@ type ringCounters struct {
 	// superseded ring (waiting on a frozen peer) is freed at once.
 	live               atomic.Pointer[collective.Ring]
 	ops, bytes, busyNs atomic.Int64
+	// forming is the ring being formed, if any: the poller cancels it too.
+	forming atomic.Pointer[formingRing]
+}
+
+type formingRing struct {
+	version int64
+	cancel  context.CancelCauseFunc
 }
 
 // enter makes r the live ring, adding the last one's counters to the
@@ -235,6 +242,9 @@ func (w *Worker) pollRing(ctx context.Context) {
 		}
 		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() {
 			r.Close() // the step in flight fails; the member re-joins
+		}
+		if f := w.rings.forming.Load(); f != nil && resp.Version > f.version {
+			f.cancel(fmt.Errorf("ring version %d superseded by %d", f.version, resp.Version))
 		}
 		select {
 		case <-w.ar.versionCh:

@@ -72,7 +72,7 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if rank < 0 {
 			continue // formed without this worker: check in again
 		}
-		ring, err := ar.ln.Form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
+		ring, err := w.form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
 		if err == nil {
 			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
 			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
@@ -98,6 +98,17 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 			w.log.Debug("report ring broken", "err", rerr)
 		}
 	}
+}
+
+// form connects to the ring's members; it gives up as soon as the poller
+// sees a newer version (a member that went on to it would never connect,
+// and the new version waits for this worker).
+func (w *Worker) form(ctx context.Context, cfg collective.Config) (*collective.Ring, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.rings.forming.Store(&formingRing{version: cfg.Version, cancel: cancel})
+	defer w.rings.forming.Store(nil)
+	return w.ar.ln.Form(ctx, cfg)
 }
 
 // syncState makes every member of a new ring hold the state of the member
