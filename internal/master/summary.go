@@ -24,6 +24,7 @@ type (
 	RingSummary       = job.RingSummary
 	RingRecovery      = job.RingRecovery
 	RingJoin          = job.RingJoin
+	WorkerChecksum    = job.WorkerChecksum
 )
 
 // WriteSummary writes s as dir/job_summary.json atomically.
