@@ -34,9 +34,11 @@ func (f *fault) spend(n int) bool {
 		return true
 	}
 	f.once.Do(func() {
+		// Tripped before the fault acts: a peer that sees it at once
+		// (a closed Unix socket) must find the fault already there.
 		f.at = time.Now()
-		f.trip()
 		close(f.tripped)
+		f.trip()
 	})
 	return false
 }

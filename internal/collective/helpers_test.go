@@ -93,9 +93,16 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func newListeners(t testing.TB, n int) []*Listener {
 	t.Helper()
+	return newListenersOver(t, n, true)
+}
+
+// newListenersOver makes n listeners on loopback; local: same-host peers
+// connect over Unix sockets, else over TCP.
+func newListenersOver(t testing.TB, n int, local bool) []*Listener {
+	t.Helper()
 	ls := make([]*Listener, n)
 	for i := range ls {
-		l, err := Listen("127.0.0.1:0", quietLogger())
+		l, err := listen("127.0.0.1:0", quietLogger(), local)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,7 +30,10 @@ const (
 // refused with a reason the dialer reports.
 type Listener struct {
 	ln  net.Listener
-	log *slog.Logger
+	// local is the Unix socket same-host peers connect to (local.go); nil
+	// where there is none.
+	local net.Listener
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	waiting *waiter // the Form in progress, if any
@@ -54,8 +57,14 @@ type waiter struct {
 }
 
 // Listen listens for ring connections on addr (host:port; port 0 picks a
-// free one). logger may be nil.
+// free one), and, for a loopback address on Linux, on the Unix socket
+// same-host peers dial instead (local.go). logger may be nil.
 func Listen(addr string, logger *slog.Logger) (*Listener, error) {
+	return listen(addr, logger, true)
+}
+
+// listen is Listen; without local, over TCP only.
+func listen(addr string, logger *slog.Logger, local bool) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("collective: listen on %s: %w", addr, err)
@@ -70,8 +79,15 @@ func Listen(addr string, logger *slog.Logger) (*Listener, error) {
 		pending: make(map[net.Conn]struct{}),
 		done:    make(chan struct{}),
 	}
+	if local {
+		l.local = listenLocal(ln.Addr().String())
+	}
 	l.wg.Add(1)
-	go l.acceptLoop()
+	go l.acceptLoop(l.ln)
+	if l.local != nil {
+		l.wg.Add(1)
+		go l.acceptLoop(l.local)
+	}
 	return l, nil
 }
 
@@ -90,6 +106,9 @@ func (l *Listener) Close() error {
 	l.closed = true
 	close(l.done)
 	err := l.ln.Close()
+	if l.local != nil {
+		_ = l.local.Close()
+	}
 	for c := range l.pending {
 		_ = c.Close()
 	}
@@ -101,10 +120,10 @@ func (l *Listener) Close() error {
 	return nil
 }
 
-func (l *Listener) acceptLoop() {
+func (l *Listener) acceptLoop(ln net.Listener) {
 	defer l.wg.Done()
 	for {
-		c, err := l.ln.Accept()
+		c, err := ln.Accept()
 		if err != nil {
 			select {
 			case <-l.done:
@@ -382,8 +401,12 @@ func dialNext(ctx context.Context, cfg Config) (net.Conn, error) {
 // handshakeDial makes one connection attempt. It returns the connection only
 // when the reply is statusOK.
 func handshakeDial(ctx context.Context, addr string, h hello) (net.Conn, byte, string, error) {
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	c, ok := dialLocal(ctx, addr)
+	var err error
+	if !ok {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return nil, 0, "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -394,7 +395,7 @@ func (r *Ring) linkErr(dir string, rank int, addr string, err error) error {
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return fmt.Errorf("%s rank %d (%s): no progress within %v: %w", dir, rank, addr, r.timeout, err)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET):
 		return fmt.Errorf("%s rank %d (%s): connection closed by the peer: %w", dir, rank, addr, err)
 	}
 	return fmt.Errorf("%s rank %d (%s): %w", dir, rank, addr, err)

@@ -20,23 +20,26 @@ func TestAllReduce(t *testing.T) {
 		adjust func(*Config)
 		// portable sends through the byte-order independent codec.
 		portable bool
+		// tcp: over TCP rather than the same-host Unix sockets.
+		tcp bool
 	}{
-		{"default", nil, false},
+		{"default", nil, false, false},
+		{"tcp", nil, false, true},
 		// Tiny segments, different on every member: many pipeline stages,
 		// and the segmentation is local to each member.
-		{"mixed-segments", func(c *Config) { c.SegmentBytes = 4 * (1 + 2*c.Rank) }, false},
-		{"portable", nil, true},
+		{"mixed-segments", func(c *Config) { c.SegmentBytes = 4 * (1 + 2*c.Rank) }, false, false},
+		{"portable", nil, true, false},
 	}
 	rng := rand.New(rand.NewPCG(7, 8))
 	for n := 1; n <= 4; n++ {
 		for _, v := range variants {
 			t.Run(fmt.Sprintf("n=%d/%s", n, v.name), func(t *testing.T) {
-				rings := formRings(t, newListeners(t, n), 1, testTimeout, v.adjust)
+				rings := formRings(t, newListenersOver(t, n, !v.tcp), 1, testTimeout, v.adjust)
 				for _, r := range rings {
 					r.portable = v.portable
 				}
 				for _, count := range counts {
-					if v.name != "default" && count > 10_000 {
+					if v.name != "default" && v.name != "tcp" && count > 10_000 {
 						continue // tiny segments on 3M floats would take minutes
 					}
 					inputs := randomInputs(rng, n, count)
@@ -325,5 +328,30 @@ func TestReformAcrossVersions(t *testing.T) {
 		for _, r := range rings {
 			_ = r.Close()
 		}
+	}
+}
+
+// Members on one host connect over Unix sockets; a member listening on TCP
+// only is reached over TCP, so a ring may mix both.
+func TestTransports(t *testing.T) {
+	local, tcp := newListenersOver(t, 2, true), newListenersOver(t, 1, false)
+	ls := []*Listener{local[0], local[1], tcp[0]}
+	rings := formRings(t, ls, 1, testTimeout, nil)
+	// Member 0 dials member 1 (Unix), member 1 dials member 2 (TCP only),
+	// member 2 dials member 0 (Unix).
+	for i, want := range []string{"unix", "tcp", "unix"} {
+		if got := rings[i].out.RemoteAddr().Network(); got != want {
+			t.Errorf("member %d reaches the next over %s, want %s", i, got, want)
+		}
+	}
+	bufs := [][]float32{{1, 2}, {10, 20}, {100, 200}}
+	errs := onAll(3, func(i int) error { return rings[i].AllReduce(context.Background(), bufs[i]) })
+	for i, err := range errs {
+		if err != nil || bufs[i][0] != 111 || bufs[i][1] != 222 {
+			t.Fatalf("member %d: %v, %v", i, bufs[i], err)
+		}
+	}
+	if !isLoopback("127.64.1.2:80") || isLoopback("10.0.0.1:80") || isLoopback("nonsense") {
+		t.Error("isLoopback")
 	}
 }
