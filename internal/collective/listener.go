@@ -29,7 +29,7 @@ const (
 // handshaken by the Listener and handed to the Form waiting for it, or
 // refused with a reason the dialer reports.
 type Listener struct {
-	ln  net.Listener
+	ln net.Listener
 	// local is the Unix socket same-host peers connect to (local.go); nil
 	// where there is none.
 	local net.Listener
