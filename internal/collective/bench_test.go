@@ -45,7 +45,25 @@ func BenchmarkSegmentSize(b *testing.B) {
 }
 
 func benchInProcess(b *testing.B, n, bytes, segmentBytes int) {
-	rings := formRings(b, newListeners(b, n), 1, time.Minute, func(c *Config) { c.SegmentBytes = segmentBytes })
+	benchOver(b, newListeners(b, n), bytes, segmentBytes)
+}
+
+// BenchmarkTransport: the same-host Unix sockets against TCP, in one run.
+func BenchmarkTransport(b *testing.B) {
+	for _, n := range []int{2, 3} {
+		for _, mib := range []int{16, 64} {
+			for _, tr := range []string{"tcp", "unix"} {
+				b.Run(fmt.Sprintf("members=%d/%dMiB/%s", n, mib, tr), func(b *testing.B) {
+					benchOver(b, newListenersOver(b, n, tr == "unix"), mib<<20, 0)
+				})
+			}
+		}
+	}
+}
+
+func benchOver(b *testing.B, ls []*Listener, bytes, segmentBytes int) {
+	n := len(ls)
+	rings := formRings(b, ls, 1, time.Minute, func(c *Config) { c.SegmentBytes = segmentBytes })
 	bufs := make([][]float32, n)
 	for i := range bufs {
 		bufs[i] = memberInput(i, 0, bytes/4)

@@ -1,4 +1,5 @@
-// Package collective is elastic ring allreduce over TCP: the members of a
+// Package collective is elastic ring allreduce over TCP (over Unix sockets
+// between members on one host, see local.go): the members of a
 // ring (workers of the AllReduce strategy) sum their gradients among
 // themselves, and when membership changes they form a new ring with a new
 // version. Who is in the ring, and in which order, is decided elsewhere (the
