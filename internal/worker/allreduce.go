@@ -131,14 +131,6 @@ type ringTask struct {
 
 func (rt *ringTask) total() int64 { return int64(rt.batch.N) }
 
-// stepRecord is one member's part of a step not yet confirmed.
-type stepRecord struct {
-	task       *ringTask
-	start, end int64 // records [start,end) of the task
-	step       int64 // the step number once applied
-	loss       float64
-}
-
 // ringMember is a worker's AllReduce state.
 type ringMember struct {
 	ln        *collective.Listener
@@ -147,11 +139,10 @@ type ringMember struct {
 	slotNames []string
 	steps     int64 // optimizer steps applied to the parameters
 	buf       []float32
-	tasks     []*ringTask  // tasks with records not yet confirmed
-	records   []stepRecord // this member's unconfirmed steps
-	synced    bool         // the state was agreed in a ring
-	latest    int64        // newest ring version the master announced
-	versionCh chan int64   // from the background poller
+	book      stepBook   // this member's tasks and unconfirmed records
+	synced    bool       // the state was agreed in a ring
+	latest    int64      // newest ring version the master announced
+	versionCh chan int64 // from the background poller
 	// log holds the tags of the applied steps not yet reported to the
 	// master, and of the last recentSteps, oldest first: part of the state,
 	// so that a new ring knows whose records its state holds.
@@ -294,12 +285,10 @@ func (w *Worker) ringLoop(ctx context.Context) error {
 // evaluation and prediction tasks (between steps) on the local model.
 func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 	ar := w.ar
-	for _, rt := range ar.tasks {
-		if rt.next < rt.total() {
-			return rt, false, nil
-		}
+	if rt := ar.book.pending(); rt != nil {
+		return rt, false, nil
 	}
-	if len(ar.tasks) > 1 {
+	if ar.book.busy() {
 		return nil, false, nil // enough work waits for its last step to be confirmed
 	}
 	resp, err := w.getTask(ctx)
@@ -334,7 +323,7 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 	shuffle(b, t.Id, t.Epoch)
 	rt := &ringTask{t: t, batch: b, next: t.Done, confirmed: t.Done, report: report}
 	w.current.Store(t.Id)
-	ar.tasks = append(ar.tasks, rt)
+	ar.book.add(rt)
 	return rt, false, nil
 }
 
@@ -351,17 +340,13 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 		// Tell every member what the master has: they prune their logs.
 		ar.buf[ar.nGrads+2], ar.buf[ar.nGrads+3] = float32(ar.reported&0xFFFFFF), float32(ar.reported>>24)
 	}
-	rec := stepRecord{step: ar.steps + 1}
 	if rt != nil {
-		rec.task, rec.start = rt, rt.next
-		rec.end = min(rt.next+w.share(), rt.total())
-		loss, err := w.gradients(rt, rec.start, rec.end)
+		start, end := ar.book.take(rt, w.share(), ar.steps+1)
+		loss, err := w.gradients(rt, start, end)
 		if err != nil {
 			return err
 		}
-		rec.loss = float64(loss) * float64(rec.end-rec.start)
-		rt.next = rec.end
-		ar.records = append(ar.records, rec)
+		ar.book.setLoss(float64(loss) * float64(end-start))
 	}
 	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
 		return err
@@ -494,54 +479,23 @@ func (w *Worker) applyGradients(total float32) error {
 // the applied steps: its ledger is what a task's next holder resumes from.)
 func (w *Worker) confirm(ctx context.Context, upTo int64) error {
 	ar := w.ar
-	keep := ar.records[:0]
-	for _, r := range ar.records {
-		if r.step > upTo {
-			keep = append(keep, r)
-			continue
-		}
-		r.task.confirmed = r.end
-		r.task.report.Records += r.end - r.start
-		r.task.report.LossSum += r.loss
-		r.task.report.Steps++
-	}
-	ar.records = keep
-	tasks := ar.tasks[:0]
-	for _, rt := range ar.tasks {
-		var err error
-		if rt.confirmed == rt.total() {
-			rt.report.ModelVersion = ar.steps
-			_, err = w.master.ReportTaskResult(ctx, rt.report)
-		}
-		switch code := status.Code(err); {
-		case code == codes.FailedPrecondition:
-			// The master took the task back (a timeout): drop it, and the
-			// records it has not confirmed.
+	for _, rt := range ar.book.confirm(upTo) {
+		rt.report.ModelVersion = ar.steps
+		_, err := w.master.ReportTaskResult(ctx, rt.report)
+		switch status.Code(err) {
+		case codes.OK:
+		case codes.FailedPrecondition:
+			// The master took the task back (a timeout): someone else
+			// resumes it after what the ledger has.
 			w.log.Warn("task taken back by the master", "task", rt.t.Id, "err", err)
-			w.dropRecords(rt)
-		case err != nil:
+		default:
 			return &fatalError{fmt.Errorf("task %d: %w", rt.t.Id, err)}
-		case rt.confirmed < rt.total():
-			tasks = append(tasks, rt)
 		}
 	}
-	ar.tasks = tasks
-	if len(tasks) == 0 {
+	if ar.book.empty() {
 		w.current.Store(0)
 	}
 	return nil
-}
-
-// dropRecords forgets this member's unconfirmed records of rt.
-func (w *Worker) dropRecords(rt *ringTask) {
-	ar := w.ar
-	keep := ar.records[:0]
-	for _, r := range ar.records {
-		if r.task != rt {
-			keep = append(keep, r)
-		}
-	}
-	ar.records = keep
 }
 
 // ringBroken tells the master the ring failed and drops it; the next step

@@ -98,7 +98,8 @@ func (w *Worker) snapshot() *pserverpb.Checkpoint {
 // the tasks back.
 func (w *Worker) loadRestore(dir string, version int64) error {
 	ar := w.ar
-	ar.tasks, ar.records, ar.log, ar.reported = nil, nil, nil, 0
+	ar.book.reset()
+	ar.log, ar.reported = nil, 0
 	w.current.Store(0)
 	if dir == "" {
 		if ar.steps == 0 && ar.lineage == 0 {

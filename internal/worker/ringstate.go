@@ -141,7 +141,8 @@ func (w *Worker) syncState(ctx context.Context) error {
 	if stale {
 		// This member's tasks and records belong to a lost state (the
 		// master took the tasks back): it starts over from the ring's.
-		ar.tasks, ar.records, ar.log = nil, nil, nil
+		ar.book.reset()
+		ar.log = nil
 		w.current.Store(0)
 	}
 	if most == 0 && isRoot {
@@ -192,18 +193,10 @@ func (w *Worker) settleRecords() {
 			held[c] = true
 		}
 	}
-	keep := ar.records[:0]
-	for _, r := range ar.records {
+	ar.book.settle(func(r stepRecord) bool {
 		c := contrib{worker: w.cfg.WorkerID, task: r.task.t.Id, start: r.start, end: r.end}
-		switch {
-		case held[c] || ar.masterDone[c.task] >= r.end:
-			r.step = 0 // confirmed: the state holds it
-			keep = append(keep, r)
-		case r.start < r.task.next:
-			r.task.next = r.start
-		}
-	}
-	ar.records = keep
+		return held[c] || ar.masterDone[c.task] >= r.end
+	})
 }
 
 // settle reports the agreed state's log — the records it holds of the
