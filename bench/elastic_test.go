@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -97,14 +96,7 @@ func killDuringJob(b *testing.B, bin string, kills int, interval time.Duration) 
 	case <-time.After(10 * time.Minute):
 		b.Fatal("job did not finish")
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	var s master.Summary
-	if err := json.Unmarshal(raw, &s); err != nil {
-		b.Fatal(err)
-	}
+	s := readSummary(b, out)
 	if s.Ring == nil {
 		b.Fatal("no ring in the summary")
 	}

@@ -85,6 +85,12 @@ func jobRecordsPerSecond(b *testing.B, bin string, args []string) float64 {
 	if o, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("job: %v\n%s", err, o)
 	}
+	return readSummary(b, out).RecordsPerSecond
+}
+
+// readSummary reads the job_summary.json a job wrote in out.
+func readSummary(b *testing.B, out string) master.Summary {
+	b.Helper()
 	raw, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
 	if err != nil {
 		b.Fatal(err)
@@ -93,5 +99,5 @@ func jobRecordsPerSecond(b *testing.B, bin string, args []string) float64 {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		b.Fatal(err)
 	}
-	return s.RecordsPerSecond
+	return s
 }
