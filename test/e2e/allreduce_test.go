@@ -112,26 +112,7 @@ func TestK8sAllReducePreemption(t *testing.T) {
 	}
 	j.waitTraining(30 * time.Second)
 
-	hogAt := time.Now()
-	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: hog, namespace: %s}
-spec:
-  priorityClassName: %s
-  nodeSelector: {e2e: %s}
-  terminationGracePeriodSeconds: 2
-  containers:
-  - name: sleep
-    image: busybox:e2e
-    command: [sh, -c, 'sleep 3600']
-    resources: {requests: {cpu: "1"}}
-`, ns, pc, label))
-	var hog pod
-	waitFor(t, 30*time.Second, "the high-priority pod to run", func() (bool, string) {
-		getJSON(t, &hog, "pod", "-n", ns, "hog")
-		return hog.running(), hog.String()
-	})
-	t.Logf("high-priority pod Running on %s %.1fs after creation", hog.Spec.NodeName, time.Since(hogAt).Seconds())
+	runHog(t, ns, pc, label)
 	now := j.waitWorkers(30*time.Second, 1, 1)
 	var survivor, replacement pod
 	for _, w := range now {

@@ -715,14 +715,21 @@ func (j *job) waitWorkers(timeout time.Duration, running, unschedulable int) []p
 // progress line with records > 0).
 var progressRE = regexp.MustCompile(`records=([1-9][0-9]*)/`)
 
-// recordsDone is the records count of the master's last progress line.
+// epochProgressRE reads a progress line's epoch and its records.
+var epochProgressRE = regexp.MustCompile(`epoch=([0-9]+)/[0-9]+ records=([0-9]+)/([0-9]+)`)
+
+// recordsDone is the records trained as of the master's last progress
+// line, over all epochs (the line counts the current epoch's).
 func (j *job) recordsDone() int64 {
-	m := progressRE.FindAllStringSubmatch(j.podLog(j.masterPod()), -1)
+	m := epochProgressRE.FindAllStringSubmatch(j.podLog(j.masterPod()), -1)
 	if len(m) == 0 {
 		return 0
 	}
-	n, _ := strconv.ParseInt(m[len(m)-1][1], 10, 64)
-	return n
+	last := m[len(m)-1]
+	epoch, _ := strconv.ParseInt(last[1], 10, 64)
+	records, _ := strconv.ParseInt(last[2], 10, 64)
+	perEpoch, _ := strconv.ParseInt(last[3], 10, 64)
+	return max(epoch-1, 0)*perEpoch + records
 }
 
 func (j *job) waitTraining(timeout time.Duration) {
@@ -732,4 +739,31 @@ func (j *job) waitTraining(timeout time.Duration) {
 		return progressRE.MatchString(l), tail(l, 3)
 	})
 	j.t.Logf("%.1fs after submission: training in progress", time.Since(j.submitted).Seconds())
+}
+
+// runHog starts pod "hog" in ns: one CPU at PriorityClass pc on the nodes
+// labelled e2e=label, so that the scheduler preempts a job's pod for it;
+// it returns once the hog runs. Delete it to give the room back.
+func runHog(t *testing.T, ns, pc, label string) {
+	t.Helper()
+	hogAt := time.Now()
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: hog, namespace: %s}
+spec:
+  priorityClassName: %s
+  nodeSelector: {e2e: %s}
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: sleep
+    image: busybox:e2e
+    command: [sh, -c, 'sleep 3600']
+    resources: {requests: {cpu: "1"}}
+`, ns, pc, label))
+	var hog pod
+	waitFor(t, 30*time.Second, "the high-priority pod to run", func() (bool, string) {
+		getJSON(t, &hog, "pod", "-n", ns, "hog")
+		return hog.running(), hog.String()
+	})
+	t.Logf("high-priority pod Running on %s %.1fs after creation", hog.Spec.NodeName, time.Since(hogAt).Seconds())
 }
