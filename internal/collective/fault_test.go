@@ -107,21 +107,27 @@ func faultScenario(t *testing.T, n int, wrap func(r *Ring) *fault, wantErr strin
 	f := wrap(rings[n-1])
 	const count = 3_000_000 // 12 MB: several MB per link, beyond what loopback buffers hold
 	type result struct {
-		err error
-		at  time.Time
+		member int
+		err    error
+		at     time.Time
 	}
 	results := make(chan result, n)
 	for i := range n {
 		go func() {
 			_, err := runAllReduces(context.Background(), rings[i], count, 0, false, nil)
-			results <- result{err, time.Now()}
+			results <- result{i, err, time.Now()}
 		}()
 	}
 	bound := 5 * timeout
 	var failed []string
-	for range n - 1 {
+	var faulty *result
+	for len(failed) < n-1 {
 		select {
 		case r := <-results:
+			if r.member == n-1 {
+				faulty = &r // its own error says nothing of the others
+				continue
+			}
 			if r.err == nil {
 				t.Fatal("allreduce loop ended without an error")
 			}
@@ -140,7 +146,11 @@ func faultScenario(t *testing.T, n int, wrap func(r *Ring) *fault, wantErr strin
 		t.Errorf("no survivor reported %q:\n%s", wantErr, strings.Join(failed, "\n"))
 	}
 	_ = rings[n-1].Close() // thaw a frozen member
-	if r := <-results; r.err == nil {
+	if faulty == nil {
+		r := <-results
+		faulty = &r
+	}
+	if faulty.err == nil {
 		t.Error("the faulty member succeeded")
 	}
 }
