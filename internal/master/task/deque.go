@@ -53,3 +53,38 @@ func (q *deque) items() []int64 {
 	}
 	return out
 }
+
+// queue is a todo queue: tasks taken back (requeued, failed, rewound) at
+// the front, ahead of the fresh ones, which go out in the order they were
+// created. Keeping the fresh ones as a cursor into their creation order is
+// what lets a snapshot hold the queue compactly (Snapshot): the front's
+// IDs, and how far the cursor has gone.
+type queue struct {
+	front deque
+	fresh []int64
+	next  int // fresh[next:] are still queued
+}
+
+func (q *queue) len() int { return q.front.len() + len(q.fresh) - q.next }
+
+// pushFresh queues a task just created, behind every other.
+func (q *queue) pushFresh(id int64) { q.fresh = append(q.fresh, id) }
+
+// pushFront queues a task taken back, ahead of every other.
+func (q *queue) pushFront(id int64) { q.front.pushFront(id) }
+
+func (q *queue) popFront() (int64, bool) {
+	if id, ok := q.front.popFront(); ok {
+		return id, true
+	}
+	if q.next == len(q.fresh) {
+		return 0, false
+	}
+	q.next++
+	return q.fresh[q.next-1], true
+}
+
+// items returns the queue's contents front to back.
+func (q *queue) items() []int64 {
+	return append(q.front.items(), q.fresh[q.next:]...)
+}

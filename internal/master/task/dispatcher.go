@@ -43,7 +43,7 @@ type Dispatcher struct {
 	ntasks int64
 	// Evaluation tasks are served before training tasks so evaluation
 	// results reflect the model version they were requested for.
-	evalTodo, trainTodo deque
+	evalTodo, trainTodo queue
 	doing               map[int64]struct{}
 	byWorker            map[int][]int64 // held task IDs; a worker holds few
 
@@ -56,6 +56,9 @@ type Dispatcher struct {
 	nextPred int64
 
 	err error
+	// created logs what made the tasks, in order (their IDs follow it):
+	// a snapshot replays it instead of holding every task.
+	created []Creation
 
 	tasksDone, tasksFailed, evalDoing int
 	failures, requeues, lateReports   int64
@@ -73,6 +76,18 @@ type Dispatcher struct {
 // prediction-only jobs): Training must then be empty, and the work is what
 // AddEvaluation and AddPrediction queue.
 func New(cfg Config) (*Dispatcher, error) {
+	d, err := newDispatcher(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NumEpochs > 0 {
+		d.createEpoch()
+	}
+	return d, nil
+}
+
+// newDispatcher checks cfg and returns a Dispatcher without tasks.
+func newDispatcher(cfg Config) (*Dispatcher, error) {
 	if cfg.NumEpochs < 0 {
 		return nil, fmt.Errorf("task config: NumEpochs must be >= 0, got %d", cfg.NumEpochs)
 	}
@@ -107,9 +122,6 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	for _, s := range cfg.Training {
 		d.epochTotal += s.Records
-	}
-	if cfg.NumEpochs > 0 {
-		d.createEpoch()
 	}
 	return d, nil
 }
@@ -178,9 +190,10 @@ func (d *Dispatcher) createEpoch() {
 		r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	}
 	for _, id := range ids {
-		d.trainTodo.pushBack(id)
+		d.trainTodo.pushFresh(id)
 	}
 	d.epochs = append(d.epochs, epochState{tasks: len(ids), cov: make(coverage, len(ids))})
+	d.created = append(d.created, Creation{Epoch: d.epoch})
 }
 
 // AddEvaluation queues one evaluation pass of the given model version over
@@ -205,9 +218,10 @@ func (d *Dispatcher) AddEvaluation(shards []Shard, recordsPerTask int64, version
 	}
 	ids := d.cut(shards, recordsPerTask, Task{Type: Evaluation, ModelVersion: version})
 	for _, id := range ids {
-		d.evalTodo.pushBack(id)
+		d.evalTodo.pushFresh(id)
 	}
 	d.evals[version] = &EvalStats{ModelVersion: version, Tasks: len(ids)}
+	d.created = append(d.created, Creation{Type: Evaluation, Shards: slices.Clone(shards), RecordsPerTask: recordsPerTask, Version: version})
 	return nil
 }
 
@@ -232,9 +246,10 @@ func (d *Dispatcher) AddPrediction(shards []Shard, recordsPerTask int64) (int64,
 	pass := d.nextPred
 	ids := d.cut(shards, recordsPerTask, Task{Type: Prediction, ModelVersion: pass})
 	for _, id := range ids {
-		d.evalTodo.pushBack(id)
+		d.evalTodo.pushFresh(id)
 	}
 	d.preds[pass] = &PredictionStats{Pass: pass, Tasks: len(ids)}
+	d.created = append(d.created, Creation{Type: Prediction, Shards: slices.Clone(shards), RecordsPerTask: recordsPerTask})
 	return pass, nil
 }
 
@@ -299,7 +314,7 @@ func (d *Dispatcher) release(e *entry) {
 	d.byWorker[e.owner] = slices.DeleteFunc(d.byWorker[e.owner], func(id int64) bool { return id == e.task.ID })
 }
 
-func (d *Dispatcher) queueFor(t Task) *deque {
+func (d *Dispatcher) queueFor(t Task) *queue {
 	if t.Type == Training {
 		return &d.trainTodo
 	}

@@ -26,6 +26,9 @@ type simParams struct {
 	pLateReply          float64 // chance that a stalled worker reports later
 	reuseIDs            bool    // relaunched workers reuse the dead one's id
 	evals               int     // evaluation passes interleaved with training
+	// pRestart: chance per step that the dispatcher is replaced by one
+	// restored from its snapshot (a master failover).
+	pRestart float64
 }
 
 // TestPropertyRandomJobs simulates many workers that die, fail, stall and
@@ -41,6 +44,9 @@ func TestPropertyRandomJobs(t *testing.T) {
 		{seed: 6, workers: 30, epochs: 2, pFail: 0.05, pDie: 0.05, pStall: 0.1, pLateReply: 0.5, reuseIDs: true, evals: 2},
 		{seed: 7, workers: 3, epochs: 5, pDie: 0.2, reuseIDs: true},
 		{seed: 8, workers: 100, epochs: 1, pStall: 0.2, pLateReply: 0.9},
+		// Master failovers: the dispatcher restored from its snapshot.
+		{seed: 9, workers: 8, epochs: 3, pFail: 0.05, pDie: 0.02, pStall: 0.05, pLateReply: 0.3, evals: 3, pRestart: 0.01},
+		{seed: 10, workers: 30, epochs: 2, pFail: 0.05, pDie: 0.05, pStall: 0.1, pLateReply: 0.5, reuseIDs: true, evals: 2, pRestart: 0.05},
 	}
 	for _, p := range tests {
 		t.Run(fmt.Sprintf("seed%d_w%d", p.seed, p.workers), func(t *testing.T) {
@@ -100,7 +106,7 @@ func simulate(t *testing.T, p simParams) int {
 	var zombies []*simWorker
 	evalsLeft := p.evals
 	var evalVersion int64
-	lateSuccesses := 0
+	lateSuccesses, restarts := 0, 0
 
 	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	for step := 0; !d.Finished(); step++ {
@@ -113,6 +119,10 @@ func simulate(t *testing.T, p simParams) int {
 		now = now.Add(time.Second)
 		if step%10 == 0 {
 			d.Tick(now)
+		}
+		if r.Float64() < p.pRestart {
+			d = restart(t, cfg, d)
+			restarts++
 		}
 		if evalsLeft > 0 && r.IntN(200) == 0 {
 			evalsLeft--
@@ -252,8 +262,8 @@ func simulate(t *testing.T, p simParams) int {
 			t.Errorf("evaluation %d incomplete: %+v", v, st)
 		}
 	}
-	t.Logf("%d tasks/epoch: requeues %d failures %d late %d (successes %d)",
-		d.epochs[0].tasks, pr.Requeues, pr.Failures, pr.LateReports, lateSuccesses)
+	t.Logf("%d tasks/epoch: requeues %d failures %d late %d (successes %d), restarts %d",
+		d.epochs[0].tasks, pr.Requeues, pr.Failures, pr.LateReports, lateSuccesses, restarts)
 	return lateSuccesses
 }
 
@@ -272,6 +282,9 @@ func TestPropertyRandomParams(t *testing.T) {
 			pLateReply: r.Float64(),
 			reuseIDs:   r.IntN(2) == 0,
 			evals:      r.IntN(3),
+		}
+		if i%2 == 1 {
+			p.pRestart = r.Float64() * 0.02
 		}
 		t.Run(fmt.Sprintf("p%02d", i), func(t *testing.T) {
 			t.Logf("%+v", p)
