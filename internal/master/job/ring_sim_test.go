@@ -36,10 +36,18 @@ func ringSim(seed int64) error {
 		return err
 	}
 	now := time.Unix(0, 0)
-	alive := map[int]bool{}    // processes that exist
-	frozen := map[int]bool{}   // processes that do nothing
-	version := map[int]int64{} // the ring version each worker is in (0: none)
+	alive := map[int]bool{}                             // processes that exist
+	frozen := map[int]bool{}                            // processes that do nothing
+	version := map[int]int64{}                          // the ring version each worker is in (0: none)
+	restarts := rand.New(rand.NewSource(seed ^ 0x5eed)) // master failovers between events
 	step := func(ev Event) (Reply, error) {
+		if restarts.Intn(20) == 0 {
+			n, _, err := resumeThroughJSON(cfg, j)
+			if err != nil {
+				panic(fmt.Sprintf("seed %d: %v", seed, err)) // not a refused request: fail loudly
+			}
+			j = n
+		}
 		r, err := j.Step(now, ev)
 		for _, l := range j.Ready().Launch {
 			alive[l.ID] = true

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,14 +60,14 @@ func TestSimulatedJobs(t *testing.T) {
 	// What the jobs went through, so that a change that stops the faults
 	// from happening shows.
 	t.Logf("%d jobs: %+v", simJobs, total)
-	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 {
+	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs {
 		t.Errorf("too few faults: %+v", total)
 	}
 }
 
 // simStats sums what happened in the simulated jobs.
 type simStats struct {
-	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks int64
+	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks, Restarts int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -77,6 +78,46 @@ func (a *simStats) add(b simStats) {
 	a.Silent += b.Silent
 	a.LateReports += b.LateReports
 	a.FailedTasks += b.FailedTasks
+	a.Restarts += b.Restarts
+}
+
+// restart replaces the core by one resumed from its State, through JSON
+// as a master persists it; the resumed core's State must be the same.
+func (s *sim) restart() error {
+	j, n, err := resumeThroughJSON(s.cfg, s.j)
+	if err != nil {
+		return err
+	}
+	s.log("restart: master resumed from %d bytes of state", n)
+	s.j = j
+	s.restarted++
+	return nil
+}
+
+// resumeThroughJSON persists j's State as JSON, resumes a core from it, and
+// checks that the resumed core's State is the same; it returns the new
+// core and the State's size.
+func resumeThroughJSON(cfg Config, j *Job) (*Job, int, error) {
+	b, err := json.Marshal(j.State())
+	if err != nil {
+		return nil, 0, fmt.Errorf("persist: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, 0, fmt.Errorf("reload: %w", err)
+	}
+	n, err := Resume(cfg, st)
+	if err != nil {
+		return nil, 0, fmt.Errorf("resume: %w", err)
+	}
+	again, err := json.Marshal(n.State())
+	if err != nil {
+		return nil, 0, err
+	}
+	if string(again) != string(b) {
+		return nil, 0, fmt.Errorf("resumed core's state differs:\n%s\nwant\n%s", again, b)
+	}
+	return n, len(b), nil
 }
 
 type simWorker struct {
@@ -89,14 +130,18 @@ type simWorker struct {
 }
 
 type sim struct {
-	rng     *rand.Rand
-	j       *Job
-	cfg     Config
-	now     time.Time
-	trace   func(string, ...any)
-	workers map[int]*simWorker // processes alive, by ID
-	ps      []int              // PS instance IDs alive
-	ghosts  []*simWorker       // processes the master gave up on, with what they held
+	rng *rand.Rand
+	j   *Job
+	// restarts, when set, replaces the core now and then by one resumed
+	// from its persisted State (a master failover between two events).
+	restarts  *rand.Rand
+	restarted int64
+	cfg       Config
+	now       time.Time
+	trace     func(string, ...any)
+	workers   map[int]*simWorker // processes alive, by ID
+	ps        []int              // PS instance IDs alive
+	ghosts    []*simWorker       // processes the master gave up on, with what they held
 	// accepted[taskID] counts the simulator's accepted training reports;
 	// ranges[epoch] the records of those reports, late[epoch] those of
 	// successful reports refused because the task had timed out.
@@ -163,9 +208,14 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 	}
 	s := &sim{rng: rng, j: j, cfg: cfg, now: time.Unix(0, 0), trace: trace, workers: map[int]*simWorker{},
 		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}}
+	if seed%2 == 1 {
+		// A stream of its own: the other seeds' jobs stay what they were.
+		s.restarts = rand.New(rand.NewSource(seed ^ 0x5eed))
+	}
 	s.log("config %+v", cfg)
 	defer func() {
-		sum, p := j.Summary(0), j.Snapshot().Progress
+		sum, p := s.j.Summary(0), s.j.Snapshot().Progress
+		st.Restarts = s.restarted
 		st.WorkersLost, st.PSLost, st.Requeued = int64(sum.Workers.Lost), int64(sum.PS.Lost), sum.Tasks.Requeued
 		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
 	}()
@@ -173,7 +223,7 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		return st, err
 	}
 	for ; st.Steps < 200000; st.Steps++ {
-		switch j.Phase() {
+		switch s.j.Phase() {
 		case Saving:
 			if _, err := s.step(Saved{}); err != nil {
 				return st, err
@@ -182,13 +232,13 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		case Succeeded:
 			return st, s.check()
 		case Failed:
-			return st, fmt.Errorf("job failed: %v", j.Err())
+			return st, fmt.Errorf("job failed: %v", s.j.Err())
 		}
 		if err := s.act(); err != nil {
 			return st, err
 		}
 	}
-	return st, fmt.Errorf("job did not end: phase %v, %+v", j.Phase(), j.Snapshot().Progress)
+	return st, fmt.Errorf("job did not end: phase %v, %+v", s.j.Phase(), s.j.Snapshot().Progress)
 }
 
 func (s *sim) log(format string, args ...any) {
@@ -199,6 +249,11 @@ func (s *sim) log(format string, args ...any) {
 
 // step applies ev and carries out the Ready as a cluster would.
 func (s *sim) step(ev Event) (Reply, error) {
+	if s.restarts != nil && s.restarts.Intn(30) == 0 {
+		if err := s.restart(); err != nil {
+			return Reply{}, err
+		}
+	}
 	r, err := s.j.Step(s.now, ev)
 	s.log("%v %T%+v -> %+v %v", s.now.Unix(), ev, ev, r.Assignment, err)
 	rd := s.j.Ready()

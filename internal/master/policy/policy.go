@@ -18,6 +18,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 
 	"elasticdl/internal/cluster"
 )
@@ -227,4 +228,25 @@ func (p *Policy) noRelaunch(e Exit, why string) Decision {
 		return Decision{FailJob: true, Reason: why + "; no workers left, failing the job"}
 	}
 	return Decision{Reason: fmt.Sprintf("%s; continuing with %d workers", why, e.LiveWorkers)}
+}
+
+// State is what a Policy counted, to persist (master failover).
+type State struct {
+	SlotFailures   map[int]int `json:"slot_failures,omitempty"`
+	PSRelaunches   map[int]int `json:"ps_relaunches,omitempty"`
+	WorkerRelaunch int         `json:"worker_relaunches"`
+}
+
+// State returns what p counted.
+func (p *Policy) State() State {
+	return State{SlotFailures: maps.Clone(p.slotFailures), PSRelaunches: maps.Clone(p.psRelaunches), WorkerRelaunch: p.workerRelaunch}
+}
+
+// Resume returns a Policy with cfg's limits that has counted s.
+func Resume(cfg Config, s State) *Policy {
+	p := New(cfg)
+	maps.Copy(p.slotFailures, s.SlotFailures)
+	maps.Copy(p.psRelaunches, s.PSRelaunches)
+	p.workerRelaunch = s.WorkerRelaunch
+	return p
 }

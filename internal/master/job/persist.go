@@ -1,0 +1,314 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"elasticdl/data"
+	"elasticdl/internal/master/policy"
+	"elasticdl/internal/master/task"
+)
+
+// State is everything the core decides with, in a form to persist (JSON),
+// so that a master that restarts (failover) rebuilds the same core
+// (Resume) and the job goes on. What a Ready carried is not in it: the
+// shell carries a Ready out before it acknowledges the requests behind it
+// and before it persists the next State.
+type State struct {
+	Phase      Phase         `json:"phase"`
+	Err        string        `json:"err,omitempty"`
+	Dispatcher task.Snapshot `json:"dispatcher"`
+	Policy     policy.State  `json:"policy"`
+
+	Workers      []InstanceState `json:"workers,omitempty"`
+	PS           []InstanceState `json:"ps,omitempty"`
+	NextWorkerID int             `json:"next_worker_id"`
+	NextPSID     int             `json:"next_ps_id"`
+
+	EvalScheduled bool                   `json:"eval_scheduled"`
+	EvalPending   map[int64]MetricsState `json:"eval_pending,omitempty"`
+	Passes        map[int64]PassState    `json:"passes,omitempty"`
+	FinalKey      int64                  `json:"final_key"`
+	TrainVersion  int64                  `json:"train_version"`
+	NextEvalAt    int64                  `json:"next_eval_at"`
+
+	Prediction *PredictionState `json:"prediction,omitempty"`
+	Ring       *RingState       `json:"ring,omitempty"`
+	Applied    *AppliedState    `json:"applied,omitempty"`
+
+	UploadingSince  time.Time  `json:"uploading_since,omitzero"`
+	LiveGen         int64      `json:"live_gen"`
+	LiveSending     bool       `json:"live_sending"`
+	Summary         Summary    `json:"summary"`
+	SavedErr        string     `json:"saved_err,omitempty"`
+	Saved           Saved      `json:"saved"`
+	Progress        MeterState `json:"progress"`
+	TrainingStart   time.Time  `json:"training_start,omitzero"`
+	TrainingEnd     time.Time  `json:"training_end,omitzero"`
+	EpochsAnnounced int        `json:"epochs_announced"`
+}
+
+// InstanceState is one live instance.
+type InstanceState struct {
+	ID        int       `json:"id"`
+	Index     int       `json:"index"`
+	LastSeen  time.Time `json:"last_seen,omitzero"`
+	Running   bool      `json:"running"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+}
+
+// MetricsState is evaluation metrics being summed.
+type MetricsState struct {
+	Records int64                `json:"records"`
+	Sums    map[string]float64   `json:"sums,omitempty"`
+	Version int64                `json:"version"`
+	Hist    *data.ScoreHistogram `json:"hist,omitempty"`
+}
+
+// PassState is one evaluation pass.
+type PassState struct {
+	Version  int64        `json:"version"`
+	Final    bool         `json:"final"`
+	Metrics  MetricsState `json:"metrics"`
+	MinUsed  int64        `json:"min_used"`
+	MaxUsed  int64        `json:"max_used"`
+	HaveUsed bool         `json:"have_used"`
+}
+
+// PredictionState is a predict job's rows not released yet.
+type PredictionState struct {
+	Total      int64             `json:"total"`
+	NumClasses int               `json:"num_classes"`
+	Next       int64             `json:"next"`
+	Corrupt    int64             `json:"corrupt"`
+	Pending    []*PredictionRows `json:"pending,omitempty"`
+}
+
+// RingState is an AllReduce job's rendezvous.
+type RingState struct {
+	Version       int64                   `json:"version"`
+	Members       []RingMember            `json:"members,omitempty"`
+	Forming       bool                    `json:"forming"`
+	Joined        map[int]string          `json:"joined,omitempty"`
+	Deadline      time.Time               `json:"deadline,omitzero"`
+	Addrs         map[int]string          `json:"addrs,omitempty"`
+	FormedAt      time.Time               `json:"formed_at,omitzero"`
+	ChangedAt     time.Time               `json:"changed_at,omitzero"`
+	MaxWorldSize  int                     `json:"max_world_size"`
+	Prev          []int                   `json:"prev,omitempty"`
+	EverMember    []int                   `json:"ever_member,omitempty"`
+	Checksums     []WorkerChecksum        `json:"checksums,omitempty"`
+	Unsettled     map[int]time.Time       `json:"unsettled,omitempty"`
+	Lineage       int64                   `json:"lineage"`
+	Restore       RestorePoint            `json:"restore"`
+	Restores      int                     `json:"restores"`
+	StepsLost     int64                   `json:"steps_lost"`
+	ChangeStart   time.Time               `json:"change_start,omitzero"`
+	ChangeCause   string                  `json:"change_cause,omitempty"`
+	ChangeVersion int64                   `json:"change_version"`
+	Recoveries    []RingRecovery          `json:"recoveries,omitempty"`
+	Joins         []RingJoin              `json:"joins,omitempty"`
+	Committed     []int                   `json:"committed,omitempty"`
+	Collective    map[int]CollectiveStats `json:"collective,omitempty"`
+}
+
+// AppliedState is an AllReduce job's ledger of applied steps: per task,
+// the record ranges and the step that applied each.
+type AppliedState struct {
+	Ranges  map[int64][][3]int64 `json:"ranges,omitempty"` // task -> [start, end, step]
+	Corrupt map[int64]int64      `json:"corrupt,omitempty"`
+}
+
+// MeterState is the progress meter.
+type MeterState struct {
+	Records     int64     `json:"records"`
+	LastRecords int64     `json:"last_records"`
+	LastAt      time.Time `json:"last_at,omitzero"`
+	Loss        float64   `json:"loss"`
+	HaveLoss    bool      `json:"have_loss"`
+}
+
+// State returns the core's state (see State).
+func (j *Job) State() State {
+	s := State{
+		Phase: j.phase, Dispatcher: j.disp.Snapshot(), Policy: j.policy.State(),
+		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID,
+		EvalScheduled: j.evalScheduled, FinalKey: j.finalKey, TrainVersion: j.trainVersion, NextEvalAt: j.nextEvalAt,
+		UploadingSince: j.uploadingSince, LiveGen: j.liveGen, LiveSending: j.liveSending,
+		Summary: j.summary, Saved: j.saved,
+		Progress: MeterState{Records: j.progress.records, LastRecords: j.progress.lastRecords, LastAt: j.progress.lastAt,
+			Loss: j.progress.loss, HaveLoss: j.progress.haveLoss},
+		TrainingStart: j.trainingStart, TrainingEnd: j.trainingEnd, EpochsAnnounced: j.epochsAnnounced,
+	}
+	if j.jobErr != nil {
+		s.Err = j.jobErr.Error()
+	}
+	if j.saved.Err != nil {
+		s.SavedErr = j.saved.Err.Error()
+		s.Saved.Err = nil
+	}
+	s.Workers, s.PS = instanceStates(j.workers), instanceStates(j.ps)
+	if len(j.evalPending) > 0 {
+		s.EvalPending = map[int64]MetricsState{}
+		for id, m := range j.evalPending {
+			s.EvalPending[id] = metricsState(m)
+		}
+	}
+	if len(j.passes) > 0 {
+		s.Passes = map[int64]PassState{}
+		for k, p := range j.passes {
+			s.Passes[k] = PassState{Version: p.version, Final: p.final, Metrics: metricsState(p.metrics),
+				MinUsed: p.minUsed, MaxUsed: p.maxUsed, HaveUsed: p.haveUsed}
+		}
+	}
+	if p := j.pred; p != nil {
+		ps := &PredictionState{Total: p.total, NumClasses: p.numClasses, Next: p.next, Corrupt: p.corrupt}
+		for _, start := range slices.Sorted(maps.Keys(p.pending)) {
+			ps.Pending = append(ps.Pending, p.pending[start])
+		}
+		s.Prediction = ps
+	}
+	if j.cfg.AllReduce {
+		s.Ring = j.ring.state()
+		a := &AppliedState{Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
+		for id, rs := range j.applied.ranges {
+			for _, r := range rs {
+				a.Ranges[id] = append(a.Ranges[id], [3]int64{r.start, r.end, r.step})
+			}
+		}
+		s.Applied = a
+	}
+	return s
+}
+
+func instanceStates(m map[int]*instance) []InstanceState {
+	var out []InstanceState
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		in := m[k]
+		out = append(out, InstanceState{ID: in.id, Index: in.index, LastSeen: in.lastSeen, Running: in.running, StartedAt: in.startedAt})
+	}
+	return out
+}
+
+func metricsState(m evalMetrics) MetricsState {
+	return MetricsState{Records: m.records, Sums: maps.Clone(m.sums), Version: m.version, Hist: m.hist}
+}
+
+func (m MetricsState) metrics() evalMetrics {
+	return evalMetrics{records: m.Records, sums: maps.Clone(m.Sums), version: m.Version, hist: m.Hist}
+}
+
+func (r *rendezvous) state() *RingState {
+	return &RingState{
+		Version: r.version, Members: slices.Clone(r.members), Forming: r.forming, Joined: maps.Clone(r.joined),
+		Deadline: r.deadline, Addrs: maps.Clone(r.addrs), FormedAt: r.formedAt, ChangedAt: r.changedAt,
+		MaxWorldSize: r.maxWorldSize, Prev: slices.Sorted(maps.Keys(r.prev)), EverMember: slices.Sorted(maps.Keys(r.everMember)),
+		Checksums: slices.Clone(r.checksums), Unsettled: maps.Clone(r.unsettled), Lineage: r.lineage, Restore: r.restore,
+		Restores: r.restores, StepsLost: r.stepsLost, ChangeStart: r.changeStart, ChangeCause: r.changeCause,
+		ChangeVersion: r.changeVersion, Recoveries: slices.Clone(r.recoveries), Joins: slices.Clone(r.joins),
+		Committed: slices.Sorted(maps.Keys(r.committed)), Collective: maps.Clone(r.collective),
+	}
+}
+
+func set(ids []int) map[int]bool {
+	m := map[int]bool{}
+	for _, id := range ids {
+		m[id] = true
+	}
+	return m
+}
+
+// Resume rebuilds a core from cfg (the job's, as when s was taken) and s.
+func Resume(cfg Config, s State) (*Job, error) {
+	j, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if j.disp, err = task.Restore(cfg.Tasks, s.Dispatcher); err != nil {
+		return nil, fmt.Errorf("resume: %w", err)
+	}
+	j.policy = policy.Resume(cfg.Policy, s.Policy)
+	j.phase = s.Phase
+	if s.Err != "" {
+		j.jobErr = errors.New(s.Err)
+	}
+	j.workers, j.ps = instances(s.Workers, false), instances(s.PS, true)
+	j.nextWorkerID, j.nextPSID = s.NextWorkerID, s.NextPSID
+	j.evalScheduled, j.finalKey, j.trainVersion, j.nextEvalAt = s.EvalScheduled, s.FinalKey, s.TrainVersion, s.NextEvalAt
+	j.evalPending = map[int64]evalMetrics{}
+	for id, m := range s.EvalPending {
+		j.evalPending[id] = m.metrics()
+	}
+	j.passes = map[int64]*evalPass{}
+	for k, p := range s.Passes {
+		j.passes[k] = &evalPass{version: p.Version, final: p.Final, metrics: p.Metrics.metrics(), minUsed: p.MinUsed, maxUsed: p.MaxUsed, haveUsed: p.HaveUsed}
+	}
+	if p := s.Prediction; p != nil && j.pred != nil {
+		j.pred.total, j.pred.numClasses, j.pred.next, j.pred.corrupt = p.Total, p.NumClasses, p.Next, p.Corrupt
+		for _, rows := range p.Pending {
+			j.pred.pending[rows.Start] = rows
+		}
+	}
+	if r := s.Ring; r != nil {
+		j.ring = rendezvous{
+			version: r.Version, members: slices.Clone(r.Members), forming: r.Forming, joined: orEmpty(r.Joined),
+			deadline: r.Deadline, addrs: orEmpty(r.Addrs), formedAt: r.FormedAt, changedAt: r.ChangedAt,
+			maxWorldSize: r.MaxWorldSize, prev: set(r.Prev), everMember: set(r.EverMember), checksums: slices.Clone(r.Checksums),
+			unsettled: maps.Clone(r.Unsettled), lineage: r.Lineage, restore: r.Restore, restores: r.Restores, stepsLost: r.StepsLost,
+			ringTiming: ringTiming{changeStart: r.ChangeStart, changeCause: r.ChangeCause, changeVersion: r.ChangeVersion,
+				recoveries: slices.Clone(r.Recoveries), joins: slices.Clone(r.Joins), committed: set(r.Committed),
+				collective: maps.Clone(r.Collective)},
+		}
+		if j.ring.unsettled == nil {
+			j.ring.unsettled = map[int]time.Time{}
+		}
+		if !r.Forming && r.Joined == nil {
+			j.ring.joined = nil
+		}
+	}
+	if a := s.Applied; a != nil {
+		for id, rs := range a.Ranges {
+			for _, r := range rs {
+				j.applied.ranges[id] = append(j.applied.ranges[id], appliedRange{r[0], r[1], r[2]})
+				j.applied.steps[r[2]] = true
+			}
+		}
+		if a.Corrupt != nil {
+			j.applied.corrupt = maps.Clone(a.Corrupt)
+		}
+	}
+	j.uploadingSince, j.liveGen, j.liveSending = s.UploadingSince, s.LiveGen, s.LiveSending
+	j.summary, j.saved = s.Summary, s.Saved
+	if s.SavedErr != "" {
+		j.saved.Err = errors.New(s.SavedErr)
+	}
+	j.progress = progressMeter{records: s.Progress.Records, lastRecords: s.Progress.LastRecords, lastAt: s.Progress.LastAt,
+		loss: s.Progress.Loss, haveLoss: s.Progress.HaveLoss}
+	j.trainingStart, j.trainingEnd, j.epochsAnnounced = s.TrainingStart, s.TrainingEnd, s.EpochsAnnounced
+	j.ready = Ready{}
+	return j, nil
+}
+
+// instances rebuilds a map of live instances: workers by ID, PS by shard
+// index (byIndex).
+func instances(states []InstanceState, byIndex bool) map[int]*instance {
+	m := map[int]*instance{}
+	for _, s := range states {
+		key := s.ID
+		if byIndex {
+			key = s.Index
+		}
+		m[key] = &instance{id: s.ID, index: s.Index, lastSeen: s.LastSeen, running: s.Running, startedAt: s.StartedAt}
+	}
+	return m
+}
+
+func orEmpty(m map[int]string) map[int]string {
+	if m == nil {
+		return map[int]string{}
+	}
+	return maps.Clone(m)
+}
