@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/master/job"
 )
 
@@ -40,30 +41,11 @@ func WriteSummary(dir string, s *Summary) (string, error) {
 	return path, nil
 }
 
-// writeFileAtomic writes via a temp file, fsync and rename, so a reader
-// never sees a half-written file even if the master is killed.
+// writeFileAtomic writes path so that a reader never sees it half
+// written, even if the master is killed.
 func writeFileAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create output directory: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if werr == nil {
-		werr = f.Sync()
-	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
+	return atomicfile.Write(path, data)
 }

@@ -6,6 +6,7 @@
 package statestore
 
 import (
+	"elasticdl/internal/atomicfile"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -18,8 +19,7 @@ import (
 // ErrLocked: another master holds the store.
 var ErrLocked = errors.New("state store held by another master")
 
-// File is a state file, written atomically (a temporary file, fsync,
-// rename, fsync of the directory), and a lock file (flock) that fences a
+// File is a state file, written atomically (atomicfile), and a lock file (flock) that fences a
 // stale master: the lock goes with the process that holds it, so a master
 // killed with SIGKILL frees it at once, and one still alive keeps a second
 // from writing.
@@ -74,33 +74,8 @@ func (f *File) Save(data []byte) error {
 	if f.lock == nil {
 		return errors.New("state store: closed")
 	}
-	dir := filepath.Dir(f.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(f.path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.Write(f.path, data); err != nil {
 		return fmt.Errorf("state store: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if werr == nil {
-		werr = tmp.Sync()
-	}
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), f.path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("state store: save %s: %w", f.path, werr)
-	}
-	// The rename is durable once the directory is.
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("state store: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("state store: sync %s: %w", dir, err)
 	}
 	return nil
 }

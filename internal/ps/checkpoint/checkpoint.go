@@ -31,6 +31,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/ps/shard"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
@@ -40,7 +41,7 @@ const (
 	versionPrefix = "version-"
 	filePrefix    = "variables-"
 	fileSuffix    = ".ckpt"
-	tempMarker    = ".tmp"
+	tempMarker    = atomicfile.TempSuffix // the temporary files atomicfile.Write leaves after a crash
 )
 
 // ErrNoCheckpoint is returned (wrapped) by Load when the directory exists
@@ -122,8 +123,8 @@ func Write(root string, c *pserverpb.Checkpoint) (string, error) {
 	}
 	name := FileName(int(c.GetShard()), int(c.GetNumShards()))
 	path := filepath.Join(dir, name)
-	if err := writeAtomic(dir, name, b); err != nil {
-		return "", err
+	if err := atomicfile.Write(path, b); err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	removeOtherLayouts(dir, int(c.GetNumShards()))
 	return path, nil
@@ -142,46 +143,8 @@ func mkdirSynced(root, dir string) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: create %s: %w", dir, err)
 	}
-	return syncDir(root)
-}
-
-// writeAtomic writes dir/name via a hidden temp file in dir: fsync, rename,
-// fsync dir. On any failure the temp file is removed.
-func writeAtomic(dir, name string, data []byte) error {
-	path := filepath.Join(dir, name)
-	f, err := os.CreateTemp(dir, "."+name+tempMarker+"*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("checkpoint: write %s: %w", path, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint: sync %s: %w", dir, err)
+	if err := atomicfile.SyncDir(root); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
 }
