@@ -133,19 +133,7 @@ func TestK8sAllReducePreemption(t *testing.T) {
 		l := containerLog(t, survivor)
 		return inRingOf(l, 1), tail(grepLines(l, `msg="in ring"`), 1)
 	})
-	before := j.recordsDone()
-	time.Sleep(4 * time.Second)
-	var master pod
-	getJSON(t, &master, "pod", "-n", ns, j.masterPod())
-	if master.Status.Phase != "Running" {
-		t.Fatalf("the job ended (%s) while the high-priority pod ran: make the job longer", master.Status.Phase)
-	}
-	j.waitWorkers(time.Second, 1, 1)
-	if after := j.recordsDone(); after <= before {
-		t.Errorf("no training progress with one worker: %d records done before 4 s, %d after", before, after)
-	} else {
-		t.Logf("with one worker: %d → %d records in 4 s", before, after)
-	}
+	j.trainsWithOneWorker(4*time.Second)
 
 	delAt := time.Now()
 	kubectl(t, "delete", "pod", "-n", ns, "hog", "--wait=false")

@@ -767,3 +767,23 @@ spec:
 	})
 	t.Logf("high-priority pod Running on %s %.1fs after creation", hog.Spec.NodeName, time.Since(hogAt).Seconds())
 }
+
+// trainsWithOneWorker checks that the job still runs with one worker and
+// one pending, and trains on over d.
+func (j *job) trainsWithOneWorker(d time.Duration) {
+	t := j.t
+	t.Helper()
+	before := j.recordsDone()
+	time.Sleep(d)
+	var master pod
+	getJSON(t, &master, "pod", "-n", j.ns, j.masterPod())
+	if master.Status.Phase != "Running" {
+		t.Fatalf("the job ended (%s) while the high-priority pod ran: make the job longer", master.Status.Phase)
+	}
+	j.waitWorkers(time.Second, 1, 1)
+	if after := j.recordsDone(); after <= before {
+		t.Errorf("no training progress with one worker: %d records done before %s, %d after", before, d, after)
+	} else {
+		t.Logf("with one worker: %d → %d records in %s", before, after, d)
+	}
+}

@@ -304,19 +304,7 @@ func TestK8sPreemption(t *testing.T) {
 	})
 
 	// The job goes on with one worker for a while.
-	before := j.recordsDone()
-	time.Sleep(5 * time.Second)
-	var master pod
-	getJSON(t, &master, "pod", "-n", ns, j.masterPod())
-	if master.Status.Phase != "Running" {
-		t.Fatalf("the job ended (%s) while the high-priority pod ran: make the job longer", master.Status.Phase)
-	}
-	j.waitWorkers(time.Second, 1, 1)
-	if after := j.recordsDone(); after <= before {
-		t.Errorf("no training progress with one worker: %d records done before 5 s, %d after", before, after)
-	} else {
-		t.Logf("with one worker: %d → %d records in 5 s", before, after)
-	}
+	j.trainsWithOneWorker(5*time.Second)
 
 	delAt := time.Now()
 	kubectl(t, "delete", "pod", "-n", ns, "hog", "--wait=false")
