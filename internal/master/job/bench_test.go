@@ -10,47 +10,64 @@ import (
 	"elasticdl/internal/master/task"
 )
 
+// benchJob drives the core of an ImageNet-sized job (2.5k tasks an
+// epoch, 90 epochs) of benchWorkers workers.
+type benchJob struct {
+	b   *testing.B
+	j   *Job
+	now time.Time
+}
+
+const benchWorkers = 200
+
+func newBenchJob(b *testing.B) *benchJob {
+	cfg := testConfig()
+	cfg.NumWorkers = benchWorkers
+	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
+	cfg.Tasks.NumEpochs = 90
+	cfg.Tasks.TaskTimeout = time.Hour
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	j, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bj := &benchJob{b: b, j: j, now: time.Unix(0, 0)}
+	bj.step(Start{})
+	return bj
+}
+
+// step applies ev (a refused request fails the benchmark) and collects
+// the Ready.
+func (bj *benchJob) step(ev Event) Reply {
+	r, err := bj.j.Step(bj.now, ev)
+	if err != nil {
+		bj.b.Fatal(err)
+	}
+	bj.j.Ready()
+	return r
+}
+
 // BenchmarkStepGetReport is the task package's BenchmarkGetReport through
 // the whole core: one ReportTask plus one GetTask Step with 200 workers
 // each holding a task, ~ImageNet sized (2.5k tasks an epoch). ns/op is
 // what the master's lock is held for per task, Ready collection included.
 func BenchmarkStepGetReport(b *testing.B) {
-	const workers = 200
-	cfg := testConfig()
-	cfg.NumWorkers = workers
-	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
-	cfg.Tasks.NumEpochs = 90
-	cfg.Tasks.TaskTimeout = time.Hour
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	var j *Job
-	held := make([]task.Task, workers)
-	now := time.Unix(0, 0)
-	step := func(ev Event) Reply {
-		r, err := j.Step(now, ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		j.Ready()
-		return r
-	}
+	var bj *benchJob
+	held := make([]task.Task, benchWorkers)
 	start := func() {
-		var err error
-		if j, err = New(cfg); err != nil {
-			b.Fatal(err)
-		}
-		step(Start{})
+		bj = newBenchJob(b)
 		for w := range held {
-			held[w] = step(GetTask{Worker: w}).Assignment.Task
+			held[w] = bj.step(GetTask{Worker: w}).Assignment.Task
 		}
 	}
 	start()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		w := i % workers
-		now = now.Add(time.Millisecond)
-		step(ReportTask{Worker: w, TaskID: held[w].ID, Result: task.Result{Records: 512, Steps: 8}})
-		a := step(GetTask{Worker: w}).Assignment
+		w := i % benchWorkers
+		bj.now = bj.now.Add(time.Millisecond)
+		bj.step(ReportTask{Worker: w, TaskID: held[w].ID, Result: task.Result{Records: 512, Steps: 8}})
+		a := bj.step(GetTask{Worker: w}).Assignment
 		if a.Kind != task.KindTask {
 			b.StopTimer()
 			start()
@@ -66,43 +83,23 @@ func BenchmarkStepGetReport(b *testing.B) {
 // job of BenchmarkStepGetReport (200 workers, each holding a task) half
 // way through its first epoch. Reported: the encoded size.
 func BenchmarkStatePersist(b *testing.B) {
-	const workers = 200
-	cfg := testConfig()
-	cfg.NumWorkers = workers
-	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
-	cfg.Tasks.NumEpochs = 90
-	cfg.Tasks.TaskTimeout = time.Hour
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	j, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	now := time.Unix(0, 0)
-	step := func(ev Event) Reply {
-		r, err := j.Step(now, ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		j.Ready()
-		return r
-	}
-	step(Start{})
-	for w := range workers {
-		step(Instance{cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running}})
+	bj := newBenchJob(b)
+	for w := range benchWorkers {
+		bj.step(Instance{cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running}})
 	}
 	for i := 0; i < 1250; i++ { // half an epoch of 2.5k tasks, done
-		w := i % workers
-		t := step(GetTask{Worker: w}).Assignment.Task
-		step(ReportTask{Worker: w, TaskID: t.ID, Result: task.Result{Records: t.Records(), Steps: 8}})
+		w := i % benchWorkers
+		t := bj.step(GetTask{Worker: w}).Assignment.Task
+		bj.step(ReportTask{Worker: w, TaskID: t.ID, Result: task.Result{Records: t.Records(), Steps: 8}})
 	}
-	for w := range workers {
-		step(GetTask{Worker: w})
+	for w := range benchWorkers {
+		bj.step(GetTask{Worker: w})
 	}
 	var size int
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		data, err := json.Marshal(j.State())
+		data, err := json.Marshal(bj.j.State())
 		if err != nil {
 			b.Fatal(err)
 		}
