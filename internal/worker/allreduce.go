@@ -140,7 +140,6 @@ type ringMember struct {
 	steps     int64 // optimizer steps applied to the parameters
 	buf       []float32
 	book      stepBook   // this member's tasks and unconfirmed records
-	synced    bool       // the state was agreed in a ring
 	latest    int64      // newest ring version the master announced
 	versionCh chan int64 // from the background poller
 	// log holds the tags of the applied steps not yet reported to the
@@ -161,8 +160,9 @@ type ringMember struct {
 	masterDone map[int64]int64
 	// optSpec builds a fresh optimizer (a restore to the initial model).
 	optSpec string
-	// lineage is the lineage of this member's state; ringLineage and the
-	// restore point are the current ring's (see ringckpt.go).
+	// lineage is the lineage of this member's state (0 until it agreed one
+	// in a ring); ringLineage and the restore point are the current ring's
+	// (see ringckpt.go).
 	lineage, ringLineage int64
 	restoreDir           string
 	restoreVersion       int64

@@ -171,7 +171,7 @@ func (w *Worker) syncState(ctx context.Context) error {
 		}
 		ar.log = decodeLog(state[len(state)-len(tags):])
 	}
-	ar.synced, ar.lineage = true, ar.ringLineage
+	ar.lineage = ar.ringLineage // this member's state is now the ring's
 	w.settleRecords()
 	if err := w.confirm(ctx, ar.steps); err != nil {
 		return err
@@ -348,7 +348,7 @@ func (w *Worker) decodeState(in []float32) error {
 
 // uploadModel hands the master this member's parameters at the end.
 func (w *Worker) uploadModel(ctx context.Context) error {
-	if !w.ar.synced || w.ar.steps == 0 {
+	if w.ar.lineage == 0 || w.ar.steps == 0 { // lineage 0: never agreed a state in a ring
 		return nil // never trained in a ring: nothing worth saving
 	}
 	// Every applied step is confirmed once the tasks are done (a task is

@@ -29,7 +29,8 @@ type Snapshot struct {
 	EvalFront  []int64 `json:"eval_front,omitempty"`
 	EvalNext   int     `json:"eval_next"`
 	// Coverage lists the record ranges whose count differs from what the
-	// tasks' states give (1 for a done task, else 0): late reports.
+	// tasks' states give (1 for a done task, else 0): late reports. In
+	// task ID order.
 	Coverage    []CoverageSnapshot `json:"coverage,omitempty"`
 	Evaluations []EvalStats        `json:"evaluations,omitempty"`
 	Predictions []PredictionStats  `json:"predictions,omitempty"`
@@ -94,39 +95,28 @@ func (d *Dispatcher) Snapshot() Snapshot {
 	}
 	for id := int64(1); id <= d.ntasks; id++ {
 		e := d.lookup(id)
+		if e.task.Type == Training {
+			// A done task's range counts once in its epoch's coverage, an
+			// other's not at all; late reports and rewinds move that.
+			want, k := 0, rangeKey{e.task.Shard, e.task.Start, e.task.End}
+			if e.state == Done {
+				want = 1
+			}
+			if n := d.epochs[e.task.Epoch-1].cov[k]; n != want {
+				s.Coverage = append(s.Coverage, CoverageSnapshot{Epoch: e.task.Epoch, Shard: k.shard, Start: k.start, End: k.end, Count: n})
+			}
+		}
 		plain := e.task.Done == 0 && e.task.Attempt == 0 && e.requeues == 0 && e.lastErr == "" && len(e.former) == 0
-		switch {
-		case plain && (e.state == Todo || e.state == Done):
-			// Implied: done if it went out and is not queued again.
-		default:
-			ts := TaskSnapshot{ID: id, State: e.state, Attempt: e.task.Attempt, Done: e.task.Done,
-				Requeues: e.requeues, LastErr: e.lastErr, Former: slices.Clone(e.former)}
-			if e.state == Doing {
-				ts.Owner, ts.Since = e.owner, e.since
-			}
-			s.Tasks = append(s.Tasks, ts)
+		if plain && (e.state == Todo || e.state == Done) {
+			continue // implied: done if it went out and is not queued again
 		}
-	}
-	// What the tasks' states give: 1 for each done training task's range.
-	fromStates := make([]map[rangeKey]int, len(d.epochs))
-	for i := range fromStates {
-		fromStates[i] = map[rangeKey]int{}
-	}
-	for id := int64(1); id <= d.ntasks; id++ {
-		if e := d.lookup(id); e.state == Done && e.task.Type == Training {
-			fromStates[e.task.Epoch-1][rangeKey{e.task.Shard, e.task.Start, e.task.End}]++
+		ts := TaskSnapshot{ID: id, State: e.state, Attempt: e.task.Attempt, Done: e.task.Done,
+			Requeues: e.requeues, LastErr: e.lastErr, Former: slices.Clone(e.former)}
+		if e.state == Doing {
+			ts.Owner, ts.Since = e.owner, e.since
 		}
+		s.Tasks = append(s.Tasks, ts)
 	}
-	for i, ep := range d.epochs {
-		for k, n := range ep.cov {
-			if n != fromStates[i][k] {
-				s.Coverage = append(s.Coverage, CoverageSnapshot{Epoch: i + 1, Shard: k.shard, Start: k.start, End: k.end, Count: n})
-			}
-		}
-	}
-	slices.SortFunc(s.Coverage, func(a, b CoverageSnapshot) int {
-		return cmpCoverage(a, b)
-	})
 	for _, v := range slices.Sorted(maps.Keys(d.evals)) {
 		s.Evaluations = append(s.Evaluations, *d.evals[v])
 	}
@@ -134,21 +124,6 @@ func (d *Dispatcher) Snapshot() Snapshot {
 		s.Predictions = append(s.Predictions, *d.preds[p])
 	}
 	return s
-}
-
-func cmpCoverage(a, b CoverageSnapshot) int {
-	switch {
-	case a.Epoch != b.Epoch:
-		return a.Epoch - b.Epoch
-	case a.Shard != b.Shard:
-		if a.Shard < b.Shard {
-			return -1
-		}
-		return 1
-	case a.Start != b.Start:
-		return int(a.Start - b.Start)
-	}
-	return int(a.End - b.End)
 }
 
 // Restore rebuilds a Dispatcher from cfg (the job's, as when the snapshot
