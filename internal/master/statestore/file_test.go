@@ -98,3 +98,14 @@ func waitLocked(t *testing.T, path string) {
 	}
 	t.Fatal("the other process never took the lock")
 }
+
+// A store where none can be made is an error at once, not a lock wait.
+func TestOpenUnwritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(filepath.Join(file, "state.json"), time.Minute); err == nil || errors.Is(err, ErrLocked) {
+		t.Fatalf("Open under a file: %v, want an error that is not ErrLocked", err)
+	}
+}

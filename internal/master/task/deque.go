@@ -1,8 +1,9 @@
 package task
 
-// deque is a ring-buffer double-ended queue of task IDs. Requeued tasks go to
-// the front (they are the oldest work and may be blocking an epoch), fresh
-// ones to the back; both ends must be O(1).
+// deque is a ring-buffer double-ended queue of task IDs. A queue keeps the
+// tasks taken back in one, pushed at the front (they are the oldest work
+// and may be blocking an epoch); fresh tasks are a slice and a cursor
+// (queue, below).
 type deque struct {
 	buf  []int64
 	head int // index of the front element
