@@ -133,7 +133,7 @@ func TestK8sAllReducePreemption(t *testing.T) {
 		l := containerLog(t, survivor)
 		return inRingOf(l, 1), tail(grepLines(l, `msg="in ring"`), 1)
 	})
-	j.trainsWithOneWorker(4*time.Second)
+	j.trainsWithOneWorker(4 * time.Second)
 
 	delAt := time.Now()
 	kubectl(t, "delete", "pod", "-n", ns, "hog", "--wait=false")

@@ -304,7 +304,7 @@ func TestK8sPreemption(t *testing.T) {
 	})
 
 	// The job goes on with one worker for a while.
-	j.trainsWithOneWorker(5*time.Second)
+	j.trainsWithOneWorker(5 * time.Second)
 
 	delAt := time.Now()
 	kubectl(t, "delete", "pod", "-n", ns, "hog", "--wait=false")
