@@ -280,6 +280,22 @@ func TestPredictWorkerKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	train := filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
+	// A worker killed in the few milliseconds between two tasks holds
+	// none, which is correct but does not exercise the requeue: such a run
+	// is checked all the same and the kill tried again.
+	for attempt := 1; attempt <= 3; attempt++ {
+		if predictKillingOneWorker(t, spec, modelDir, train) {
+			return
+		}
+		t.Logf("attempt %d: the killed worker held no task; again", attempt)
+	}
+	t.Error("in 3 attempts the killed worker never held a task")
+}
+
+// predictKillingOneWorker runs one prediction with two workers, kills one
+// of them -9, checks the output, and reports whether a task was requeued.
+func predictKillingOneWorker(t *testing.T, spec model.Spec, modelDir, train string) bool {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "pred.csv")
 	p := startCmd(t, "predict", "--model_def=fashion_mnist.cnn", "--prediction_data="+train, "--checkpoint_dir_for_init="+modelDir,
 		"--prediction_outputs="+out, "--num_workers=2")
@@ -303,9 +319,6 @@ func TestPredictWorkerKilled(t *testing.T) {
 	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
 		t.Errorf("workers %+v, want 1 lost and relaunched", s.Workers)
 	}
-	if s.Tasks.Requeued < 1 {
-		t.Errorf("tasks %+v: the killed worker held no task?", s.Tasks)
-	}
 	if s.Predictions == nil || s.Predictions.Records != 60000 {
 		t.Fatalf("predictions %+v", s.Predictions)
 	}
@@ -317,6 +330,7 @@ func TestPredictWorkerKilled(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
 		t.Errorf("temp files left: %v", left)
 	}
+	return s.Tasks.Requeued >= 1
 }
 
 // TestEvaluatePredictBadInput: no checkpoint, or an output directory that
