@@ -279,8 +279,13 @@ func (x *Task) GetDone() int64 {
 }
 
 type GetTaskRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	WorkerId      int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId int32                  `protobuf:"varint,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// The tasks the worker holds (got and not yet reported). A task the master
+	// has it hold that is not here was handed out in an answer the worker never
+	// got (a master that crashed before answering, a lost reply): the master
+	// hands it out again rather than leaving it held until its timeout.
+	HeldTasks     []int64 `protobuf:"varint,2,rep,packed,name=held_tasks,json=heldTasks,proto3" json:"held_tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -320,6 +325,13 @@ func (x *GetTaskRequest) GetWorkerId() int32 {
 		return x.WorkerId
 	}
 	return 0
+}
+
+func (x *GetTaskRequest) GetHeldTasks() []int64 {
+	if x != nil {
+		return x.HeldTasks
+	}
+	return nil
 }
 
 type GetTaskResponse struct {
@@ -1817,9 +1829,11 @@ const file_master_proto_rawDesc = "" +
 	"\x05shard\x18\x03 \x01(\v2\x17.elasticdl.master.ShardR\x05shard\x12\x14\n" +
 	"\x05epoch\x18\x04 \x01(\x05R\x05epoch\x12#\n" +
 	"\rmodel_version\x18\x05 \x01(\x03R\fmodelVersion\x12\x12\n" +
-	"\x04done\x18\x06 \x01(\x03R\x04done\"-\n" +
+	"\x04done\x18\x06 \x01(\x03R\x04done\"L\n" +
 	"\x0eGetTaskRequest\x12\x1b\n" +
-	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\"\xd8\x01\n" +
+	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x1d\n" +
+	"\n" +
+	"held_tasks\x18\x02 \x03(\x03R\theldTasks\"\xd8\x01\n" +
 	"\x0fGetTaskResponse\x12@\n" +
 	"\x06action\x18\x01 \x01(\x0e2(.elasticdl.master.GetTaskResponse.ActionR\x06action\x12*\n" +
 	"\x04task\x18\x02 \x01(\v2\x16.elasticdl.master.TaskR\x04task\x12\x17\n" +

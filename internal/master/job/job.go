@@ -184,7 +184,10 @@ type Job struct {
 	liveGen     int64
 	liveSending bool
 
-	summary         Summary
+	summary Summary
+	// pendingSave is the Save asked for and not yet Saved: a master that
+	// takes over in phase Saving carries it out again.
+	pendingSave     *Save
 	saved           Saved
 	progress        progressMeter
 	trainingStart   time.Time
@@ -270,6 +273,8 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		j.start(now)
 	case Tick:
 		j.tick(now)
+	case Resumed:
+		j.resumed(now, ev)
 	case Fail:
 		j.fail(ev.Err)
 	case Saved:
@@ -339,11 +344,17 @@ func (j *Job) fail(err error) {
 	j.setPhase(Failed)
 }
 
+// save asks the shell to save, and remembers it until Saved.
+func (j *Job) save(s Save) {
+	pending := s
+	j.ready.Save, j.pendingSave = &s, &pending
+}
+
 func (j *Job) finishSave(s Saved) {
 	if j.phase != Saving {
 		return
 	}
-	j.saved = s
+	j.saved, j.pendingSave = s, nil
 	if s.Err != nil {
 		j.fail(s.Err)
 		return

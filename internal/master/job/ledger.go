@@ -122,7 +122,7 @@ func (j *Job) modelUploaded(now time.Time, ev ModelUploaded) (Reply, error) {
 	}
 	j.ring.checksums = append(j.ring.checksums, WorkerChecksum{Worker: ev.Worker, Version: ev.Version, Checksum: ev.Checksum})
 	if j.phase == Uploading {
-		j.ready.Save = &Save{Model: true, Uploaded: ev.Worker}
+		j.save(Save{Model: true, Uploaded: ev.Worker})
 		j.setPhase(Saving)
 	}
 	return Reply{}, nil

@@ -44,6 +44,7 @@ type State struct {
 	LiveSending     bool       `json:"live_sending"`
 	Summary         Summary    `json:"summary"`
 	SavedErr        string     `json:"saved_err,omitempty"`
+	PendingSave     *Save      `json:"pending_save,omitempty"`
 	Saved           Saved      `json:"saved"`
 	Progress        MeterState `json:"progress"`
 	TrainingStart   time.Time  `json:"training_start,omitzero"`
@@ -138,7 +139,7 @@ func (j *Job) State() State {
 		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID,
 		EvalScheduled: j.evalScheduled, FinalKey: j.finalKey, TrainVersion: j.trainVersion, NextEvalAt: j.nextEvalAt,
 		UploadingSince: j.uploadingSince, LiveGen: j.liveGen, LiveSending: j.liveSending,
-		Summary: j.summary, Saved: j.saved,
+		Summary: j.summary, Saved: j.saved, PendingSave: j.pendingSave,
 		Progress: MeterState{Records: j.progress.records, LastRecords: j.progress.lastRecords, LastAt: j.progress.lastAt,
 			Loss: j.progress.loss, HaveLoss: j.progress.haveLoss},
 		TrainingStart: j.trainingStart, TrainingEnd: j.trainingEnd, EpochsAnnounced: j.epochsAnnounced,
@@ -281,7 +282,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 		}
 	}
 	j.uploadingSince, j.liveGen, j.liveSending = s.UploadingSince, s.LiveGen, s.LiveSending
-	j.summary, j.saved = s.Summary, s.Saved
+	j.summary, j.saved, j.pendingSave = s.Summary, s.Saved, s.PendingSave
 	if s.SavedErr != "" {
 		j.saved.Err = errors.New(s.SavedErr)
 	}

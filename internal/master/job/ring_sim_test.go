@@ -2,6 +2,7 @@ package job
 
 import (
 	"fmt"
+	"maps"
 	"math/rand"
 	"slices"
 	"testing"
@@ -47,6 +48,16 @@ func ringSim(seed int64) error {
 				panic(fmt.Sprintf("seed %d: %v", seed, err)) // not a refused request: fail loudly
 			}
 			j = n
+			var have []cluster.Event
+			for _, w := range slices.Sorted(maps.Keys(alive)) {
+				if alive[w] {
+					have = append(have, cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running})
+				}
+			}
+			j.Step(now, Resumed{Instances: have})
+			for _, l := range j.Ready().Launch {
+				alive[l.ID] = true
+			}
 		}
 		r, err := j.Step(now, ev)
 		for _, l := range j.Ready().Launch {

@@ -60,14 +60,15 @@ func TestSimulatedJobs(t *testing.T) {
 	// What the jobs went through, so that a change that stops the faults
 	// from happening shows.
 	t.Logf("%d jobs: %+v", simJobs, total)
-	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs {
+	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs ||
+		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 {
 		t.Errorf("too few faults: %+v", total)
 	}
 }
 
 // simStats sums what happened in the simulated jobs.
 type simStats struct {
-	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks, Restarts int64
+	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks, Restarts, LostReplies, Resent int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -79,6 +80,8 @@ func (a *simStats) add(b simStats) {
 	a.LateReports += b.LateReports
 	a.FailedTasks += b.FailedTasks
 	a.Restarts += b.Restarts
+	a.LostReplies += b.LostReplies
+	a.Resent += b.Resent
 }
 
 // restart replaces the core by one resumed from its State, through JSON
@@ -91,7 +94,27 @@ func (s *sim) restart() error {
 	s.log("restart: master resumed from %d bytes of state", n)
 	s.j = j
 	s.restarted++
-	return nil
+	s.saved = false // the new master saves again
+	// What the cluster has: a pending worker sometimes never started (the
+	// old master persisted its launch and died before making it).
+	var have []cluster.Event
+	for _, id := range s.ids() {
+		w := s.workers[id]
+		if !w.running && w.held == nil && s.restarts.Intn(20) == 0 {
+			delete(s.workers, id)
+			continue
+		}
+		phase := cluster.Pending
+		if w.running {
+			phase = cluster.Running
+		}
+		have = append(have, cluster.Event{Role: cluster.Worker, ID: id, Phase: phase})
+	}
+	for _, id := range s.ps {
+		have = append(have, cluster.Event{Role: cluster.PS, ID: id, Phase: cluster.Running})
+	}
+	_, err = s.apply(Resumed{Instances: have})
+	return err
 }
 
 // resumeThroughJSON persists j's State as JSON, resumes a core from it, and
@@ -152,6 +175,8 @@ type sim struct {
 	lastGen  int64
 	saved    bool
 	silent   int64 // workers the master stopped for silence
+	// lostReplies: task assignments the worker never got.
+	lostReplies int64
 }
 
 func simConfig(rng *rand.Rand) Config {
@@ -215,7 +240,7 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 	s.log("config %+v", cfg)
 	defer func() {
 		sum, p := s.j.Summary(0), s.j.Snapshot().Progress
-		st.Restarts = s.restarted
+		st.Restarts, st.LostReplies, st.Resent = s.restarted, s.lostReplies, sum.Tasks.Resent
 		st.WorkersLost, st.PSLost, st.Requeued = int64(sum.Workers.Lost), int64(sum.PS.Lost), sum.Tasks.Requeued
 		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
 	}()
@@ -247,19 +272,27 @@ func (s *sim) log(format string, args ...any) {
 	}
 }
 
-// step applies ev and carries out the Ready as a cluster would.
+// step applies ev (on odd seeds, sometimes after a master failover).
 func (s *sim) step(ev Event) (Reply, error) {
 	if s.restarts != nil && s.restarts.Intn(30) == 0 {
 		if err := s.restart(); err != nil {
 			return Reply{}, err
 		}
 	}
+	return s.apply(ev)
+}
+
+// apply applies ev and carries out the Ready as a cluster would.
+func (s *sim) apply(ev Event) (Reply, error) {
 	r, err := s.j.Step(s.now, ev)
 	s.log("%v %T%+v -> %+v %v", s.now.Unix(), ev, ev, r.Assignment, err)
 	rd := s.j.Ready()
 	for _, st := range rd.Stop {
-		s.silent++
 		w := s.workers[st.ID]
+		if w == nil {
+			continue // not the sim's: a resumed master stops what it does not know
+		}
+		s.silent++
 		delete(s.workers, st.ID)
 		s.ghosts = append(s.ghosts, w)
 		defer s.step(Instance{cluster.Event{Role: cluster.Worker, ID: st.ID, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed, Requested: true}})
@@ -391,9 +424,15 @@ func (s *sim) workerActs(w *simWorker) error {
 		return s.report(w)
 	}
 	w.running = true
-	r, err := s.step(GetTask{Worker: w.id})
+	r, err := s.step(GetTask{Worker: w.id, Held: []int64{}})
 	if err != nil {
 		return err
+	}
+	if r.Assignment.Kind == task.KindTask && s.restarts != nil && s.restarts.Intn(15) == 0 {
+		// The answer is lost (its master died after persisting it): the
+		// worker asks again, holding nothing, and must get the task again.
+		s.lostReplies++
+		return nil
 	}
 	if r.Assignment.Kind == task.KindTask {
 		t := r.Assignment.Task

@@ -41,6 +41,9 @@ type Summary struct {
 	// FirstTaskTrainedAt is when the first training task was reported
 	// done (wall clock, UTC): how soon an elastic job made progress.
 	FirstTaskTrainedAt *time.Time `json:"first_task_trained_at,omitempty"`
+	// MasterRestarts counts the masters that took the job over from one
+	// that died (failover), each resuming from the persisted state.
+	MasterRestarts int `json:"master_restarts"`
 	// Ring is the rendezvous of an AllReduce job.
 	Ring *RingSummary `json:"ring,omitempty"`
 }
@@ -140,6 +143,9 @@ type TaskCounts struct {
 	Completed int64 `json:"completed"`
 	Failed    int64 `json:"failed"`
 	Requeued  int64 `json:"requeued"`
+	// Resent counts tasks handed out again to a worker that never got the
+	// first answer (lost with a master that crashed).
+	Resent int64 `json:"resent"`
 }
 
 // Summary returns the job's summary after duration d: its outcome so far

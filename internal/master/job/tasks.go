@@ -2,13 +2,21 @@ package job
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"elasticdl/internal/master/task"
 )
 
 // GetTask is a worker asking for work.
-type GetTask struct{ Worker int }
+type GetTask struct {
+	Worker int
+	// Held, when not nil, is what the worker knows it holds. A task the
+	// core has it hold that is not in Held went out in an answer the
+	// worker never got (a master that crashed after persisting it, a lost
+	// reply): it is handed out again, before anything new. nil: no check.
+	Held []int64
+}
 
 // Heartbeat is a worker saying it lives.
 type Heartbeat struct {
@@ -48,6 +56,14 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 	}
 	if j.phase.over() || j.phase == Starting {
 		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
+	}
+	if ev.Held != nil {
+		for _, t := range j.disp.Held(ev.Worker) {
+			if !slices.Contains(ev.Held, t.ID) {
+				j.summary.Tasks.Resent++
+				return Reply{Assignment: task.Assignment{Kind: task.KindTask, Task: t}}, nil
+			}
+		}
 	}
 	a := j.disp.Get(ev.Worker, now)
 	if a.Kind == task.KindTask && a.Task.Type == task.Training && j.trainingStart.IsZero() {
@@ -182,14 +198,14 @@ func (j *Job) advance(now time.Time) {
 	case j.cfg.training():
 		// Sync SGD: no gradient is left unapplied in an accumulator.
 		j.liveGen++
-		j.ready.Save = &Save{Model: true, FlushLive: len(j.workers), FlushGen: j.liveGen}
+		j.save(Save{Model: true, FlushLive: len(j.workers), FlushGen: j.liveGen})
 		j.setPhase(Saving)
 	case j.pred != nil:
 		if err := j.pred.complete(); err != nil {
 			j.fail(fmt.Errorf("write predictions: %w", err))
 			return
 		}
-		j.ready.Save = &Save{Predictions: true, Records: j.pred.total}
+		j.save(Save{Predictions: true, Records: j.pred.total})
 		j.setPhase(Saving)
 	default:
 		j.setPhase(Succeeded)

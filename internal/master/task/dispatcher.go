@@ -526,6 +526,14 @@ func (d *Dispatcher) Tick(now time.Time) []Task {
 	return d.requeue(ids, fmt.Sprintf("timed out after %v", d.cfg.TaskTimeout))
 }
 
+// RestartClocks starts every held task's timeout over at now: a master
+// that took over from a dead one heard no report meanwhile.
+func (d *Dispatcher) RestartClocks(now time.Time) {
+	for id := range d.doing {
+		d.lookup(id).since = now
+	}
+}
+
 // Err is non-nil (a *FailedError) once the job cannot finish because a task
 // exceeded MaxAttempts or MaxRequeues. It names the task, its shard, range,
 // epoch and the last error reported.

@@ -1,0 +1,99 @@
+package job
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"elasticdl/internal/cluster"
+)
+
+// Resumed is the first event of a core rebuilt by Resume after its master
+// died: Instances is what the backend has of the job now (each instance as
+// its latest event: pending, running, or exited while no master watched).
+type Resumed struct {
+	Instances []cluster.Event
+}
+
+func (Resumed) isEvent() {}
+
+// goneWhileAway is the message of an instance the backend no longer has.
+const goneWhileAway = "gone while the master was down"
+
+// resumed adopts what still runs, learns what ended meanwhile, and
+// restarts the clocks that ran while no master listened.
+func (j *Job) resumed(now time.Time, ev Resumed) {
+	j.summary.MasterRestarts++
+	// Nobody could report to a dead master: silence and task timeouts
+	// count from now, and ring deadlines start over.
+	for _, in := range j.workers {
+		in.lastSeen = now
+	}
+	for _, in := range j.ps {
+		in.lastSeen = now
+	}
+	j.disp.RestartClocks(now)
+	if j.ring.forming {
+		j.ring.deadline = now.Add(j.cfg.RingGrace)
+	}
+	for w := range j.ring.unsettled {
+		j.ring.unsettled[w] = now.Add(j.settleTimeout())
+	}
+	if j.phase == Uploading {
+		j.uploadingSince = now
+	}
+
+	type key struct {
+		role cluster.Role
+		id   int
+	}
+	// What the core counted on before hearing the backend (a relaunch
+	// decided below is not "gone").
+	known := map[key]int{}
+	for id, in := range j.workers {
+		known[key{cluster.Worker, id}] = in.index
+	}
+	for _, in := range j.ps {
+		known[key{cluster.PS, in.id}] = in.index
+	}
+	for _, e := range ev.Instances {
+		k := key{e.Role, e.ID}
+		if _, ok := known[k]; !ok {
+			// Launched after the last persisted state (or a leftover of an
+			// older attempt): the core does not count on it.
+			if e.Phase != cluster.Exited {
+				j.ready.Stop = append(j.ready.Stop, StopInstance{Role: e.Role, ID: e.ID})
+			}
+			continue
+		}
+		delete(known, k)
+		j.instanceEvent(now, e)
+	}
+	var gone []cluster.Event
+	for k, index := range known {
+		gone = append(gone, cluster.Event{Role: k.role, ID: k.id, Index: index})
+	}
+	slices.SortFunc(gone, func(a, b cluster.Event) int {
+		return cmp.Or(cmp.Compare(a.Role, b.Role), cmp.Compare(a.ID, b.ID))
+	})
+	for _, e := range gone {
+		// Persisted as launched, never launched (the master died first),
+		// or deleted meanwhile: lost, and the policy decides as for any.
+		e.Phase, e.ExitCode, e.Reason, e.Message = cluster.Exited, -1, cluster.Deleted, goneWhileAway
+		j.instanceEvent(now, e)
+	}
+
+	switch {
+	case j.phase == Saving && j.cfg.AllReduce && j.cfg.training():
+		// An AllReduce model lived in the dead master's memory: ask again.
+		j.pendingSave = nil
+		j.uploadingSince = now
+		j.phase = Uploading
+	case j.phase == Saving && j.pendingSave != nil:
+		s := *j.pendingSave
+		j.ready.Save = &s
+		j.ready.Ended = true
+	case j.phase.over():
+		j.ready.Ended = true
+	}
+}
