@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export PATH="$(go env GOPATH)/bin:$PATH"
-for svc in master pserver; do
+for svc in master pserver agent; do
   mkdir -p "${svc}pb"
   protoc --go_out="${svc}pb" --go_opt=paths=source_relative \
     --go-grpc_out="${svc}pb" --go-grpc_opt=paths=source_relative \

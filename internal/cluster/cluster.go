@@ -122,6 +122,11 @@ type Backend interface {
 	// Events delivers instance events in order per instance. The channel is
 	// closed after Close returns.
 	Events() <-chan Event
+	// Existing returns the job's instances that existed before this
+	// backend was made (launched by a master that died), each as its
+	// latest event, for the next master to adopt; events after it arrive
+	// on Events.
+	Existing(ctx context.Context) ([]Event, error)
 	// PSAddress is where PS shard index serves, stable across relaunches
 	// of that shard.
 	PSAddress(index int) (Endpoint, error)

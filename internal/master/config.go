@@ -82,6 +82,10 @@ type Config struct {
 
 	// Output receives the trained model and job_summary.json.
 	Output string
+	// RunID names this run of the job for failover: a master resumes only
+	// the state persisted under the same RunID (Deps.Store), so that a new
+	// job writing to the same place starts afresh.
+	RunID string
 	// ListenAddr is where the master's gRPC service listens.
 	ListenAddr string
 	// AdvertiseAddr is how workers reach the master; defaults to the

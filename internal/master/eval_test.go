@@ -222,7 +222,7 @@ func TestPredictJob(t *testing.T) {
 		c.PredictionOutputs = out
 		c.CheckpointDirForInit = init
 	})
-	pf, err := newPredictionFile(out, m.spec.NumClasses)
+	pf, err := newPredictionFile(out, m.spec.NumClasses, "", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestPredictJob(t *testing.T) {
 func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "p.csv")
-	pf, err := newPredictionFile(out, 2)
+	pf, err := newPredictionFile(out, 2, "", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +306,7 @@ func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 		t.Fatalf("left %v", ents)
 	}
 	// Rows must come in input order (the core releases them so).
-	pf, err = newPredictionFile(out, 2)
+	pf, err = newPredictionFile(out, 2, "", -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestPredictionWriterAbortAndIncomplete(t *testing.T) {
 	if err := pf.write(&job.PredictionRows{Start: 5, End: 6, Class: []int32{1}, Probs: [][]float32{{0, 1}}}); err == nil || !strings.Contains(err.Error(), "expected 0") {
 		t.Fatalf("rows out of order: %v", err)
 	}
-	if _, err := newPredictionFile(filepath.Join(dir, "missing", "p.csv"), 2); err == nil || !strings.Contains(err.Error(), "does not exist") {
+	if _, err := newPredictionFile(filepath.Join(dir, "missing", "p.csv"), 2, "", -1); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing dir: %v", err)
 	}
 }

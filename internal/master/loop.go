@@ -12,8 +12,10 @@ import (
 )
 
 // loop turns backend events and clock ticks into the core's events until
-// the core says the workers are done, or ctx ends.
-func (m *Master) loop(ctx context.Context) {
+// the core says the workers are done, or ctx ends. It returns the
+// persister's error (from persisted; nil channel: none) when the state can
+// no longer be persisted.
+func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var progressC <-chan time.Time
@@ -27,9 +29,12 @@ func (m *Master) loop(ctx context.Context) {
 		case ev, ok := <-m.backend.Events():
 			if !ok {
 				m.step(ctx, job.Fail{Err: errors.New("cluster backend closed its event stream")})
-				return
+				return nil
 			}
 			m.handleEvent(ctx, ev)
+		case err := <-persisted:
+			m.log.Error("stopping: the job's state cannot be persisted", "err", err)
+			return err
 		case <-tick.C:
 			m.tick(ctx)
 		case <-progressC:
@@ -38,10 +43,10 @@ func (m *Master) loop(ctx context.Context) {
 			if m.jobErr() == nil {
 				m.logProgress()
 			}
-			return
+			return nil
 		case <-ctx.Done():
 			m.step(ctx, job.Fail{Err: fmt.Errorf("job stopped: %w", context.Cause(ctx))})
-			return
+			return nil
 		}
 	}
 }

@@ -12,6 +12,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,13 @@ type Deps struct {
 	// Notifier, when set, is told what a user would want to see in the
 	// cluster's own tools: relaunches, preemptions, epoch ends, job end.
 	Notifier Notifier
+	// Store, when set, persists the job's state for failover: the master
+	// resumes what it holds of Config.RunID, and persists every change
+	// before it answers or acts on it.
+	Store StateStore
+	// Listener, when set, is where the master serves (instead of
+	// Config.ListenAddr): a supervisor keeps the port across masters.
+	Listener net.Listener
 }
 
 // Notifier receives notable job events (Kubernetes Events on the master
@@ -83,6 +91,13 @@ type Master struct {
 	masterAddr string
 	psAddrs    []string // what workers and the master dial
 	psListen   []string // what each PS binds
+
+	store    StateStore
+	listener net.Listener
+	// resuming: the core was rebuilt from persisted state (failover).
+	resuming bool
+	persist  *persister
+	seq      uint64 // steps so far (under mu): what the persister covers
 
 	live *liveSender
 	// getTaskLatency is nil until RegisterMetrics (called before Run).
@@ -127,6 +142,20 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
+	resuming := false
+	if deps.Store != nil && cfg.RunID != "" {
+		st, err := loadState(context.Background(), deps.Store, cfg.RunID, cfg.JobName)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			if core, err = job.Resume(jcfg, *st); err != nil {
+				return nil, fmt.Errorf("resume the job from its persisted state: %w", err)
+			}
+			resuming = true
+			logger.Info("resuming the job from its persisted state", "run", cfg.RunID, "phase", core.Phase())
+		}
+	}
 	var trainN int64
 	for _, sh := range jcfg.Tasks.Training {
 		trainN += sh.Records
@@ -143,6 +172,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		optimizer: optSpec,
 		job:       core,
 		ended:     make(chan struct{}),
+		store:     deps.Store,
+		listener:  deps.Listener,
+		resuming:  resuming,
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -227,7 +259,11 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	}
 	defer gs.Stop()
 	if m.cfg.Mode == ModePredict {
-		pf, err := newPredictionFile(m.cfg.PredictionOutputs, m.spec.NumClasses)
+		resume := int64(-1)
+		if m.resuming {
+			resume = m.job.PredictionRowsReleased()
+		}
+		pf, err := newPredictionFile(m.cfg.PredictionOutputs, m.spec.NumClasses, m.cfg.RunID, resume)
 		if err != nil {
 			return nil, err
 		}
@@ -235,22 +271,71 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		m.pred = pf
 		m.mu.Unlock()
 	}
+	var persistDone chan error
+	if m.store != nil {
+		m.persist = newPersister(m.store, m.encodeState)
+		persistDone = make(chan error, 1)
+		go func() { persistDone <- m.persist.run(context.Background()) }()
+	}
 	if err := m.resolveAddresses(lis.Addr().String()); err != nil {
 		m.step(ctx, job.Fail{Err: err})
 	} else {
 		m.log.Info("job starting", "job", m.cfg.JobName, "mode", m.cfg.Mode, "model", m.spec.Name, "optimizer", m.optimizer,
 			"evaluation_steps", m.cfg.EvaluationSteps,
-			"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr)
-		m.step(ctx, job.Start{})
-		m.loop(ctx)
+			"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr, "resuming", m.resuming)
+		if m.resuming {
+			m.resume(ctx)
+		} else {
+			m.step(ctx, job.Start{})
+		}
+		if err := m.loop(ctx, persistDone); err != nil {
+			// The state can no longer be persisted (or another master took
+			// the store over): this master must stop acting at once, and
+			// leave the instances to the next one.
+			return nil, err
+		}
 	}
 	m.finish()
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
+	if m.persist != nil {
+		m.persist.close()
+	}
 	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
 		return s, errors.Join(runErr, err)
 	}
 	return s, runErr
+}
+
+// ErrStateLost: the master could not persist the job's state and stopped
+// acting; a master that starts next resumes from what was persisted.
+var ErrStateLost = errors.New("job state store lost")
+
+// resume adopts what the backend still has of the job (a master that took
+// over from one that died).
+func (m *Master) resume(ctx context.Context) {
+	existing, err := m.backend.Existing(ctx)
+	if err != nil {
+		m.step(ctx, job.Fail{Err: fmt.Errorf("list the job's instances: %w", err)})
+		return
+	}
+	m.log.Info("adopting the job's instances", "instances", len(existing))
+	m.step(ctx, job.Resumed{Instances: existing})
+}
+
+// encodeState is the persister's snapshot: the core's state and the last
+// step it covers, with the prediction rows written so far made durable
+// first (the state counts them as written).
+func (m *Master) encodeState() ([]byte, uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pred != nil {
+		if err := m.pred.sync(); err != nil {
+			return nil, 0, fmt.Errorf("write predictions: %w", err)
+		}
+	}
+	data, err := json.Marshal(persistedState{Format: stateFormat, RunID: m.cfg.RunID, Job: m.cfg.JobName, SavedAt: m.now().UTC(), State: m.job.State()})
+	return data, m.seq, err
 }
 
 // finish carries out the core's Save, gives workers told DONE a moment to
@@ -326,9 +411,12 @@ func (m *Master) notifyEnd(s *Summary) {
 }
 
 func (m *Master) serve() (*grpc.Server, net.Listener, error) {
-	lis, err := net.Listen("tcp", m.cfg.ListenAddr)
-	if err != nil {
-		return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
+	lis := m.listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", m.cfg.ListenAddr); err != nil {
+			return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
+		}
 	}
 	gs := grpc.NewServer(rpc.ServerOptions()...)
 	masterpb.RegisterMasterServer(gs, m)

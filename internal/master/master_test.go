@@ -52,7 +52,9 @@ func (f *fakeBackend) Stop(_ context.Context, _ cluster.Role, id int) error {
 	return nil
 }
 
-func (f *fakeBackend) Events() <-chan cluster.Event { return f.events }
+func (f *fakeBackend) Events() <-chan cluster.Event                      { return f.events }
+func (f *fakeBackend) Existing(context.Context) ([]cluster.Event, error) { return nil, nil }
+
 func (f *fakeBackend) PSAddress(i int) (cluster.Endpoint, error) {
 	return cluster.Endpoint{Listen: "127.0.0.1:1", Dial: "127.0.0.1:1"}, nil
 }
@@ -206,7 +208,7 @@ func TestJobRunsToEvaluationAndFinish(t *testing.T) {
 	ctx := context.Background()
 	t1, t2 := getTask(t, m, 0), getTask(t, m, 1)
 	// No more training tasks while both are held: WAIT, never DONE.
-	if resp, _ := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0}); resp.Action != masterpb.GetTaskResponse_WAIT {
+	if resp, _ := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0, HeldTasks: []int64{t1.Id}}); resp.Action != masterpb.GetTaskResponse_WAIT {
 		t.Fatalf("want WAIT, got %v", resp.Action)
 	}
 	for _, r := range []struct {

@@ -2,7 +2,9 @@ package master
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -22,13 +24,32 @@ type predictionFile struct {
 	numClasses int
 	written    int64 // records written, for commit's last check
 	buf        []byte
+	closed     bool // committed or aborted
 }
 
-func newPredictionFile(path string, numClasses int) (*predictionFile, error) {
+// newPredictionFile starts the CSV of path. With a runID the temp file has a
+// fixed name (a master that takes over finds it), and resume >= 0 takes
+// over the file of a master that died: it keeps the header and the first
+// resume rows (what the persisted state says were written) and drops any
+// written after.
+func newPredictionFile(path string, numClasses int, runID string, resume int64) (*predictionFile, error) {
 	if err := checkOutputDir(path); err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	pf := &predictionFile{path: path, numClasses: numClasses}
+	if runID != "" && resume >= 0 {
+		if err := pf.reopen(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+runID+".partial"), resume); err != nil {
+			return nil, fmt.Errorf("--prediction_outputs: resume: %w", err)
+		}
+		return pf, nil
+	}
+	var f *os.File
+	var err error
+	if runID != "" {
+		f, err = os.OpenFile(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+runID+".partial"), os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	} else {
+		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--prediction_outputs: %w", err)
 	}
@@ -37,7 +58,7 @@ func newPredictionFile(path string, numClasses int) (*predictionFile, error) {
 		os.Remove(f.Name())
 		return nil, fmt.Errorf("--prediction_outputs: %w", err)
 	}
-	pf := &predictionFile{path: path, tmp: f, w: bufio.NewWriterSize(f, 1<<20), numClasses: numClasses}
+	pf.tmp, pf.w = f, bufio.NewWriterSize(f, 1<<20)
 	header := "index,class"
 	for k := 0; k < numClasses; k++ {
 		header += ",p" + strconv.Itoa(k)
@@ -47,6 +68,51 @@ func newPredictionFile(path string, numClasses int) (*predictionFile, error) {
 		return nil, fmt.Errorf("--prediction_outputs: %w", err)
 	}
 	return pf, nil
+}
+
+// reopen takes over name, keeping its header and first rows rows.
+func (pf *predictionFile) reopen(name string, rows int64) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	var offset int64
+	for line := int64(0); line <= rows; line++ { // the header, then rows
+		b, err := r.ReadSlice('\n')
+		for errors.Is(err, bufio.ErrBufferFull) {
+			var more []byte
+			more, err = r.ReadSlice('\n')
+			b = append(b, more...)
+		}
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("%s has %d rows, the job's state says %d were written", name, max(line-1, 0), rows)
+		}
+		offset += int64(len(b))
+	}
+	if err := f.Truncate(offset); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		f.Close()
+		return err
+	}
+	pf.tmp, pf.w, pf.written = f, bufio.NewWriterSize(f, 1<<20), rows
+	return nil
+}
+
+// sync makes the rows written so far durable (before the state that
+// counts them is persisted).
+func (pf *predictionFile) sync() error {
+	if pf.closed {
+		return nil
+	}
+	if err := pf.w.Flush(); err != nil {
+		return err
+	}
+	return pf.tmp.Sync()
 }
 
 // write appends one task's rows; the core gives them in order.
@@ -89,6 +155,7 @@ func (pf *predictionFile) commit(total int64) error {
 		pf.abort()
 		return fmt.Errorf("only records [0,%d) of %d were predicted", pf.written, total)
 	}
+	pf.closed = true
 	err := pf.w.Flush()
 	if err == nil {
 		err = pf.tmp.Sync()
@@ -112,6 +179,7 @@ func (pf *predictionFile) commit(total int64) error {
 
 // abort removes the temp file.
 func (pf *predictionFile) abort() {
+	pf.closed = true
 	pf.tmp.Close()
 	os.Remove(pf.tmp.Name())
 }

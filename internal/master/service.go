@@ -20,6 +20,9 @@ const waitMillis = 200
 // rpcError gives a refused request its gRPC code.
 func rpcError(err error) error {
 	switch {
+	case errors.Is(err, ErrStateLost):
+		// The worker retries: the next master answers.
+		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, job.ErrUnknownWorker):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, job.ErrRejected):
@@ -36,7 +39,9 @@ func (m *Master) GetTask(ctx context.Context, req *masterpb.GetTaskRequest) (*ma
 		start := time.Now()
 		defer func() { m.getTaskLatency.Observe(time.Since(start).Seconds()) }()
 	}
-	reply, err := m.step(ctx, job.GetTask{Worker: int(req.WorkerId)})
+	// Never nil: the worker says what it holds (possibly nothing).
+	held := append(make([]int64, 0, len(req.HeldTasks)), req.HeldTasks...)
+	reply, err := m.step(ctx, job.GetTask{Worker: int(req.WorkerId), Held: held})
 	if err != nil {
 		return nil, rpcError(err)
 	}

@@ -19,7 +19,11 @@ import (
 // step feeds one event to the core and carries out what it decided: under
 // the lock what must follow the core's order and cannot block (notices,
 // live-worker counts queued, prediction rows written), then, without the
-// lock, the backend calls (launch, stop), which can take a while.
+// lock, the backend calls (launch, stop), which can take a while. With a
+// state store, the step is durable before it is answered or acted on
+// (group commits: one write covers every step before it), except a step
+// nothing depends on (a heartbeat, a tick that decided nothing), which is
+// persisted lazily.
 func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
 	m.mu.Lock()
 	now := m.now()
@@ -35,11 +39,32 @@ func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
 		}
 		todo = append(todo, rd)
 	}
+	m.seq++
+	seq := m.seq
 	m.mu.Unlock()
+	if m.persist != nil {
+		urgent := !lazy(ev) || len(todo) > 0
+		m.persist.changed(seq, urgent)
+		if urgent {
+			if perr := m.persist.wait(seq); perr != nil {
+				return job.Reply{}, perr
+			}
+		}
+	}
 	for _, rd := range todo {
 		m.applyInstances(ctx, rd)
 	}
 	return reply, err
+}
+
+// lazy events change nothing a restarted master would miss: it restarts
+// liveness clocks itself.
+func lazy(ev job.Event) bool {
+	switch ev.(type) {
+	case job.Heartbeat, job.Tick, job.RingStatus:
+		return true
+	}
+	return false
 }
 
 func isEmpty(rd job.Ready) bool {

@@ -147,7 +147,8 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 // worker cannot go on (an error; the process then exits non-zero and the
 // master decides whether to relaunch it).
 func (w *Worker) Run(ctx context.Context) error {
-	conn, err := grpc.NewClient(w.cfg.MasterAddr, rpc.DialOptions()...)
+	opts := append(rpc.DialOptions(), grpc.WithChainUnaryInterceptor(retryUnavailable(w.cfg.MasterTimeout, w.log)))
+	conn, err := grpc.NewClient(w.cfg.MasterAddr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)
 	}
@@ -258,24 +259,52 @@ func (w *Worker) loop(ctx context.Context) error {
 	}
 }
 
-// getTask asks for work, retrying while the master is unreachable.
+// getTask asks for work, saying what the worker holds: a task the master
+// handed out in an answer that never arrived comes again.
 func (w *Worker) getTask(ctx context.Context) (*masterpb.GetTaskResponse, error) {
-	deadline := time.Now().Add(w.cfg.MasterTimeout)
-	backoff := 100 * time.Millisecond
-	for {
-		resp, err := w.master.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: int32(w.cfg.WorkerID)})
-		if err == nil {
-			return resp, nil
+	req := &masterpb.GetTaskRequest{WorkerId: int32(w.cfg.WorkerID)}
+	if w.ar != nil {
+		for _, rt := range w.ar.book.tasks {
+			req.HeldTasks = append(req.HeldTasks, rt.t.Id)
 		}
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			return nil, fmt.Errorf("get task from master %s: %w", w.cfg.MasterAddr, err)
+	}
+	resp, err := w.master.GetTask(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("get task from master %s: %w", w.cfg.MasterAddr, err)
+	}
+	return resp, nil
+}
+
+// retryUnavailable retries a call the master could not take — it is down,
+// or a new master is taking over after a crash — with backoff, for up to
+// timeout from the first failure; then the call fails with a clear error.
+// (A request the dead master had taken is safe to repeat: the master
+// answers a repeated GetTask with the same task, and a repeated report of
+// a done task is refused without effect.)
+func retryUnavailable(timeout time.Duration, log *slog.Logger) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		var deadline time.Time
+		backoff := 100 * time.Millisecond
+		for {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if status.Code(err) != codes.Unavailable {
+				return err
+			}
+			now := time.Now()
+			if deadline.IsZero() {
+				deadline = now.Add(timeout)
+				log.Warn("master unavailable, retrying", "call", method, "for_up_to", timeout, "err", err)
+			}
+			if now.After(deadline) {
+				return fmt.Errorf("master unavailable for %s (--master_timeout): %w", timeout, err)
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, time.Second)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
@@ -312,6 +341,12 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 	}
 	report.ModelVersion = w.modelVersion()
 	if _, err := w.master.ReportTaskResult(ctx, report); err != nil {
+		if status.Code(err) == codes.FailedPrecondition {
+			// The master took the task back (a timeout), or this is the
+			// repeat of a report a master that died had already taken.
+			w.log.Warn("report refused", "task", t.Id, "err", err)
+			return nil
+		}
 		return fmt.Errorf("report task %d: %w", t.Id, err)
 	}
 	return nil

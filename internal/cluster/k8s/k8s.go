@@ -181,6 +181,36 @@ func New(ctx context.Context, cfg Config) (*Backend, error) {
 // Events delivers Pending, Running and Exited events of the job's pods.
 func (b *Backend) Events() <-chan cluster.Event { return b.events.Out() }
 
+// Existing implements cluster.Backend: the job's worker and PS pods that a
+// master before this one created, found by label and adopted (their later
+// changes arrive on Events), each as its state now.
+func (b *Backend) Existing(context.Context) ([]cluster.Event, error) {
+	var out []cluster.Event
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, obj := range b.pods.GetStore().List() {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		role := cluster.Role(pod.Labels[LabelReplicaType])
+		id, err := strconv.Atoi(pod.Labels[LabelInstanceID])
+		index, ierr := strconv.Atoi(pod.Labels[LabelReplicaIndex])
+		if err != nil || ierr != nil || (role != cluster.Worker && role != cluster.PS) {
+			continue
+		}
+		key := instanceKey{role, id}
+		if _, known := b.instances[key]; known {
+			continue
+		}
+		st := observe(pod, false)
+		b.instances[key] = &instance{index: index, reported: st.Phase}
+		out = append(out, cluster.Event{Role: role, ID: id, Index: index, Phase: st.Phase,
+			ExitCode: st.ExitCode, Reason: st.Reason, Message: st.Message})
+	}
+	return out, nil
+}
+
 // PSAddress: PS shard index listens on all interfaces at PSPort+index and
 // is dialled through its Service (or PSHost).
 func (b *Backend) PSAddress(index int) (cluster.Endpoint, error) {

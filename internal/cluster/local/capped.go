@@ -259,6 +259,9 @@ func (c *Capped) Events() <-chan cluster.Event { return c.events.Out() }
 // PSAddress is inner's.
 func (c *Capped) PSAddress(index int) (cluster.Endpoint, error) { return c.inner.PSAddress(index) }
 
+// Existing implements cluster.Backend: a Capped cluster starts empty.
+func (c *Capped) Existing(context.Context) ([]cluster.Event, error) { return nil, nil }
+
 // Close drops the held launches (each reported as a deleted pending
 // instance), closes inner and waits until its last events are passed on.
 func (c *Capped) Close(ctx context.Context) error {

@@ -87,6 +87,8 @@ func (f *fakeInner) Stop(_ context.Context, role cluster.Role, id int) error {
 
 func (f *fakeInner) Events() <-chan cluster.Event { return f.events.Out() }
 
+func (f *fakeInner) Existing(context.Context) ([]cluster.Event, error) { return nil, nil }
+
 func (f *fakeInner) PSAddress(index int) (cluster.Endpoint, error) {
 	a := fmt.Sprintf("ps-%d:1", index)
 	return cluster.Endpoint{Listen: a, Dial: a}, nil

@@ -180,6 +180,11 @@ func (b *Backend) forker() {
 // consumer never delays reaping.
 func (b *Backend) Events() <-chan cluster.Event { return b.events.Out() }
 
+// Existing implements cluster.Backend: a Backend's instances are its own
+// children, none older than it. (Package agent keeps them for the next
+// master when the master is another process.)
+func (b *Backend) Existing(context.Context) ([]cluster.Event, error) { return nil, nil }
+
 // Launch starts `Binary <role> <spec.Args...>` and emits Running. It fails
 // if the binary cannot be started, if the role and ID were already launched
 // on this Backend, or after Close. ctx bounds only the start itself: the

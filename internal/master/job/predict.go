@@ -111,3 +111,12 @@ func (po *predictionOrder) complete() error {
 	}
 	return nil
 }
+
+// PredictionRowsReleased is how many rows of a predict job went out in
+// Ready so far (the first ones, in order); 0 for other jobs.
+func (j *Job) PredictionRowsReleased() int64 {
+	if j.pred == nil {
+		return 0
+	}
+	return j.pred.next
+}
