@@ -95,6 +95,10 @@ func Run(ctx context.Context, env Env, args []string) int {
 		if errors.As(err, &ue) {
 			return exitUsage
 		}
+		var re restartError
+		if errors.As(err, &re) {
+			return exitRestart
+		}
 		return exitError
 	}
 	fmt.Fprintf(env.Stderr, "elasticdl: unknown command %q\n", args[0])

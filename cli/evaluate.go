@@ -99,7 +99,7 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	} else if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	return runJob(ctx, env, *cfg, *opts, func() {
+	return runJob(ctx, env, fs, *cfg, *opts, func() {
 		if tempOutput {
 			os.RemoveAll(cfg.Output) // nothing ran: leave nothing behind
 		}

@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 
-	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
 )
 
@@ -57,36 +54,6 @@ func (o jobOptions) check() error {
 
 // runJob runs cfg's job on the chosen backend and prints its summary.
 // notStarted is called when the job failed before anything was launched.
-func runJob(ctx context.Context, env Env, cfg master.Config, o jobOptions, notStarted func()) error {
-	logDir := filepath.Join(cfg.Output, "logs")
-	level := slog.LevelInfo
-	if o.verbose {
-		level = slog.LevelDebug
-	}
-	logger := newLogger(env.Stderr, level)
-	be, err := local.New(local.Config{LogDir: logDir, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("local backend: %w", err)
-	}
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger})
-	if err != nil {
-		be.Close(context.Background())
-		if notStarted != nil {
-			notStarted()
-		}
-		return err
-	}
-	if cfg.MetricsPort > 0 {
-		stop, err := startMasterMetrics(m, portAddr("127.0.0.1", cfg.MetricsPort), logger)
-		if err != nil {
-			be.Close(context.Background())
-			return err
-		}
-		defer stop()
-	}
-	summary, runErr := m.Run(ctx)
-	if summary != nil {
-		printSummary(env, summary, cfg.Output, logDir)
-	}
-	return runErr
+func runJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions, notStarted func()) error {
+	return superviseLocal(ctx, env, fs, cfg, o, notStarted)
 }

@@ -20,7 +20,9 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	mode, args := jobTypeArg(args)
 	cfg := master.DefaultConfig()
 	var opts jobOptions
+	var localOpts localMasterOptions
 	fs := newFlagSet(env, "master")
+	localOpts.register(fs)
 	switch mode {
 	case master.ModeTrain:
 		addTrainFlags(fs, &cfg, &opts)
@@ -35,6 +37,12 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	strategyDefaults(fs, &cfg)
+	if localOpts.agent != "" {
+		if err := cfg.Validate(); err != nil {
+			return usageError{err}
+		}
+		return runLocalMaster(ctx, env, cfg, opts, localOpts)
+	}
 	opts.backend = backendK8s
 	if err := opts.check(); err != nil {
 		return err

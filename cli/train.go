@@ -43,7 +43,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return fmt.Errorf("--output: %w", err)
 	}
-	return runJob(ctx, env, cfg, opts, nil)
+	return runJob(ctx, env, fs, cfg, opts, nil)
 }
 
 // addTrainFlags registers the flags of a training job.
@@ -112,6 +112,9 @@ func printSummary(env Env, s *master.Summary, output, logDir string) {
 	}
 	fmt.Fprintf(w, "  workers: %d launched, %d lost (%d preempted), %d relaunched, at most %d running; ps: %d launched, %d lost\n",
 		s.Workers.Launched, s.Workers.Lost, s.Workers.Preempted, s.Workers.Relaunched, s.Workers.MaxRunning, s.PS.Launched, s.PS.Lost)
+	if s.MasterRestarts > 0 {
+		fmt.Fprintf(w, "  master: taken over %d times after it died (failover)\n", s.MasterRestarts)
+	}
 	if s.CorruptRecords > 0 {
 		fmt.Fprintf(w, "  corrupt records skipped: %d (first: %s)\n", s.CorruptRecords, s.FirstCorruptRecord)
 	}

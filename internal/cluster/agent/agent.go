@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -212,10 +213,7 @@ func Dial(ctx context.Context, addr string, logger *slog.Logger) (*Client, error
 	c := &Client{conn: conn, agent: agentpb.NewAgentClient(conn), events: cluster.NewEventQueue(), done: make(chan struct{}), log: logger}
 	wctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	stream, err := c.agent.Watch(wctx, &agentpb.WatchRequest{}, grpc.WaitForReady(true))
-	if err == nil {
-		err = c.readList(ctx, stream)
-	}
+	stream, err := c.watch(ctx, wctx)
 	if err != nil {
 		cancel()
 		conn.Close()
@@ -226,29 +224,34 @@ func Dial(ctx context.Context, addr string, logger *slog.Logger) (*Client, error
 	return c, nil
 }
 
-func (c *Client) readList(ctx context.Context, stream agentpb.Agent_WatchClient) error {
-	got := make(chan error, 1)
+// watch opens the stream (on wctx, which outlives Dial) and reads the list
+// of existing instances, giving up when ctx ends.
+func (c *Client) watch(ctx, wctx context.Context) (agentpb.Agent_WatchClient, error) {
+	type result struct {
+		stream agentpb.Agent_WatchClient
+		err    error
+	}
+	got := make(chan result, 1)
 	go func() {
-		for {
-			p, err := stream.Recv()
-			if err != nil {
-				got <- err
-				return
+		stream, err := c.agent.Watch(wctx, &agentpb.WatchRequest{}, grpc.WaitForReady(true))
+		for err == nil {
+			var p *agentpb.InstanceEvent
+			if p, err = stream.Recv(); err == nil {
+				if p.EndOfList {
+					break
+				}
+				c.existing = append(c.existing, fromProto(p))
 			}
-			if p.EndOfList {
-				got <- nil
-				return
-			}
-			c.existing = append(c.existing, fromProto(p))
 		}
+		got <- result{stream, err}
 	}()
 	select {
-	case err := <-got:
-		return err
+	case r := <-got:
+		return r.stream, r.err
 	case <-ctx.Done():
-		c.cancel() // ends the Recv above
+		c.cancel() // ends the calls above
 		<-got
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 }
 
@@ -260,7 +263,7 @@ func (c *Client) follow(stream agentpb.Agent_WatchClient) {
 	for {
 		p, err := stream.Recv()
 		if err != nil {
-			if status.Code(err) != codes.Canceled {
+			if !errors.Is(err, io.EOF) && status.Code(err) != codes.Canceled {
 				c.log.Warn("agent event stream ended", "err", err)
 			}
 			return

@@ -6,7 +6,7 @@
 package statestore
 
 import (
-	"elasticdl/internal/atomicfile"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"elasticdl/internal/atomicfile"
 )
 
 // ErrLocked: another master holds the store.
@@ -57,7 +59,7 @@ func Open(path string, wait time.Duration) (*File, error) {
 }
 
 // Load returns the last state saved, or ok false when there is none.
-func (f *File) Load() (data []byte, ok bool, err error) {
+func (f *File) Load(context.Context) (data []byte, ok bool, err error) {
 	b, err := os.ReadFile(f.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -70,7 +72,7 @@ func (f *File) Load() (data []byte, ok bool, err error) {
 
 // Save replaces the state with data; when it returns nil, data survives a
 // crash of the process or the machine.
-func (f *File) Save(data []byte) error {
+func (f *File) Save(_ context.Context, data []byte) error {
 	if f.lock == nil {
 		return errors.New("state store: closed")
 	}

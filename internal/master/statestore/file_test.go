@@ -1,6 +1,7 @@
 package statestore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -13,21 +14,22 @@ import (
 // What was saved is what a later master loads; nothing saved loads as
 // nothing; a save leaves no temporary file behind.
 func TestSaveLoad(t *testing.T) {
+	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "out", "master_state.json")
 	f, err := Open(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := f.Load(); ok || err != nil {
+	if _, ok, err := f.Load(ctx); ok || err != nil {
 		t.Fatalf("empty store: ok %v, err %v", ok, err)
 	}
 	for _, s := range []string{`{"v":1}`, `{"v":2}`} {
-		if err := f.Save([]byte(s)); err != nil {
+		if err := f.Save(ctx, []byte(s)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	f.Close()
-	if err := f.Save([]byte("x")); err == nil {
+	if err := f.Save(ctx, []byte("x")); err == nil {
 		t.Fatal("a closed store saved")
 	}
 	g, err := Open(path, 0)
@@ -35,7 +37,7 @@ func TestSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	if b, ok, err := g.Load(); !ok || err != nil || string(b) != `{"v":2}` {
+	if b, ok, err := g.Load(ctx); !ok || err != nil || string(b) != `{"v":2}` {
 		t.Fatalf("loaded %q, %v, %v", b, ok, err)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(path))

@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"elasticdl/internal/cluster/agent"
+	"elasticdl/internal/cluster/local"
+	"elasticdl/internal/master"
+	"elasticdl/internal/master/statestore"
+)
+
+// maxMasterRestarts bounds how often a local job's supervisor starts a new
+// master after one died, against a master that crashes at once each time.
+const maxMasterRestarts = 10
+
+// exitRestart is the exit code of a master that stopped acting because it
+// could not persist the job's state: the next master resumes.
+const exitRestart = 3
+
+// masterStateFile is where a local job's master persists its state, under
+// --output.
+func masterStateFile(output string) string { return filepath.Join(output, "master", "state.json") }
+
+// superviseLocal runs a local job the failover way: this process owns the
+// worker and PS processes (the local backend, served to the master over a
+// Unix socket by package agent) and the master's port, and runs the master
+// as a child process. When the master dies (kill -9, OOM, a crash), it
+// starts a new one, which resumes from the state the dead one persisted
+// under --output and adopts the instances, which never noticed more than a
+// master that did not answer for a moment.
+func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions, notStarted func()) error {
+	logDir := filepath.Join(cfg.Output, "logs")
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := newLogger(env.Stderr, level)
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("own executable: %w", err)
+	}
+	be, err := local.New(local.Config{Binary: exe, LogDir: logDir, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("local backend: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		be.Close(cctx)
+	}()
+	// Abstract namespace: no file to clean up, nothing left if killed.
+	sock := fmt.Sprintf("@elasticdl-agent-%d-%d", os.Getpid(), time.Now().UnixNano())
+	agentLis, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("agent socket: %w", err)
+	}
+	srv := agent.Serve(agentLis, be, logger)
+	defer srv.Shutdown()
+	// The master's port stays open across masters: workers reconnect to
+	// the same address, and wait in the backlog while a master restarts.
+	mlis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("master listen on %s: %w", cfg.ListenAddr, err)
+	}
+	defer mlis.Close()
+	mfile, err := mlis.(*net.TCPListener).File()
+	if err != nil {
+		return fmt.Errorf("master listener: %w", err)
+	}
+	defer mfile.Close()
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
+	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--run_id="+runID)
+
+	var last error
+	quick := 0 // deaths in a row of masters that lived under 10s
+	for restarts := 0; ; restarts++ {
+		started := time.Now()
+		code, how, err := runMasterProcess(ctx, env, exe, args, mfile)
+		if err != nil {
+			return err
+		}
+		if code == exitOK || code == exitError || ctx.Err() != nil {
+			break // the job ended (or was stopped): its summary says how
+		}
+		last = fmt.Errorf("master %s", how)
+		if restarts == maxMasterRestarts {
+			logger.Error("master died too often, giving up", "restarts", restarts, "last", how)
+			break
+		}
+		// The first restart is at once (workers wait); a crash loop backs
+		// off.
+		quick++
+		if time.Since(started) >= 10*time.Second {
+			quick = 1
+		}
+		wait := time.Duration(quick-1) * time.Second
+		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+	}
+	s, err := readSummary(cfg.Output)
+	if err == nil && s.Status != "succeeded" && s.Workers.Launched == 0 && s.PS.Launched == 0 {
+		// Refused before anything ran (bad data, model, checkpoint).
+		if notStarted != nil {
+			notStarted()
+		}
+		return errors.New(s.Error)
+	}
+	if err != nil {
+		if notStarted != nil {
+			notStarted()
+		}
+		if last != nil {
+			return fmt.Errorf("%w (no job summary: %v)", last, err)
+		}
+		return fmt.Errorf("the master ended without a job summary: %w", err)
+	}
+	printSummary(env, s, cfg.Output, logDir)
+	if s.Status != "succeeded" {
+		return errors.New(s.Error)
+	}
+	return nil
+}
+
+// runMasterProcess runs one master and returns its exit code (-1 when a
+// signal ended it) and how it ended, in words. ctx ending asks the master
+// to stop the job (SIGTERM).
+func runMasterProcess(ctx context.Context, env Env, exe string, args []string, lis *os.File) (int, string, error) {
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
+	cmd.ExtraFiles = []*os.File{lis} // fd 3
+	// The master goes with this process, whatever kills it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return 0, "", fmt.Errorf("start master: %w", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		cmd.Process.Signal(syscall.SIGTERM)
+		werr = <-done
+	}
+	if werr == nil {
+		return exitOK, "exited", nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		return 0, "", fmt.Errorf("master: %w", werr)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, "killed (" + ws.Signal().String() + ")", nil
+	}
+	return ee.ExitCode(), fmt.Sprintf("exited with code %d", ee.ExitCode()), nil
+}
+
+func readSummary(output string) (*master.Summary, error) {
+	b, err := os.ReadFile(filepath.Join(output, "job_summary.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s master.Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("job summary: %w", err)
+	}
+	return &s, nil
+}
+
+// localMasterOptions are the master's flags under a local supervisor.
+type localMasterOptions struct {
+	agent    string
+	listenFD int
+	runID    string
+}
+
+func (l *localMasterOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.agent, "local_agent", "", "local jobs: the supervisor's socket serving the job's instances (set by `elasticdl train`)")
+	fs.IntVar(&l.listenFD, "listen_fd", 0, "local jobs: serve on this inherited listening socket (set by `elasticdl train`)")
+	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
+}
+
+// runLocalMaster is the master of a supervised local job: the backend is
+// the supervisor's (package agent), its state persists under --output.
+func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOptions, l localMasterOptions) error {
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := newLogger(env.Stderr, level)
+	if l.runID == "" {
+		return usageError{errors.New("--local_agent needs --run_id")}
+	}
+	store, err := statestore.Open(masterStateFile(cfg.Output), 10*time.Second)
+	if err != nil {
+		return restartable(err)
+	}
+	defer store.Close()
+	var lis net.Listener
+	if l.listenFD > 0 {
+		f := os.NewFile(uintptr(l.listenFD), "master-listener")
+		lis, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--listen_fd=%d: %w", l.listenFD, err)
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	be, err := agent.Dial(dctx, l.agent, logger)
+	cancel()
+	if err != nil {
+		return restartable(err)
+	}
+	cfg.RunID = l.runID
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis})
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		be.Close(cctx)
+		s := &master.Summary{Job: cfg.JobName, Mode: cfg.Mode, Status: "failed", Error: err.Error(), ModelDef: cfg.ModelDef}
+		if _, werr := master.WriteSummary(cfg.Output, s); werr != nil {
+			logger.Warn("writing the job summary", "err", werr)
+		}
+		return err
+	}
+	if cfg.MetricsPort > 0 {
+		stop, err := startMasterMetrics(m, portAddr("127.0.0.1", cfg.MetricsPort), logger)
+		if err != nil {
+			be.Detach()
+			return restartable(err)
+		}
+		defer stop()
+	}
+	_, runErr := m.Run(ctx)
+	if errors.Is(runErr, master.ErrStateLost) {
+		be.Detach() // the instances stay for the next master
+		return restartable(runErr)
+	}
+	return runErr
+}
+
+// restartError makes the master exit with exitRestart: the supervisor
+// starts another.
+type restartError struct{ err error }
+
+func (e restartError) Error() string { return e.err.Error() }
+func (e restartError) Unwrap() error { return e.err }
+
+func restartable(err error) error { return restartError{err} }

@@ -1,0 +1,153 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"elasticdl/internal/master/job"
+)
+
+// memStore is a StateStore in memory; saves block while gate is held and
+// fail with failWith when set.
+type memStore struct {
+	mu       sync.Mutex
+	data     []byte
+	saves    int
+	failWith error
+	gate     sync.Mutex
+}
+
+func (s *memStore) Load(context.Context) ([]byte, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.data, s.data != nil, nil
+}
+
+func (s *memStore) Save(_ context.Context, data []byte) error {
+	s.gate.Lock()
+	s.gate.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failWith != nil {
+		return s.failWith
+	}
+	s.data, s.saves = data, s.saves+1
+	return nil
+}
+
+// TestGroupCommit: steps that wait while a write is under way are covered
+// by the next write, together: far fewer writes than steps, and none
+// answered before a write that began after it.
+func TestGroupCommit(t *testing.T) {
+	store := &memStore{}
+	var mu sync.Mutex
+	var seq uint64
+	p := newPersister(store, func() ([]byte, uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []byte(`{}`), seq, nil
+	})
+	go p.run(context.Background())
+	store.gate.Lock() // the first write blocks: steps pile up behind it
+	var wg sync.WaitGroup
+	const steps = 50
+	for i := 0; i < steps; i++ {
+		mu.Lock()
+		seq++
+		s := seq
+		mu.Unlock()
+		p.changed(s, true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.wait(s); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	store.gate.Unlock()
+	wg.Wait()
+	p.close()
+	if store.saves > 3 || store.saves < 1 {
+		t.Errorf("%d writes for %d steps, want at most 3 (group commits)", store.saves, steps)
+	}
+}
+
+func TestLazyStepsArePersistedSoon(t *testing.T) {
+	store := &memStore{}
+	p := newPersister(store, func() ([]byte, uint64, error) { return []byte(`{}`), 1, nil })
+	go p.run(context.Background())
+	defer p.close()
+	p.changed(1, false) // a heartbeat: nobody waits
+	deadline := time.Now().Add(5 * lazyPersistEvery)
+	for time.Now().Before(deadline) {
+		store.mu.Lock()
+		n := store.saves
+		store.mu.Unlock()
+		if n == 1 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("a lazy change not persisted within %s", 5*lazyPersistEvery)
+}
+
+// TestAStoreThatFailsStopsTheMaster: after a failed write nothing is
+// acknowledged, and run reports the error (the master then exits for the
+// next one to resume).
+func TestAStoreThatFailsStopsTheMaster(t *testing.T) {
+	store := &memStore{failWith: errors.New("fenced: another master holds the job")}
+	p := newPersister(store, func() ([]byte, uint64, error) { return []byte(`{}`), 1, nil })
+	done := make(chan error, 1)
+	go func() { done <- p.run(context.Background()) }()
+	p.changed(1, true)
+	err := p.wait(1)
+	if !errors.Is(err, ErrStateLost) || !strings.Contains(err.Error(), "fenced") {
+		t.Fatalf("wait: %v, want ErrStateLost with the store's reason", err)
+	}
+	if err := <-done; !errors.Is(err, ErrStateLost) {
+		t.Fatalf("run: %v", err)
+	}
+	p.close()
+}
+
+func TestLoadState(t *testing.T) {
+	ctx := context.Background()
+	save := func(ps persistedState) *memStore {
+		b, err := json.Marshal(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &memStore{data: b}
+	}
+	st, err := loadState(ctx, &memStore{}, "run1", "j")
+	if st != nil || err != nil {
+		t.Errorf("empty store: %v, %v; want a fresh start", st, err)
+	}
+	mine := persistedState{Format: stateFormat, RunID: "run1", Job: "j", State: job.State{Phase: job.Training, NextWorkerID: 4}}
+	if st, err := loadState(ctx, save(mine), "run1", "j"); err != nil || st == nil || st.NextWorkerID != 4 {
+		t.Errorf("own run: %+v, %v", st, err)
+	}
+	if st, err := loadState(ctx, save(mine), "run2", "j"); st != nil || err != nil {
+		t.Errorf("another run's state: %+v, %v; want a fresh start", st, err)
+	}
+	other := mine
+	other.Job = "k"
+	if _, err := loadState(ctx, save(other), "run1", "j"); err == nil {
+		t.Error("the state of another job under the same run: no error")
+	}
+	newer := mine
+	newer.Format = stateFormat + 1
+	if _, err := loadState(ctx, save(newer), "run1", "j"); err == nil || !strings.Contains(err.Error(), "format") {
+		t.Errorf("unknown format: %v", err)
+	}
+	if _, err := loadState(ctx, &memStore{data: []byte("{")}, "run1", "j"); err == nil {
+		t.Error("corrupt state: no error")
+	}
+}
