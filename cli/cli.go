@@ -90,6 +90,10 @@ func Run(ctx context.Context, env Env, args []string) int {
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
 		}
+		var qe quietError
+		if errors.As(err, &qe) {
+			return exitError
+		}
 		fmt.Fprintf(env.Stderr, "elasticdl %s: %s\n", c.name, oneLine(err))
 		var ue usageError
 		if errors.As(err, &ue) {

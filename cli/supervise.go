@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -81,15 +83,24 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	}
 	defer mfile.Close()
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
-	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--run_id="+runID)
+	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
 
 	var last error
 	quick := 0 // deaths in a row of masters that lived under 10s
 	for restarts := 0; ; restarts++ {
 		started := time.Now()
-		code, how, err := runMasterProcess(ctx, env, exe, args, mfile)
+		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, mfile)
 		if err != nil {
 			return err
+		}
+		if refusal != "" {
+			// The job was refused: before anything ran (bad data, model,
+			// checkpoint), one line and nothing left behind; by a master
+			// taking over (its data gone, say), the job ends with that.
+			if restarts == 0 && notStarted != nil {
+				notStarted()
+			}
+			return errors.New(refusal)
 		}
 		if code == exitOK || code == exitError || ctx.Err() != nil {
 			break // the job ended (or was stopped): its summary says how
@@ -113,13 +124,6 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 		}
 	}
 	s, err := readSummary(cfg.Output)
-	if err == nil && s.Status != "succeeded" && s.Workers.Launched == 0 && s.PS.Launched == 0 {
-		// Refused before anything ran (bad data, model, checkpoint).
-		if notStarted != nil {
-			notStarted()
-		}
-		return errors.New(s.Error)
-	}
 	if err != nil {
 		if notStarted != nil {
 			notStarted()
@@ -137,17 +141,30 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 }
 
 // runMasterProcess runs one master and returns its exit code (-1 when a
-// signal ended it) and how it ended, in words. ctx ending asks the master
-// to stop the job (SIGTERM).
-func runMasterProcess(ctx context.Context, env Env, exe string, args []string, lis *os.File) (int, string, error) {
+// signal ended it), how it ended, in words, and why it refused the job if
+// it did before anything ran. ctx ending asks the master to stop the job
+// (SIGTERM).
+func runMasterProcess(ctx context.Context, env Env, exe string, args []string, lis *os.File) (code int, how, refusal string, err error) {
+	refusals, refusalW, err := os.Pipe()
+	if err != nil {
+		return 0, "", "", fmt.Errorf("start master: %w", err)
+	}
+	defer refusals.Close()
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
-	cmd.ExtraFiles = []*os.File{lis} // fd 3
+	cmd.ExtraFiles = []*os.File{lis, refusalW} // fds 3 and 4
 	// The master goes with this process, whatever kills it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return 0, "", fmt.Errorf("start master: %w", err)
+	err = cmd.Start()
+	refusalW.Close()
+	if err != nil {
+		return 0, "", "", fmt.Errorf("start master: %w", err)
 	}
+	read := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(refusals, 1<<16))
+		read <- strings.TrimSpace(string(b))
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var werr error
@@ -157,17 +174,18 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 		cmd.Process.Signal(syscall.SIGTERM)
 		werr = <-done
 	}
+	refusal = <-read // the pipe ends with the master
 	if werr == nil {
-		return exitOK, "exited", nil
+		return exitOK, "exited", refusal, nil
 	}
 	var ee *exec.ExitError
 	if !errors.As(werr, &ee) {
-		return 0, "", fmt.Errorf("master: %w", werr)
+		return 0, "", "", fmt.Errorf("master: %w", werr)
 	}
 	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return -1, "killed (" + ws.Signal().String() + ")", nil
+		return -1, "killed (" + ws.Signal().String() + ")", refusal, nil
 	}
-	return ee.ExitCode(), fmt.Sprintf("exited with code %d", ee.ExitCode()), nil
+	return ee.ExitCode(), fmt.Sprintf("exited with code %d", ee.ExitCode()), refusal, nil
 }
 
 func readSummary(output string) (*master.Summary, error) {
@@ -184,14 +202,16 @@ func readSummary(output string) (*master.Summary, error) {
 
 // localMasterOptions are the master's flags under a local supervisor.
 type localMasterOptions struct {
-	agent    string
-	listenFD int
-	runID    string
+	agent     string
+	listenFD  int
+	refusalFD int
+	runID     string
 }
 
 func (l *localMasterOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.agent, "local_agent", "", "local jobs: the supervisor's socket serving the job's instances (set by `elasticdl train`)")
 	fs.IntVar(&l.listenFD, "listen_fd", 0, "local jobs: serve on this inherited listening socket (set by `elasticdl train`)")
+	fs.IntVar(&l.refusalFD, "refusal_fd", 0, "local jobs: write why the job was refused before it started to this inherited descriptor, not to stderr (set by `elasticdl train`)")
 	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
 }
 
@@ -232,9 +252,14 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		be.Close(cctx)
-		s := &master.Summary{Job: cfg.JobName, Mode: cfg.Mode, Status: "failed", Error: err.Error(), ModelDef: cfg.ModelDef}
-		if _, werr := master.WriteSummary(cfg.Output, s); werr != nil {
-			logger.Warn("writing the job summary", "err", werr)
+		if l.refusalFD > 0 {
+			// The supervisor says it, once.
+			f := os.NewFile(uintptr(l.refusalFD), "refusal")
+			_, werr := f.WriteString(oneLine(err))
+			f.Close()
+			if werr == nil {
+				return quietError{err}
+			}
 		}
 		return err
 	}
@@ -262,3 +287,10 @@ func (e restartError) Error() string { return e.err.Error() }
 func (e restartError) Unwrap() error { return e.err }
 
 func restartable(err error) error { return restartError{err} }
+
+// quietError fails the command (exit 1) without printing: someone else
+// reports it.
+type quietError struct{ err error }
+
+func (e quietError) Error() string { return e.err.Error() }
+func (e quietError) Unwrap() error { return e.err }

@@ -253,11 +253,11 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 // also written to the output directory. A cancelled ctx stops the job.
 func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	start := m.now()
-	gs, lis, err := m.serve()
+	lis, err := m.listen()
 	if err != nil {
 		return nil, err
 	}
-	defer gs.Stop()
+	defer lis.Close()
 	if m.cfg.Mode == ModePredict {
 		resume := int64(-1)
 		if m.resuming {
@@ -288,6 +288,11 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		} else {
 			m.step(ctx, job.Start{})
 		}
+		// Serving only now: a worker's request (one retried from a dead
+		// master's time, say) finds the core resumed and the prediction
+		// file open. Until then, connections wait in the backlog.
+		gs := m.serve(lis)
+		defer gs.Stop()
 		if err := m.loop(ctx, persistDone); err != nil {
 			// The state can no longer be persisted (or another master took
 			// the store over): this master must stop acting at once, and
@@ -410,14 +415,18 @@ func (m *Master) notifyEnd(s *Summary) {
 	m.notify.Notify(false, "JobSucceeded", msg)
 }
 
-func (m *Master) serve() (*grpc.Server, net.Listener, error) {
-	lis := m.listener
-	if lis == nil {
-		var err error
-		if lis, err = net.Listen("tcp", m.cfg.ListenAddr); err != nil {
-			return nil, nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
-		}
+func (m *Master) listen() (net.Listener, error) {
+	if m.listener != nil {
+		return m.listener, nil
 	}
+	lis, err := net.Listen("tcp", m.cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
+	}
+	return lis, nil
+}
+
+func (m *Master) serve(lis net.Listener) *grpc.Server {
 	gs := grpc.NewServer(rpc.ServerOptions()...)
 	masterpb.RegisterMasterServer(gs, m)
 	go func() {
@@ -425,7 +434,7 @@ func (m *Master) serve() (*grpc.Server, net.Listener, error) {
 			m.log.Error("master gRPC server", "err", err)
 		}
 	}()
-	return gs, lis, nil
+	return gs
 }
 
 // resolveAddresses learns where the master and each PS shard are reached.

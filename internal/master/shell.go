@@ -91,7 +91,11 @@ func (m *Master) applyLocked(rd job.Ready) error {
 		}
 	}
 	if rd.Ended {
-		close(m.ended)
+		select {
+		case <-m.ended: // a job that failed while saving ends once
+		default:
+			close(m.ended)
+		}
 	}
 	for _, r := range rd.PredictionRows {
 		if m.pred == nil {

@@ -378,3 +378,52 @@ func TestEvaluatePredictBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestPredictMasterKilled kills -9 the master of a predict job midway: the
+// next master keeps the rows the dead one had made durable, drops any it
+// wrote after its last persisted state, and the output is still exactly
+// one row per record, in order, the same as a single-process forward pass.
+func TestPredictMasterKilled(t *testing.T) {
+	needData(t)
+	spec := zooSpec(t, "fashion_mnist.cnn")
+	modelDir := t.TempDir()
+	c := &pserverpb.Checkpoint{Version: 5, NumShards: 1}
+	for _, p := range spec.Build(rand.New(rand.NewSource(3))).Params() {
+		c.DenseParameters = append(c.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
+	}
+	if _, err := checkpoint.Write(modelDir, c); err != nil {
+		t.Fatal(err)
+	}
+	train := filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
+	out := filepath.Join(t.TempDir(), "pred.csv")
+	p := startCmd(t, "predict", "--model_def=fashion_mnist.cnn", "--prediction_data="+train, "--checkpoint_dir_for_init="+modelDir,
+		"--prediction_outputs="+out, "--num_workers=2")
+	var m int
+	waitFor(t, time.Minute, "predicting under a master", func() bool {
+		ms := p.children("master")
+		if len(ms) != 1 || !strings.Contains(p.stderr.String(), "tasks_done=") {
+			return false
+		}
+		m = ms[0]
+		return true
+	})
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(m, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, p.stderr.String())
+	}
+	s := p.summary()
+	if s.MasterRestarts != 1 || s.Predictions == nil || s.Predictions.Records != 60000 {
+		t.Fatalf("master_restarts %d, predictions %+v", s.MasterRestarts, s.Predictions)
+	}
+	rows := readPredictions(t, out, 10)
+	if len(rows) != 60000 {
+		t.Fatalf("%d rows, want 60000", len(rows))
+	}
+	checkAgainstForward(t, spec, modelDir, train, rows, 10)
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
+		t.Errorf("temp files left: %v", left)
+	}
+}
