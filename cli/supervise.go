@@ -86,7 +86,7 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
 
 	var last error
-	quick := 0 // deaths in a row of masters that lived under 10s
+	quick := 0 // deaths in a row of masters that lived under a second
 	for restarts := 0; ; restarts++ {
 		started := time.Now()
 		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, mfile)
@@ -113,8 +113,8 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 		// The first restart is at once (workers wait); a crash loop backs
 		// off.
 		quick++
-		if time.Since(started) >= 10*time.Second {
-			quick = 1
+		if time.Since(started) >= time.Second {
+			quick = 1 // killed while it worked: no crash loop
 		}
 		wait := time.Duration(quick-1) * time.Second
 		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", wait)

@@ -22,6 +22,7 @@ type (
 	PSCounts          = job.PSCounts
 	PSRestore         = job.PSRestore
 	TaskCounts        = job.TaskCounts
+	Failover          = job.Failover
 	RingSummary       = job.RingSummary
 	RingRecovery      = job.RingRecovery
 	RingJoin          = job.RingJoin

@@ -24,6 +24,7 @@ const goneWhileAway = "gone while the master was down"
 // restarts the clocks that ran while no master listened.
 func (j *Job) resumed(now time.Time, ev Resumed) {
 	j.summary.MasterRestarts++
+	j.summary.Failovers = append(j.summary.Failovers, Failover{ResumedAt: now.UTC()})
 	// Nobody could report to a dead master: silence and task timeouts
 	// count from now, and ring deadlines start over.
 	for _, in := range j.workers {

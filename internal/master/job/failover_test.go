@@ -110,6 +110,9 @@ func TestGetTaskResendsAnAnswerTheWorkerNeverGot(t *testing.T) {
 	if s.Tasks.Resent != 1 {
 		t.Errorf("tasks %+v, want 1 resent", s.Tasks)
 	}
+	if len(s.Failovers) != 1 || s.Failovers[0].FirstTaskAt == nil || !s.Failovers[0].FirstTaskAt.Equal(s.Failovers[0].ResumedAt) {
+		t.Errorf("failovers %+v, want one, its first task handed out when it resumed", s.Failovers)
+	}
 	assertEpochExact(t, s, 1000)
 }
 

@@ -44,8 +44,17 @@ type Summary struct {
 	// MasterRestarts counts the masters that took the job over from one
 	// that died (failover), each resuming from the persisted state.
 	MasterRestarts int `json:"master_restarts"`
+	// Failovers times each takeover: when the new master resumed, and when
+	// it first handed out a task (wall clock, UTC).
+	Failovers []Failover `json:"failovers,omitempty"`
 	// Ring is the rendezvous of an AllReduce job.
 	Ring *RingSummary `json:"ring,omitempty"`
+}
+
+// Failover is one master taking the job over from one that died.
+type Failover struct {
+	ResumedAt   time.Time  `json:"resumed_at"`
+	FirstTaskAt *time.Time `json:"first_task_at,omitempty"`
 }
 
 // EpochSummary is the exactly-once ledger of one training epoch.

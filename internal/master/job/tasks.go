@@ -61,6 +61,7 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 		for _, t := range j.disp.Held(ev.Worker) {
 			if !slices.Contains(ev.Held, t.ID) {
 				j.summary.Tasks.Resent++
+				j.noteHandedOut(now)
 				return Reply{Assignment: task.Assignment{Kind: task.KindTask, Task: t}}, nil
 			}
 		}
@@ -69,7 +70,18 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 	if a.Kind == task.KindTask && a.Task.Type == task.Training && j.trainingStart.IsZero() {
 		j.trainingStart = now
 	}
+	if a.Kind == task.KindTask {
+		j.noteHandedOut(now)
+	}
 	return Reply{Assignment: a}, nil
+}
+
+// noteHandedOut times the first task a master that took over hands out.
+func (j *Job) noteHandedOut(now time.Time) {
+	if f := len(j.summary.Failovers) - 1; f >= 0 && j.summary.Failovers[f].FirstTaskAt == nil {
+		t := now.UTC()
+		j.summary.Failovers[f].FirstTaskAt = &t
+	}
 }
 
 func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
