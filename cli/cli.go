@@ -103,6 +103,10 @@ func Run(ctx context.Context, env Env, args []string) int {
 		if errors.As(err, &re) {
 			return exitRestart
 		}
+		var fe fencedError
+		if errors.As(err, &fe) {
+			return exitFenced
+		}
 		return exitError
 	}
 	fmt.Fprintf(env.Stderr, "elasticdl: unknown command %q\n", args[0])

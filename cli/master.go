@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -53,6 +54,12 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
+	if !localOpts.supervised {
+		// The pod's first process keeps the port and restarts the master
+		// in place when it dies (kill -9, OOM, a crash).
+		childArgs := append(append([]string{"master", "--job_type=" + mode}, args...), "--supervised", "--listen_fd=3")
+		return superviseMaster(ctx, env, childArgs, portAddr("", opts.k8s.masterPort))
+	}
 	podName, podIP := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
 	ns := os.Getenv("POD_NAMESPACE")
 	if podName == "" || podIP == "" || ns == "" {
@@ -78,7 +85,27 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		defer cancel()
 		rec.Close(fctx)
 	}()
-	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger)
+	cfg.RunID = "pod-" + string(self.UID())
+	holder := fmt.Sprintf("%s/%d/%d", podName, os.Getpid(), time.Now().UnixNano())
+	store, err := self.OpenStateStore(ctx, cfg.JobName, holder)
+	if err != nil {
+		return stateError(err)
+	}
+	var lis net.Listener
+	if localOpts.listenFD > 0 {
+		f := os.NewFile(uintptr(localOpts.listenFD), "master-listener")
+		lis, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--listen_fd=%d: %w", localOpts.listenFD, err)
+		}
+	}
+	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger, store, lis)
+	if errors.Is(runErr, master.ErrStateLost) {
+		// Not the job's end: the next master resumes (or, fenced, another
+		// one already has).
+		return stateError(runErr)
+	}
 	if summary == nil && runErr != nil {
 		// Failed before the job started (bad data, forbidden, ...): the
 		// summary still says why, where users look for it.
@@ -99,7 +126,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 
 // runMasterJob builds the backend and the master and runs the job.
 func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg master.Config, opts jobOptions,
-	rec *k8s.Recorder, env Env, logger *slog.Logger) (*master.Summary, error) {
+	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, lis net.Listener) (*master.Summary, error) {
 	o := opts.k8s
 	workerPods, err := o.podSettings("", o.workerRequest, o.workerLimit)
 	if err != nil {
@@ -133,7 +160,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec})
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis})
 	if err == nil && cfg.MetricsPort > 0 {
 		var stop func()
 		if stop, err = startMasterMetrics(m, portAddr("", cfg.MetricsPort), logger); err == nil {

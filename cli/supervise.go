@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"elasticdl/internal/cluster/agent"
+	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/master"
 	"elasticdl/internal/master/statestore"
@@ -28,8 +29,12 @@ import (
 const maxMasterRestarts = 10
 
 // exitRestart is the exit code of a master that stopped acting because it
-// could not persist the job's state: the next master resumes.
-const exitRestart = 3
+// could not persist the job's state: the next master resumes. exitFenced:
+// another master took the job over; this one must not come back.
+const (
+	exitRestart = 3
+	exitFenced  = 4
+)
 
 // masterStateFile is where a local job's master persists its state, under
 // --output.
@@ -85,44 +90,20 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
 
-	var last error
-	quick := 0 // deaths in a row of masters that lived under a second
-	for restarts := 0; ; restarts++ {
-		started := time.Now()
-		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, mfile)
-		if err != nil {
-			return err
-		}
-		if refusal != "" {
-			// The job was refused: before anything ran (bad data, model,
-			// checkpoint), one line and nothing left behind; by a master
-			// taking over (its data gone, say), the job ends with that.
-			if restarts == 0 && notStarted != nil {
-				notStarted()
-			}
-			return errors.New(refusal)
-		}
-		if code == exitOK || code == exitError || ctx.Err() != nil {
-			break // the job ended (or was stopped): its summary says how
-		}
-		last = fmt.Errorf("master %s", how)
-		if restarts == maxMasterRestarts {
-			logger.Error("master died too often, giving up", "restarts", restarts, "last", how)
-			break
-		}
-		// The first restart is at once (workers wait); a crash loop backs
-		// off.
-		quick++
-		if time.Since(started) >= time.Second {
-			quick = 1 // killed while it worked: no crash loop
-		}
-		wait := time.Duration(quick-1) * time.Second
-		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", wait)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
+	res, err := restartMasters(ctx, env, logger, exe, args, mfile)
+	if err != nil {
+		return err
 	}
+	if res.refusal != "" {
+		// The job was refused: before anything ran (bad data, model,
+		// checkpoint), one line and nothing left behind; by a master
+		// taking over (its data gone, say), the job ends with that.
+		if res.restarts == 0 && notStarted != nil {
+			notStarted()
+		}
+		return errors.New(res.refusal)
+	}
+	last := res.gaveUp
 	s, err := readSummary(cfg.Output)
 	if err != nil {
 		if notStarted != nil {
@@ -138,6 +119,82 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 		return errors.New(s.Error)
 	}
 	return nil
+}
+
+// masterEnd is how a supervised master ended the job.
+type masterEnd struct {
+	code     int    // the last master's exit code
+	refusal  string // why it refused the job, if it did
+	restarts int    // masters started after one died
+	gaveUp   error  // set when masters died too often
+}
+
+// restartMasters runs the master (exe args, with lis as its fd 3) and a new
+// one each time one dies, until one ends the job (exit 0: succeeded, 1:
+// failed, exitFenced: another master has it) or ctx ends.
+func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe string, args []string, lis *os.File) (masterEnd, error) {
+	quick := 0 // deaths in a row of masters that lived under a second
+	for restarts := 0; ; restarts++ {
+		started := time.Now()
+		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, lis)
+		if err != nil {
+			return masterEnd{}, err
+		}
+		end := masterEnd{code: code, refusal: refusal, restarts: restarts}
+		if refusal != "" || code == exitOK || code == exitError || code == exitFenced || ctx.Err() != nil {
+			return end, nil
+		}
+		if restarts == maxMasterRestarts {
+			logger.Error("master died too often, giving up", "restarts", restarts, "last", how)
+			end.gaveUp = fmt.Errorf("master %s, %d times in all", how, restarts+1)
+			return end, nil
+		}
+		// The first restart is at once (workers wait); a crash loop backs
+		// off.
+		quick++
+		if time.Since(started) >= time.Second {
+			quick = 1 // killed while it worked: no crash loop
+		}
+		wait := time.Duration(quick-1) * time.Second
+		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// superviseMaster is a master pod's first process: it keeps the master's
+// port and runs the master (args) as a child, restarting it in place when
+// it dies; its exit code is the last master's.
+func superviseMaster(ctx context.Context, env Env, args []string, listenAddr string) error {
+	logger := newLogger(env.Stderr, slog.LevelInfo)
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("own executable: %w", err)
+	}
+	lis, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return fmt.Errorf("master listen on %s: %w", listenAddr, err)
+	}
+	defer lis.Close()
+	f, err := lis.(*net.TCPListener).File()
+	if err != nil {
+		return fmt.Errorf("master listener: %w", err)
+	}
+	defer f.Close()
+	res, err := restartMasters(ctx, env, logger, exe, args, f)
+	switch {
+	case err != nil:
+		return err
+	case res.gaveUp != nil:
+		return res.gaveUp
+	case res.code == exitOK:
+		return nil
+	case res.code == exitFenced:
+		return fencedError{errors.New("another master took the job over")}
+	}
+	return quietError{fmt.Errorf("master exited with code %d", res.code)} // it said why
 }
 
 // runMasterProcess runs one master and returns its exit code (-1 when a
@@ -202,16 +259,18 @@ func readSummary(output string) (*master.Summary, error) {
 
 // localMasterOptions are the master's flags under a local supervisor.
 type localMasterOptions struct {
-	agent     string
-	listenFD  int
-	refusalFD int
-	runID     string
+	agent      string
+	listenFD   int
+	refusalFD  int
+	runID      string
+	supervised bool
 }
 
 func (l *localMasterOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.agent, "local_agent", "", "local jobs: the supervisor's socket serving the job's instances (set by `elasticdl train`)")
 	fs.IntVar(&l.listenFD, "listen_fd", 0, "local jobs: serve on this inherited listening socket (set by `elasticdl train`)")
 	fs.IntVar(&l.refusalFD, "refusal_fd", 0, "local jobs: write why the job was refused before it started to this inherited descriptor, not to stderr (set by `elasticdl train`)")
+	fs.BoolVar(&l.supervised, "supervised", false, "k8s: this is the master process under the pod's first process, which restarts it (set by `elasticdl master`)")
 	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
 }
 
@@ -274,10 +333,25 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	_, runErr := m.Run(ctx)
 	if errors.Is(runErr, master.ErrStateLost) {
 		be.Detach() // the instances stay for the next master
-		return restartable(runErr)
+		return stateError(runErr)
 	}
 	return runErr
 }
+
+// stateError makes a master that cannot persist the job's state exit for
+// its supervisor: to be restarted (exitRestart), or, when another master
+// took the job over, not (exitFenced).
+func stateError(err error) error {
+	if errors.Is(err, k8s.ErrFenced) {
+		return fencedError{err}
+	}
+	return restartable(err)
+}
+
+type fencedError struct{ err error }
+
+func (e fencedError) Error() string { return e.err.Error() }
+func (e fencedError) Unwrap() error { return e.err }
 
 // restartError makes the master exit with exitRestart: the supervisor
 // starts another.

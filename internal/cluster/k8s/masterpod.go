@@ -83,3 +83,6 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 	}
 	return errors.Join(errs...)
 }
+
+// UID is the master pod's UID: a pod restarted in place keeps it.
+func (m *MasterPod) UID() types.UID { return m.pod.UID }

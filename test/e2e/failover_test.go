@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"elasticdl/internal/cluster/k8s"
+	"elasticdl/internal/proctest"
+)
+
+// TestK8sMasterKilled kills -9 the master process inside its pod while the
+// job trains. The pod's first process keeps the master's port and starts a
+// new master in place; it resumes from the state ConfigMap and adopts the
+// worker and PS pods (found by label: the same pods, none relaunched), and
+// the job finishes with every record trained exactly once.
+func TestK8sMasterKilled(t *testing.T) {
+	timeTest(t)
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-f", 2, "4", "8Gi")
+	j := submit(t, ns, "failover", label, "--minibatch_size=8")
+	j.waitWorkers(30*time.Second, 2, 0)
+	j.waitTraining(30 * time.Second)
+
+	uids := map[string]string{}
+	for _, p := range append(j.pods("worker"), j.pods("ps")...) {
+		uids[p.Metadata.Name] = p.Metadata.UID
+	}
+	var mp pod
+	if !getJSON(t, &mp, "pod", "-n", ns, j.masterPod()) {
+		t.Fatal("no master pod")
+	}
+	first := masterProcess(t, mp)
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the master %d: %v", first, err)
+	}
+	killed := time.Now()
+	t.Logf("killed the master process %d in pod %s", first, mp.Metadata.Name)
+	waitFor(t, 30*time.Second, "a new master process in the same pod", func() (bool, string) {
+		ms := proctest.Children(containerPID(t, mp), "master")
+		return len(ms) == 1 && ms[0].Pid != first, fmt.Sprint(ms)
+	})
+	// Still the same pods, and training goes on under the new master.
+	for _, p := range append(j.pods("worker"), j.pods("ps")...) {
+		if uid, ok := uids[p.Metadata.Name]; !ok || uid != p.Metadata.UID {
+			t.Errorf("pod %s (uid %s) is new: the master relaunched instead of adopting (before: %v)", p.Metadata.Name, p.Metadata.UID, uids)
+		}
+	}
+	r := waitSucceeded(t, j, 4*time.Minute)
+	assertTrained(t, r, 1, minAccuracy)
+	s := r.Summary
+	if s.MasterRestarts != 1 || len(s.Failovers) != 1 || s.Failovers[0].FirstTaskAt == nil {
+		t.Fatalf("master_restarts %d, failovers %+v: want one takeover that handed out work", s.MasterRestarts, s.Failovers)
+	}
+	if s.Workers.Launched != 2 || s.Workers.Lost != 0 || s.PS.Launched != 1 || s.PS.Lost != 0 {
+		t.Errorf("workers %+v, ps %+v: want the 2 workers and the PS adopted, none lost or relaunched", s.Workers, s.PS)
+	}
+	t.Logf("kill -> new master resumed %.2fs, -> first task handed out %.2fs",
+		s.Failovers[0].ResumedAt.Sub(killed).Seconds(), s.Failovers[0].FirstTaskAt.Sub(killed).Seconds())
+}
+
+// masterProcess is the PID of the master process in master pod p (a child
+// of the pod's first process).
+func masterProcess(t *testing.T, p pod) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 10*time.Second, "the master process", func() (bool, string) {
+		ms := proctest.Children(containerPID(t, p), "master")
+		if len(ms) != 1 {
+			return false, fmt.Sprint(ms)
+		}
+		pid = ms[0].Pid
+		return true, ""
+	})
+	return pid
+}
+
+// TestK8sStateStoreFencing: the state ConfigMap admits one master. A
+// second master that opens it takes it over with what the first saved, and
+// the first one's next save fails with ErrFenced instead of overwriting
+// the newer state.
+func TestK8sStateStoreFencing(t *testing.T) {
+	timeTest(t)
+	ns := newBareNamespace(t)
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: m, namespace: %s}
+spec:
+  nodeSelector: {e2e: nowhere}
+  containers: [{name: c, image: busybox:e2e}]
+`, ns))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := k8s.Connect(kubeconfig, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := c.MasterPod(ctx, ns, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := self.OpenStateStore(ctx, "j", "master-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := a.Load(ctx); ok {
+		t.Fatal("a new store has state")
+	}
+	if err := a.Save(ctx, []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Save(ctx, []byte(`{"n":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := self.OpenStateStore(ctx, "j", "master-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, ok, _ := b.Load(ctx); !ok || string(data) != `{"n":2}` {
+		t.Fatalf("the new master loads %q, %v; want the last save", data, ok)
+	}
+	if err := b.Save(ctx, []byte(`{"n":3}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Save(ctx, []byte(`{"n":99}`)); !errors.Is(err, k8s.ErrFenced) {
+		t.Fatalf("the stale master's save: %v, want ErrFenced", err)
+	}
+	var cm struct{ Data map[string]string }
+	getJSON(t, &cm, "configmap", "-n", ns, k8s.StateConfigMapName("j"))
+	if cm.Data[k8s.StateKey] != `{"n":3}` {
+		t.Fatalf("state %q, want the new master's", cm.Data[k8s.StateKey])
+	}
+}
