@@ -31,7 +31,7 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 				m.step(ctx, job.Fail{Err: errors.New("cluster backend closed its event stream")})
 				return nil
 			}
-			m.handleEvent(ctx, ev)
+			m.handleEvents(ctx, ev)
 		case err := <-persisted:
 			m.log.Error("stopping: the job's state cannot be persisted", "err", err)
 			return err
@@ -53,6 +53,27 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 
 func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {
 	m.step(ctx, job.Instance{Event: ev})
+}
+
+// handleEvents steps ev and every backend event already queued behind it
+// (up to a bound), together.
+func (m *Master) handleEvents(ctx context.Context, ev cluster.Event) {
+	evs := []job.Event{job.Instance{Event: ev}}
+	for len(evs) < 256 {
+		select {
+		case more, ok := <-m.backend.Events():
+			if !ok {
+				m.steps(ctx, evs)
+				m.step(ctx, job.Fail{Err: errors.New("cluster backend closed its event stream")})
+				return
+			}
+			evs = append(evs, job.Instance{Event: more})
+			continue
+		default:
+		}
+		break
+	}
+	m.steps(ctx, evs)
 }
 
 func (m *Master) tick(ctx context.Context) { m.step(ctx, job.Tick{}) }

@@ -25,36 +25,52 @@ import (
 // nothing depends on (a heartbeat, a tick that decided nothing), which is
 // persisted lazily.
 func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
+	replies, errs := m.steps(ctx, []job.Event{ev})
+	return replies[0], errs[0]
+}
+
+// steps is step for several events at once, with one wait for their
+// persistence: the event loop hands over every backend event that is
+// already queued (a burst of exits relaunches without a write per exit).
+func (m *Master) steps(ctx context.Context, evs []job.Event) ([]job.Reply, []error) {
+	replies, errs := make([]job.Reply, len(evs)), make([]error, len(evs))
+	var todo []job.Ready
+	urgent := false
 	m.mu.Lock()
 	now := m.now()
-	reply, err := m.job.Step(now, ev)
-	var todo []job.Ready
-	for {
-		rd := m.job.Ready()
-		if isEmpty(rd) {
-			break
+	for i, ev := range evs {
+		replies[i], errs[i] = m.job.Step(now, ev)
+		n := len(todo)
+		for {
+			rd := m.job.Ready()
+			if isEmpty(rd) {
+				break
+			}
+			if ferr := m.applyLocked(rd); ferr != nil {
+				m.job.Step(now, job.Fail{Err: ferr})
+			}
+			todo = append(todo, rd)
 		}
-		if ferr := m.applyLocked(rd); ferr != nil {
-			m.job.Step(now, job.Fail{Err: ferr})
-		}
-		todo = append(todo, rd)
+		urgent = urgent || !lazy(ev) || len(todo) > n
 	}
 	m.seq++
 	seq := m.seq
 	m.mu.Unlock()
 	if m.persist != nil {
-		urgent := !lazy(ev) || len(todo) > 0
 		m.persist.changed(seq, urgent)
 		if urgent {
 			if perr := m.persist.wait(seq); perr != nil {
-				return job.Reply{}, perr
+				for i := range errs {
+					replies[i], errs[i] = job.Reply{}, perr
+				}
+				return replies, errs
 			}
 		}
 	}
 	for _, rd := range todo {
 		m.applyInstances(ctx, rd)
 	}
-	return reply, err
+	return replies, errs
 }
 
 // lazy events change nothing a restarted master would miss: it restarts

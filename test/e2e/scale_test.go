@@ -645,7 +645,14 @@ func TestScaleKwok200Workers(t *testing.T) {
 	cfg.Output = t.TempDir()
 	cfg.ListenAddr = masterAddr
 	cfg.ProgressInterval = 0
-	m, err := master.New(cfg, master.Deps{Backend: sb, Registry: reg, Logger: logger})
+	deps := master.Deps{Backend: sb, Registry: reg, Logger: logger}
+	if os.Getenv("ELASTICDL_SCALE_STORE") != "" {
+		// What master failover costs: every step persisted, in group
+		// commits, to the job's state ConfigMap before it is answered.
+		deps.Store, cfg.RunID = scaleStateStore(ctx, t, ns, job), "scale"
+		t.Log("persisting the master's state to its ConfigMap (ELASTICDL_SCALE_STORE)")
+	}
+	m, err := master.New(cfg, deps)
 	if err != nil {
 		be.Close(ctx)
 		t.Fatal(err)
@@ -925,4 +932,30 @@ func TestScaleKwok200Workers(t *testing.T) {
 	t.Logf("scale: job: %s; relaunches took %.1fs of the paced phase (%d tasks taken in it, cap %d); last report→Run returned %.1fs, of which backend Close (delete %d pods + 1 Service, wait until gone) %.2fs; Run %.1fs; test %.1fs",
 		summaryLine(*s), relaunchEnd.Sub(relaunchStart).Seconds(), fetchedPaced, pool.pacedBudget, runEnd.Sub(lastReport).Seconds(),
 		scaleWorkers+1, closeTook.Seconds(), runEnd.Sub(runStart).Seconds(), time.Since(testStart).Seconds())
+}
+
+// scaleStateStore opens job's state ConfigMap, owned by a stand-in pod
+// that never runs (the master runs in the test process).
+func scaleStateStore(ctx context.Context, t *testing.T, ns, job string) *k8s.StateStore {
+	t.Helper()
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: store-owner, namespace: %s}
+spec:
+  nodeSelector: {e2e: nowhere}
+  containers: [{name: c, image: busybox:e2e}]
+`, ns))
+	c, err := k8s.Connect(kubeconfig, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := c.MasterPod(ctx, ns, "store-owner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := self.OpenStateStore(ctx, job, "scale-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }
