@@ -241,3 +241,42 @@ func TestAllReduceAllWorkersLostRestoresCheckpoint(t *testing.T) {
 		t.Errorf("second job eval %+v", s2.Eval)
 	}
 }
+
+// TestAllReduceMasterKilled kills -9 the master of an AllReduce job while
+// the ring trains: the new master resumes the rendezvous and the applied
+// ledger, the ring goes on with the same worker processes, and every record
+// is trained exactly once, into the same model on every worker.
+func TestAllReduceMasterKilled(t *testing.T) {
+	needData(t)
+	j := startJob(t, allReduceArgs("fashion_mnist.mlp", "2", "2")...)
+	var m int
+	var workers []int
+	waitFor(t, 2*time.Minute, "the ring training under a master", func() bool {
+		_, done := j.epochRecordsDone()
+		ms, ws := j.children("master"), j.children("worker")
+		if done < 10000 || len(ms) != 1 || len(ws) != 2 {
+			return false
+		}
+		m, workers = ms[0], ws
+		return true
+	})
+	if err := syscall.Kill(m, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, time.Minute, "a new master", func() bool {
+		ms := j.children("master")
+		return len(ms) == 1 && ms[0] != m
+	})
+	if now := j.children("worker"); len(now) != 2 || !contains(now, workers[0]) || !contains(now, workers[1]) {
+		t.Errorf("workers %v after the master's death, want the same %v", now, workers)
+	}
+	s := j.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if s.MasterRestarts != 1 || s.Workers.Launched != 2 || s.Workers.Lost != 0 {
+		t.Errorf("master_restarts %d, workers %+v: want one takeover, the two workers adopted", s.MasterRestarts, s.Workers)
+	}
+	assertSameModel(t, s, 2)
+	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
+		t.Errorf("eval %+v", s.Eval)
+	}
+}
