@@ -230,7 +230,7 @@ func New(cfg Config) (*Job, error) {
 		finalKey:    -1,
 		nextEvalAt:  cfg.EvaluationSteps,
 		ring:        newRendezvous(cfg),
-		applied:     appliedLedger{steps: map[int64]bool{}, ranges: map[int64][]appliedRange{}, corrupt: map[int64]int64{}},
+		applied:     appliedLedger{ranges: map[int64][]appliedRange{}, corrupt: map[int64]int64{}},
 		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {

@@ -168,7 +168,7 @@ func (ReportApplied) isEvent() {}
 
 // appliedLedger is what an AllReduce job's steps applied, by task.
 type appliedLedger struct {
-	steps   map[int64]bool
+	steps   stepSet
 	ranges  map[int64][]appliedRange
 	corrupt map[int64]int64 // unreadable records of a done task
 }
@@ -198,12 +198,12 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 	}
 	a := &j.applied
 	for _, st := range ev.Steps {
-		if a.steps[st.Step] {
+		if a.steps.has(st.Step) {
 			continue
 		}
-		a.steps[st.Step] = true
+		a.steps.add(st.Step)
 		for _, p := range st.Parts {
-			a.ranges[p.Task] = append(a.ranges[p.Task], appliedRange{p.Start, p.End, st.Step})
+			j.addApplied(p.Task, appliedRange{p.Start, p.End, st.Step})
 			// The state holds the task's records up to End (a prefix):
 			// should the task change hands, they are not trained again.
 			_ = j.disp.Advance(p.Task, p.End)
@@ -212,6 +212,43 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 	}
 	j.checkpointWritten(ev.Checkpoint)
 	return Reply{}, nil
+}
+
+// addApplied adds r to its task's ranges, merged into the last one when it
+// continues it and no rewind can tell them apart (the ledger then grows with
+// the tasks, not the steps).
+func (j *Job) addApplied(task int64, r appliedRange) {
+	rs := j.applied.ranges[task]
+	if n := len(rs); n > 0 && rs[n-1].end == r.start && j.neverUndone(rs[n-1].step, r.step) {
+		rs[n-1].end, rs[n-1].step = r.end, max(rs[n-1].step, r.step)
+		return
+	}
+	j.applied.ranges[task] = append(rs, r)
+}
+
+// neverUndone: steps a and b are in no rewind's way — both at or before
+// the restore point (a rewind keeps them), or, in a job without
+// checkpoints, anywhere (the restore point never moves, so a rewind drops
+// every step after it together).
+func (j *Job) neverUndone(a, b int64) bool {
+	at := j.ring.restore.Version
+	return j.cfg.CheckpointDir == "" || a <= at && b <= at
+}
+
+// compactApplied merges each task's adjacent ranges that no rewind can
+// tell apart any more (after the restore point moved).
+func (j *Job) compactApplied() {
+	for id, rs := range j.applied.ranges {
+		out := rs[:0]
+		for _, r := range rs {
+			if n := len(out); n > 0 && out[n-1].end == r.start && j.neverUndone(out[n-1].step, r.step) {
+				out[n-1].end, out[n-1].step = r.end, max(out[n-1].step, r.step)
+				continue
+			}
+			out = append(out, r)
+		}
+		j.applied.ranges[id] = out
+	}
 }
 
 // appliedEpochs is the per-epoch ledger of what the steps applied: each

@@ -119,6 +119,8 @@ type RingState struct {
 // AppliedState is an AllReduce job's ledger of applied steps: per task,
 // the record ranges and the step that applied each.
 type AppliedState struct {
+	// Steps are the steps reported, as inclusive spans.
+	Steps   [][2]int64           `json:"steps,omitempty"`
 	Ranges  map[int64][][3]int64 `json:"ranges,omitempty"` // task -> [start, end, step]
 	Corrupt map[int64]int64      `json:"corrupt,omitempty"`
 }
@@ -174,7 +176,7 @@ func (j *Job) State() State {
 	}
 	if j.cfg.AllReduce {
 		s.Ring = j.ring.state()
-		a := &AppliedState{Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
+		a := &AppliedState{Steps: j.applied.steps.list(), Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
 		for id, rs := range j.applied.ranges {
 			for _, r := range rs {
 				a.Ranges[id] = append(a.Ranges[id], [3]int64{r.start, r.end, r.step})
@@ -274,9 +276,9 @@ func Resume(cfg Config, s State) (*Job, error) {
 		for id, rs := range a.Ranges {
 			for _, r := range rs {
 				j.applied.ranges[id] = append(j.applied.ranges[id], appliedRange{r[0], r[1], r[2]})
-				j.applied.steps[r[2]] = true
 			}
 		}
+		j.applied.steps = stepSet{spans: slices.Clone(a.Steps)}
 		if a.Corrupt != nil {
 			j.applied.corrupt = maps.Clone(a.Corrupt)
 		}

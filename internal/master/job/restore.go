@@ -56,7 +56,7 @@ func (j *Job) checkCheckpoint(ev ReportApplied) error {
 		inReport[st.Step] = true
 	}
 	for s := from + 1; s <= c; s++ {
-		if !j.applied.steps[s] && !inReport[s] {
+		if !j.applied.steps.has(s) && !inReport[s] {
 			return fmt.Errorf("%w: a checkpoint of step %d, but step %d was never reported applied", ErrInvalid, c, s)
 		}
 	}
@@ -67,6 +67,7 @@ func (j *Job) checkCheckpoint(ev ReportApplied) error {
 func (j *Job) checkpointWritten(c int64) {
 	if c > j.ring.restore.Version {
 		j.ring.restore = RestorePoint{Dir: j.cfg.CheckpointDir, Version: c}
+		j.compactApplied()
 	}
 }
 
@@ -109,13 +110,7 @@ func (j *Job) newLineage(now time.Time, lost bool) {
 // many there were.
 func (j *Job) rewindLedger(at int64) int64 {
 	a := &j.applied
-	var undone int64
-	for s := range a.steps {
-		if s > at {
-			delete(a.steps, s)
-			undone++
-		}
-	}
+	undone := a.steps.dropAbove(at)
 	for id, rs := range a.ranges {
 		a.ranges[id] = slices.DeleteFunc(rs, func(rg appliedRange) bool { return rg.step > at })
 	}

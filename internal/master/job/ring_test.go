@@ -458,3 +458,38 @@ func TestRingTimings(t *testing.T) {
 		t.Errorf("allreduce %+v, want the sum of both workers' latest", s.Allreduce)
 	}
 }
+
+// TestAppliedLedgerStaysSmall: what the master persists of the applied
+// ledger grows with the tasks, not the steps — a task's ranges merge once
+// no rewind can tell them apart, and the reported steps are spans.
+func TestAppliedLedgerStaysSmall(t *testing.T) {
+	for _, ckpt := range []string{"", "ckpt"} {
+		h := allReduceJob(t, 1)
+		h.j.cfg.CheckpointDir = ckpt
+		h.join(0)
+		t1, t2 := h.get(0), h.get(0)
+		step := int64(0)
+		for i := int64(0); i < 488; i++ { // one record of each task per step
+			step++
+			ev := ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: step, Parts: []Part{
+				{Worker: 0, Task: t1.ID, Start: i, End: i + 1}, {Worker: 0, Task: t2.ID, Start: i, End: i + 1}}}}}
+			if ckpt != "" && step%100 == 0 {
+				ev.Checkpoint = step
+			}
+			h.step(ev)
+		}
+		a := h.j.State().Applied
+		if len(a.Steps) != 1 || a.Steps[0] != [2]int64{1, 488} {
+			t.Errorf("checkpoints %q: steps %v, want one span", ckpt, a.Steps)
+		}
+		// Without checkpoints everything merges; with them, what is after
+		// the last checkpoint (step 400) stays apart until the next one.
+		want := 1
+		if ckpt != "" {
+			want = 1 + 88
+		}
+		if len(a.Ranges[t1.ID]) != want || len(a.Ranges[t2.ID]) != want {
+			t.Errorf("checkpoints %q: %d and %d ranges, want %d each", ckpt, len(a.Ranges[t1.ID]), len(a.Ranges[t2.ID]), want)
+		}
+	}
+}
