@@ -54,16 +54,16 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
+	podName, podIP := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
+	ns := os.Getenv("POD_NAMESPACE")
+	if podName == "" || podIP == "" || ns == "" {
+		return usageError{errors.New("POD_NAME, POD_NAMESPACE and POD_IP must be set (the downward API of the master pod that `elasticdl train --backend=k8s` creates)")}
+	}
 	if !localOpts.supervised {
 		// The pod's first process keeps the port and restarts the master
 		// in place when it dies (kill -9, OOM, a crash).
 		childArgs := append(append([]string{"master", "--job_type=" + mode}, args...), "--supervised", "--listen_fd=3")
 		return superviseMaster(ctx, env, childArgs, portAddr("", opts.k8s.masterPort))
-	}
-	podName, podIP := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
-	ns := os.Getenv("POD_NAMESPACE")
-	if podName == "" || podIP == "" || ns == "" {
-		return usageError{errors.New("POD_NAME, POD_NAMESPACE and POD_IP must be set (the downward API of the master pod that `elasticdl train --backend=k8s` creates)")}
 	}
 	level := slog.LevelInfo
 	if opts.verbose {

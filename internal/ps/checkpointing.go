@@ -198,6 +198,7 @@ func (s *Server) snapshot(t *table, version int64) *pserverpb.Checkpoint {
 	for _, name := range sortedKeys(t.emb) {
 		c.EmbeddingTables = append(c.EmbeddingTables, s.snapshotEmb(t.emb[name]))
 	}
+	c.Applied = s.applied.list(nil)
 	return c
 }
 
@@ -207,6 +208,8 @@ func (s *Server) finalSnapshot() *pserverpb.Checkpoint {
 	if t == nil {
 		return nil
 	}
+	s.cut.Lock()
+	defer s.cut.Unlock()
 	return s.snapshot(t, t.version.Load())
 }
 
@@ -245,6 +248,7 @@ func (s *Server) restore(cfg Config) error {
 	if err := s.restoreTables(t, c, set.Dir); err != nil {
 		return err
 	}
+	s.applied.restore(c.GetApplied())
 	s.table.Store(t)
 	s.restored = restoredFrom{dir: set.Dir, version: c.GetVersion()}
 	if s.saver != nil {

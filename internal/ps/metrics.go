@@ -14,6 +14,7 @@ const (
 	pushFailed        = "failed"
 	pushRejected      = "rejected"    // sync: too stale, nothing applied
 	pushAccumulated   = "accumulated" // sync: summed towards the current version
+	pushDuplicate     = "duplicate"   // a minibatch the shard holds already: nothing done
 
 	pullFull          = "full"
 	pullCurrent       = "current"

@@ -34,13 +34,25 @@ func (s *Server) SaveModel(_ context.Context, req *pserverpb.SaveModelRequest) (
 		return nil, status.Error(codes.FailedPrecondition, "save model: the shard is not initialized")
 	}
 	start := time.Now()
-	path, err := checkpoint.Write(req.GetDir(), s.snapshot(t, req.GetVersion()))
+	s.cut.Lock()
+	c := s.snapshot(t, req.GetVersion())
+	s.cut.Unlock()
+	path, err := checkpoint.Write(req.GetDir(), c)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "save model: %v", err)
 	}
 	s.log.Info("model saved", "path", path, "version", req.GetVersion(), "shard_version", t.version.Load(),
 		"took", time.Since(start).Round(time.Millisecond))
 	return &pserverpb.SaveModelResponse{Path: path}, nil
+}
+
+// GetApplied implements pserverpb.PserverServer.
+func (s *Server) GetApplied(_ context.Context, req *pserverpb.GetAppliedRequest) (*pserverpb.GetAppliedResponse, error) {
+	var tasks []int64
+	if len(req.GetTaskIds()) > 0 {
+		tasks = req.GetTaskIds()
+	}
+	return &pserverpb.GetAppliedResponse{Applied: s.applied.list(tasks), Version: s.Version()}, nil
 }
 
 // GetStatus implements pserverpb.PserverServer.

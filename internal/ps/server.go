@@ -94,6 +94,12 @@ type Server struct {
 	// restored is the checkpoint this process started from (set before
 	// serving, read-only after); restored.version is -1 when none.
 	restored restoredFrom
+
+	// applied is what the parameters hold, by minibatch. cut makes a
+	// checkpoint of async pushes a consistent cut: a push holds it shared
+	// from its claim to its commit, a snapshot holds it alone.
+	applied *appliedSet
+	cut     sync.RWMutex
 }
 
 // table is the shard's parameters; its map and slices are immutable after
@@ -130,10 +136,11 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		index: cfg.Index,
-		numPS: cfg.NumPS,
-		opt:   cfg.Optimizer,
-		log:   log.With("ps", cfg.Index),
+		index:   cfg.Index,
+		numPS:   cfg.NumPS,
+		opt:     cfg.Optimizer,
+		log:     log.With("ps", cfg.Index),
+		applied: newAppliedSet(),
 	}
 	s.restored.version = -1
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
@@ -319,6 +326,17 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 	if s.sync != nil {
 		return s.pushSync(t, req, targets, sparse)
 	}
+	var key *minibatch
+	if k := req.GetMinibatch(); k != nil {
+		key = &minibatch{task: k.GetTaskId(), index: k.GetIndex()}
+	}
+	s.cut.RLock()
+	if key != nil {
+		if resp, err := s.claim(t, *key); resp != nil || err != nil {
+			s.cut.RUnlock()
+			return resp, err
+		}
+	}
 	lrScale := float32(1)
 	if s.lrModulation {
 		// Staleness as seen now; a concurrent push may still land first.
@@ -327,9 +345,20 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		}
 	}
 	v, err := s.applyAsync(t, targets, req.GetGradients(), sparse, lrScale)
+	if key != nil {
+		if err != nil {
+			s.applied.release(*key)
+		} else {
+			s.applied.commit(*key)
+		}
+	}
+	s.cut.RUnlock()
 	if err != nil {
 		s.metrics.push(pushFailed)
 		return nil, err
+	}
+	if s.saver.due(v) {
+		s.offerCheckpoint(t, v)
 	}
 	s.metrics.push(pushApplied)
 	s.metrics.staleness(v - 1 - req.GetVersion())
@@ -385,19 +414,39 @@ func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tenso
 		}
 		g.t.apply(s.rule, g.ids, g.grads)
 	}
-	return s.bumpVersion(t), nil
+	return t.version.Add(1), nil
 }
 
-// bumpVersion adds one to the shard's version and offers a checkpoint when
-// one is due.
-func (s *Server) bumpVersion(t *table) int64 {
-	v := t.version.Add(1)
-	if s.saver.due(v) {
-		// Copying here, not in the writer, labels the snapshot with the
-		// version that triggered it; only the file I/O is deferred.
-		s.saver.offer(s.snapshot(t, v))
+// claim reserves key for this push; a non-nil answer (a duplicate) or
+// error means the push is not to be applied.
+func (s *Server) claim(t *table, key minibatch) (*pserverpb.PushGradientsResponse, error) {
+	switch s.applied.claim(key) {
+	case alreadyApplied:
+		s.metrics.push(pushDuplicate)
+		return &pserverpb.PushGradientsResponse{Accepted: true, Version: t.version.Load(), Duplicate: true}, nil
+	case heldByAnother:
+		if s.sync != nil {
+			// In the accumulator: applied with the version.
+			s.metrics.push(pushDuplicate)
+			return &pserverpb.PushGradientsResponse{Accepted: true, Version: t.version.Load(), Duplicate: true}, nil
+		}
+		// Its outcome is not known yet: the client retries.
+		return nil, status.Errorf(codes.Unavailable, "minibatch %d of task %d is being applied by another push", key.index, key.task)
 	}
-	return v
+	return nil, nil
+}
+
+// offerCheckpoint copies the shard for the checkpoint of version v, which
+// is due, as a consistent cut of the async pushes (each one's parameters
+// and applied minibatch together). Copying here, not in the writer, labels
+// the snapshot with the version that triggered it (pushes that landed
+// since are in it too, and in its applied minibatches); only the file I/O
+// is deferred.
+func (s *Server) offerCheckpoint(t *table, v int64) {
+	s.cut.Lock()
+	c := s.snapshot(t, v)
+	s.cut.Unlock()
+	s.saver.offer(c)
 }
 
 func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale float32) error {

@@ -44,6 +44,7 @@ type syncState struct {
 	acc        map[*param][]float32
 	scratch    []float32
 	sparse     map[*embTable]*sparseAcc
+	keys       []minibatch // the minibatches accumulated, held until applied
 }
 
 type sparseAcc struct {
@@ -70,6 +71,14 @@ func (s *Server) pushSync(t *table, req *pserverpb.PushGradientsRequest, targets
 		s.metrics.staleness(stale)
 		s.log.Debug("stale gradients rejected", "worker", req.GetWorkerId(), "computed_on", req.GetVersion(), "version", cur)
 		return &pserverpb.PushGradientsResponse{Accepted: false, Version: cur}, nil
+	}
+	if k := req.GetMinibatch(); k != nil {
+		key := minibatch{task: k.GetTaskId(), index: k.GetIndex()}
+		if resp, err := s.claim(t, key); resp != nil || err != nil {
+			return resp, err
+		}
+		// Held until the version it goes into is applied.
+		st.keys = append(st.keys, key)
 	}
 	grads := req.GetGradients()
 	for i, p := range targets {
@@ -145,7 +154,14 @@ func (s *Server) applyAccumulatedLocked(t *table) (int64, error) {
 	}
 	n := st.count
 	st.count = 0
-	v := s.bumpVersion(t)
+	s.applied.commit(st.keys...)
+	st.keys = st.keys[:0]
+	// Sync pushes and applies are serialized by syncMu: a snapshot taken
+	// here is a consistent cut.
+	v := t.version.Add(1)
+	if s.saver.due(v) {
+		s.saver.offer(s.snapshot(t, v))
+	}
 	s.metrics.syncUpdate(n)
 	return v, nil
 }

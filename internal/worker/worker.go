@@ -29,6 +29,7 @@ import (
 	"elasticdl/model"
 	"elasticdl/nn"
 	"elasticdl/proto/masterpb"
+	"elasticdl/proto/pserverpb"
 )
 
 // Config is one worker's part of the job.
@@ -424,7 +425,12 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	// Minibatches mix the task's records in a new order each epoch, as a
 	// shuffling data loader would; the master already shuffles task order.
 	shuffle(b, t.Id, t.Epoch)
+	index := int32(-1)
 	return w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
+		// The index-th minibatch of the task's fixed order: a shard applies
+		// it once, whoever pushes it, however often.
+		index++
+		key := &pserverpb.MinibatchKey{TaskId: t.Id, Index: index}
 		// Sync SGD may reject gradients computed on a stale model: re-pull
 		// and redo the minibatch, pushing only to the shards that rejected.
 		to := client.AllShards
@@ -444,7 +450,7 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 			for i, e := range w.net.Embeddings() {
 				w.grads[i].IDs, w.grads[i].Values = e.Grad()
 			}
-			accepted, err := w.ps.Push(ctx, w.params, w.grads, w.cfg.WorkerID, to)
+			accepted, err := w.ps.PushMinibatch(ctx, w.params, w.grads, w.cfg.WorkerID, to, key)
 			if err != nil {
 				return &fatalError{fmt.Errorf("push gradients: %w", err)}
 			}

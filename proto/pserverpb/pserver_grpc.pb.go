@@ -29,6 +29,7 @@ const (
 	Pserver_SetLiveWorkers_FullMethodName       = "/elasticdl.pserver.Pserver/SetLiveWorkers"
 	Pserver_SaveModel_FullMethodName            = "/elasticdl.pserver.Pserver/SaveModel"
 	Pserver_GetStatus_FullMethodName            = "/elasticdl.pserver.Pserver/GetStatus"
+	Pserver_GetApplied_FullMethodName           = "/elasticdl.pserver.Pserver/GetApplied"
 )
 
 // PserverClient is the client API for Pserver service.
@@ -62,6 +63,9 @@ type PserverClient interface {
 	// process restored when it started (after a relaunch, a warm start, or a
 	// new job on an existing --checkpoint_dir).
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
+	// GetApplied says which minibatches of which tasks the shard's model
+	// holds (exactly once, by MinibatchKey).
+	GetApplied(ctx context.Context, in *GetAppliedRequest, opts ...grpc.CallOption) (*GetAppliedResponse, error)
 }
 
 type pserverClient struct {
@@ -142,6 +146,16 @@ func (c *pserverClient) GetStatus(ctx context.Context, in *GetStatusRequest, opt
 	return out, nil
 }
 
+func (c *pserverClient) GetApplied(ctx context.Context, in *GetAppliedRequest, opts ...grpc.CallOption) (*GetAppliedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetAppliedResponse)
+	err := c.cc.Invoke(ctx, Pserver_GetApplied_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PserverServer is the server API for Pserver service.
 // All implementations must embed UnimplementedPserverServer
 // for forward compatibility.
@@ -173,6 +187,9 @@ type PserverServer interface {
 	// process restored when it started (after a relaunch, a warm start, or a
 	// new job on an existing --checkpoint_dir).
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
+	// GetApplied says which minibatches of which tasks the shard's model
+	// holds (exactly once, by MinibatchKey).
+	GetApplied(context.Context, *GetAppliedRequest) (*GetAppliedResponse, error)
 	mustEmbedUnimplementedPserverServer()
 }
 
@@ -203,6 +220,9 @@ func (UnimplementedPserverServer) SaveModel(context.Context, *SaveModelRequest) 
 }
 func (UnimplementedPserverServer) GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetStatus not implemented")
+}
+func (UnimplementedPserverServer) GetApplied(context.Context, *GetAppliedRequest) (*GetAppliedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetApplied not implemented")
 }
 func (UnimplementedPserverServer) mustEmbedUnimplementedPserverServer() {}
 func (UnimplementedPserverServer) testEmbeddedByValue()                 {}
@@ -351,6 +371,24 @@ func _Pserver_GetStatus_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Pserver_GetApplied_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetAppliedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).GetApplied(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_GetApplied_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).GetApplied(ctx, req.(*GetAppliedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Pserver_ServiceDesc is the grpc.ServiceDesc for Pserver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -385,6 +423,10 @@ var Pserver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetStatus",
 			Handler:    _Pserver_GetStatus_Handler,
+		},
+		{
+			MethodName: "GetApplied",
+			Handler:    _Pserver_GetApplied_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

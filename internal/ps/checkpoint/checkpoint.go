@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -504,9 +505,53 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 		}
 	}
 	out.EmbeddingTables = tablesForShard(s.Shards, index, numPS)
+	out.Applied = s.appliedForShard(index, numPS)
 	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	slices.SortFunc(out.Slots, func(a, b *pserverpb.ParameterSlots) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out, nil
+}
+
+// appliedForShard is what a shard restored from s holds, by minibatch: its
+// own file's when the sharding is the same; otherwise only what every
+// shard of s held (a minibatch some shard lacked is not wholly in the
+// model).
+func (s *Set) appliedForShard(index, numPS int) []*pserverpb.AppliedMinibatches {
+	if numPS == s.NumShards {
+		return s.Shards[index].GetApplied()
+	}
+	counts := map[[2]int64]int{} // (task, minibatch) -> shards holding it
+	for _, c := range s.Shards {
+		for _, m := range c.GetApplied() {
+			sp := m.GetSpans()
+			for i := 0; i+1 < len(sp); i += 2 {
+				for x := sp[i]; x < sp[i+1]; x++ {
+					counts[[2]int64{m.GetTaskId(), int64(x)}]++
+				}
+			}
+		}
+	}
+	byTask := map[int64][]int32{}
+	for k, n := range counts {
+		if n == len(s.Shards) {
+			byTask[k[0]] = append(byTask[k[0]], int32(k[1]))
+		}
+	}
+	var out []*pserverpb.AppliedMinibatches
+	for _, task := range slices.Sorted(maps.Keys(byTask)) {
+		xs := byTask[task]
+		slices.Sort(xs)
+		m := &pserverpb.AppliedMinibatches{TaskId: task}
+		for i := 0; i < len(xs); {
+			j := i
+			for j+1 < len(xs) && xs[j+1] == xs[j]+1 {
+				j++
+			}
+			m.Spans = append(m.Spans, xs[i], xs[j]+1)
+			i = j + 1
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // Prune deletes the version directories under root older than the keep

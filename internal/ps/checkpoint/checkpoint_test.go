@@ -418,3 +418,29 @@ func writeProto(t *testing.T, path string, c *pserverpb.Checkpoint) {
 	}
 	writeFile(t, path, b)
 }
+
+// TestForShardApplied: a shard restored with the same sharding holds its
+// own file's minibatches; resharded, only those every old shard held.
+func TestForShardApplied(t *testing.T) {
+	am := func(task int64, spans ...int32) *pserverpb.AppliedMinibatches {
+		return &pserverpb.AppliedMinibatches{TaskId: task, Spans: spans}
+	}
+	set := &Set{Version: 3, NumShards: 2, Shards: []*pserverpb.Checkpoint{
+		{Shard: 0, NumShards: 2, Applied: []*pserverpb.AppliedMinibatches{am(1, 0, 4), am(2, 0, 1)}},
+		{Shard: 1, NumShards: 2, Applied: []*pserverpb.AppliedMinibatches{am(1, 0, 2, 3, 5)}},
+	}}
+	same, err := set.ForShard(1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(same.Applied) != 1 || same.Applied[0].TaskId != 1 || !slices.Equal(same.Applied[0].Spans, []int32{0, 2, 3, 5}) {
+		t.Errorf("same sharding: %v, want shard 1's own", same.Applied)
+	}
+	one, err := set.ForShard(0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Applied) != 1 || one.Applied[0].TaskId != 1 || !slices.Equal(one.Applied[0].Spans, []int32{0, 2, 3, 4}) {
+		t.Errorf("resharded: %v, want task 1's [0,2) and [3,4) (held by both), not task 2", one.Applied)
+	}
+}

@@ -414,6 +414,14 @@ const (
 // invalid push as a whole (codes.InvalidArgument, nothing applied), but
 // other shards may have applied theirs.
 func (c *Client) Push(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards) (accepted bool, err error) {
+	return c.PushMinibatch(ctx, params, sparse, workerID, to, nil)
+}
+
+// PushMinibatch is Push naming the minibatch (key; nil: unnamed): a shard
+// that has applied it already answers without applying it again, so that
+// a minibatch is in the model once however often it is pushed (a retry, a
+// task redone after its worker died).
+func (c *Client) PushMinibatch(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards, key *pserverpb.MinibatchKey) (accepted bool, err error) {
 	// No params: an empty layout, not remembered, so that a later
 	// re-initialization still pushes the dense values Pull saw.
 	l := &layout{groups: make([][]*nn.Param, len(c.shards))}
@@ -441,7 +449,7 @@ func (c *Client) Push(ctx context.Context, params []*nn.Param, sparse []SparseGr
 	var mu sync.Mutex
 	accepted = true
 	err = c.eachShard(want, func(s *shardConn) error {
-		ok, err := c.pushShard(ctx, s, l.groups[s.index], rows[s.index], workerID)
+		ok, err := c.pushShard(ctx, s, l.groups[s.index], rows[s.index], workerID, key)
 		if !ok {
 			mu.Lock()
 			accepted = false
@@ -452,7 +460,7 @@ func (c *Client) Push(ctx context.Context, params []*nn.Param, sparse []SparseGr
 	return accepted && err == nil, err
 }
 
-func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int) (bool, error) {
+func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int, key *pserverpb.MinibatchKey) (bool, error) {
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
 	for len(s.pushBuf) < len(group) {
@@ -476,7 +484,7 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 		s.mu.Unlock()
 		var resp *pserverpb.PushGradientsResponse
 		err := c.call(ctx, s, "push gradients", func(ctx context.Context) (err error) {
-			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads, EmbeddingGradients: sparse})
+			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads, EmbeddingGradients: sparse, Minibatch: key})
 			return err
 		})
 		if status.Code(err) == codes.FailedPrecondition {
