@@ -91,14 +91,9 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return stateError(err)
 	}
-	var lis net.Listener
-	if localOpts.listenFD > 0 {
-		f := os.NewFile(uintptr(localOpts.listenFD), "master-listener")
-		lis, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("--listen_fd=%d: %w", localOpts.listenFD, err)
-		}
+	lis, err := localOpts.listener()
+	if err != nil {
+		return err
 	}
 	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger, store, lis)
 	if errors.Is(runErr, master.ErrStateLost) {

@@ -274,6 +274,20 @@ func (l *localMasterOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
 }
 
+// listener is the listening socket inherited as --listen_fd (nil: none).
+func (l *localMasterOptions) listener() (net.Listener, error) {
+	if l.listenFD <= 0 {
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(l.listenFD), "master-listener")
+	defer f.Close()
+	lis, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--listen_fd=%d: %w", l.listenFD, err)
+	}
+	return lis, nil
+}
+
 // runLocalMaster is the master of a supervised local job: the backend is
 // the supervisor's (package agent), its state persists under --output.
 func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOptions, l localMasterOptions) error {
@@ -290,14 +304,9 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		return restartable(err)
 	}
 	defer store.Close()
-	var lis net.Listener
-	if l.listenFD > 0 {
-		f := os.NewFile(uintptr(l.listenFD), "master-listener")
-		lis, err = net.FileListener(f)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("--listen_fd=%d: %w", l.listenFD, err)
-		}
+	lis, err := l.listener()
+	if err != nil {
+		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	be, err := agent.Dial(dctx, l.agent, logger)

@@ -85,23 +85,9 @@ func masterProcess(t *testing.T, p pod) int {
 func TestK8sStateStoreFencing(t *testing.T) {
 	timeTest(t)
 	ns := newBareNamespace(t)
-	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: m, namespace: %s}
-spec:
-  nodeSelector: {e2e: nowhere}
-  containers: [{name: c, image: busybox:e2e}]
-`, ns))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := k8s.Connect(kubeconfig, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := c.MasterPod(ctx, ns, "m")
-	if err != nil {
-		t.Fatal(err)
-	}
+	self := standInMasterPod(ctx, t, ns, "m")
 	a, err := self.OpenStateStore(ctx, "j", "master-a")
 	if err != nil {
 		t.Fatal(err)
@@ -133,4 +119,26 @@ spec:
 	if cm.Data[k8s.StateKey] != `{"n":3}` {
 		t.Fatalf("state %q, want the new master's", cm.Data[k8s.StateKey])
 	}
+}
+
+// standInMasterPod creates pod name in ns, which never runs, to own what a
+// master made in a test process (as its own pod would).
+func standInMasterPod(ctx context.Context, t *testing.T, ns, name string) *k8s.MasterPod {
+	t.Helper()
+	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata: {name: %s, namespace: %s}
+spec:
+  nodeSelector: {e2e: nowhere}
+  containers: [{name: c, image: busybox:e2e}]
+`, name, ns))
+	c, err := k8s.Connect(kubeconfig, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := c.MasterPod(ctx, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return self
 }

@@ -935,25 +935,10 @@ func TestScaleKwok200Workers(t *testing.T) {
 }
 
 // scaleStateStore opens job's state ConfigMap, owned by a stand-in pod
-// that never runs (the master runs in the test process).
+// (the master runs in the test process).
 func scaleStateStore(ctx context.Context, t *testing.T, ns, job string) *k8s.StateStore {
 	t.Helper()
-	kubectlApply(t, fmt.Sprintf(`apiVersion: v1
-kind: Pod
-metadata: {name: store-owner, namespace: %s}
-spec:
-  nodeSelector: {e2e: nowhere}
-  containers: [{name: c, image: busybox:e2e}]
-`, ns))
-	c, err := k8s.Connect(kubeconfig, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, err := c.MasterPod(ctx, ns, "store-owner")
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := self.OpenStateStore(ctx, job, "scale-test")
+	store, err := standInMasterPod(ctx, t, ns, "store-owner").OpenStateStore(ctx, job, "scale-test")
 	if err != nil {
 		t.Fatal(err)
 	}

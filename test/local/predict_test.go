@@ -265,11 +265,10 @@ func TestEvaluationStepsEvaluateAndPredict(t *testing.T) {
 	})
 }
 
-// TestPredictWorkerKilled predicts the training set with the cnn (slow
-// enough to kill a worker -9 in the middle): still exactly one row per
-// record, in order, the same as a single-process forward pass.
-func TestPredictWorkerKilled(t *testing.T) {
-	needData(t)
+// initialCNN writes the cnn's initial model (seed 3) as a checkpoint to
+// predict with.
+func initialCNN(t *testing.T) (model.Spec, string) {
+	t.Helper()
 	spec := zooSpec(t, "fashion_mnist.cnn")
 	modelDir := t.TempDir()
 	c := &pserverpb.Checkpoint{Version: 5, NumShards: 1}
@@ -279,6 +278,15 @@ func TestPredictWorkerKilled(t *testing.T) {
 	if _, err := checkpoint.Write(modelDir, c); err != nil {
 		t.Fatal(err)
 	}
+	return spec, modelDir
+}
+
+// TestPredictWorkerKilled predicts the training set with the cnn (slow
+// enough to kill a worker -9 in the middle): still exactly one row per
+// record, in order, the same as a single-process forward pass.
+func TestPredictWorkerKilled(t *testing.T) {
+	needData(t)
+	spec, modelDir := initialCNN(t)
 	train := filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
 	// A worker killed in the few milliseconds between two tasks holds
 	// none, which is correct but does not exercise the requeue: such a run
@@ -385,15 +393,7 @@ func TestEvaluatePredictBadInput(t *testing.T) {
 // one row per record, in order, the same as a single-process forward pass.
 func TestPredictMasterKilled(t *testing.T) {
 	needData(t)
-	spec := zooSpec(t, "fashion_mnist.cnn")
-	modelDir := t.TempDir()
-	c := &pserverpb.Checkpoint{Version: 5, NumShards: 1}
-	for _, p := range spec.Build(rand.New(rand.NewSource(3))).Params() {
-		c.DenseParameters = append(c.DenseParameters, wire.EncodeTensor(p.Name, p.Value.Shape, p.Value.Data))
-	}
-	if _, err := checkpoint.Write(modelDir, c); err != nil {
-		t.Fatal(err)
-	}
+	spec, modelDir := initialCNN(t)
 	train := filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
 	out := filepath.Join(t.TempDir(), "pred.csv")
 	p := startCmd(t, "predict", "--model_def=fashion_mnist.cnn", "--prediction_data="+train, "--checkpoint_dir_for_init="+modelDir,
