@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -210,9 +211,24 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
 	cmd.ExtraFiles = []*os.File{lis, refusalW} // fds 3 and 4
-	// The master goes with this process, whatever kills it.
+	// The master goes with this process, whatever kills it. Linux sends
+	// the death signal when the *thread* that forked the child exits, and
+	// Go discards a thread whose goroutine exits locked to it (the local
+	// backend's forker does at Close): fork and reap the master from a
+	// thread held for that time, so it is never one that goes away.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	started, done := make(chan error, 1), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		done <- cmd.Wait()
+	}()
+	err = <-started
 	refusalW.Close()
 	if err != nil {
 		return 0, "", "", fmt.Errorf("start master: %w", err)
@@ -222,8 +238,6 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 		b, _ := io.ReadAll(io.LimitReader(refusals, 1<<16))
 		read <- strings.TrimSpace(string(b))
 	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	var werr error
 	select {
 	case werr = <-done:

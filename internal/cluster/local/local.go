@@ -153,7 +153,12 @@ func New(cfg Config) (*Backend, error) {
 		portTaken: map[int]bool{},
 		closed:    make(chan struct{}),
 	}
-	go b.forker()
+	locked := make(chan struct{})
+	go b.forker(locked)
+	// Its thread is the forker's before anyone else forks: a thread that
+	// forked something earlier (a child of another owner) must not be the
+	// one discarded at Close.
+	<-locked
 	return b, nil
 }
 
@@ -164,10 +169,11 @@ func New(cfg Config) (*Backend, error) {
 // while locked to it (runtime.LockOSThread). Forking from an arbitrary
 // goroutine could therefore get a healthy instance SIGKILLed at a random
 // moment. Here the thread exits only after Close has reaped every child.
-func (b *Backend) forker() {
+func (b *Backend) forker(locked chan<- struct{}) {
 	// Deliberately never unlocked: when the loop ends the thread is
 	// discarded with the goroutine instead of going back to the scheduler.
 	runtime.LockOSThread()
+	close(locked)
 	for req := range b.forks {
 		req.err <- req.cmd.Start()
 	}
