@@ -426,11 +426,31 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	// shuffling data loader would; the master already shuffles task order.
 	shuffle(b, t.Id, t.Epoch)
 	index := int32(-1)
-	return w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
+	// held: once a shard says it holds a minibatch of this task (the task
+	// was trained before, by a worker that died), which minibatches each
+	// shard holds; nil until then.
+	var held [][]int32
+	holds := func(shard int) bool { return client.HoldsMinibatch(held[shard], index) }
+	skipped := 0
+	err = w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
 		// The index-th minibatch of the task's fixed order: a shard applies
 		// it once, whoever pushes it, however often.
 		index++
 		key := &pserverpb.MinibatchKey{TaskId: t.Id, Index: index}
+		var leaveOut func(int) bool
+		if held != nil {
+			leaveOut = holds
+			every := true
+			for i := range held {
+				every = every && holds(i)
+			}
+			if every {
+				// In the model already: nothing to compute.
+				skipped++
+				report.Records += int64(len(labels))
+				return nil
+			}
+		}
 		// Sync SGD may reject gradients computed on a stale model: re-pull
 		// and redo the minibatch, pushing only to the shards that rejected.
 		to := client.AllShards
@@ -450,9 +470,16 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 			for i, e := range w.net.Embeddings() {
 				w.grads[i].IDs, w.grads[i].Values = e.Grad()
 			}
-			accepted, err := w.ps.PushMinibatch(ctx, w.params, w.grads, w.cfg.WorkerID, to, key)
+			accepted, duplicate, err := w.ps.PushMinibatch(ctx, w.params, w.grads, w.cfg.WorkerID, to, key, leaveOut)
 			if err != nil {
 				return &fatalError{fmt.Errorf("push gradients: %w", err)}
+			}
+			if duplicate && held == nil {
+				// Trained before: learn what the shards hold, and leave
+				// that out from here on.
+				if held, err = w.ps.Applied(ctx, t.Id); err != nil {
+					return &fatalError{fmt.Errorf("minibatches applied of task %d: %w", t.Id, err)}
+				}
 			}
 			if accepted {
 				report.Records += int64(len(labels))
@@ -468,6 +495,10 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 			}
 		}
 	})
+	if skipped > 0 {
+		w.log.Info("task trained before: minibatches every PS shard held were skipped", "task", t.Id, "skipped", skipped, "minibatches", index+1)
+	}
+	return err
 }
 
 // readAndPull reads an evaluation or prediction task's records and pulls

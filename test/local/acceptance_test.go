@@ -116,6 +116,13 @@ func TestWorkerKilledTwice(t *testing.T) {
 	if s.Tasks.Requeued < 1 {
 		t.Errorf("tasks %+v: the killed workers held no task?", s.Tasks)
 	}
+	// Exactly once in the model, not only in the ledger: the PS applied
+	// one update per minibatch (async, one shard: its version counts
+	// them), as many as the undisturbed run, although the killed workers'
+	// tasks were redone.
+	if s.ModelVersion != base.ModelVersion {
+		t.Errorf("model version %d with kills, %d without: minibatches applied twice or missed", s.ModelVersion, base.ModelVersion)
+	}
 	t.Logf("accuracy: undisturbed %.4f, worker killed twice %.4f", base.Eval.Accuracy, s.Eval.Accuracy)
 	if s.Eval.Accuracy < base.Eval.Accuracy-0.01 {
 		t.Errorf("accuracy %.4f with kills, %.4f without: more than a point lost", s.Eval.Accuracy, base.Eval.Accuracy)

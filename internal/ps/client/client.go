@@ -414,28 +414,32 @@ const (
 // invalid push as a whole (codes.InvalidArgument, nothing applied), but
 // other shards may have applied theirs.
 func (c *Client) Push(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards) (accepted bool, err error) {
-	return c.PushMinibatch(ctx, params, sparse, workerID, to, nil)
+	accepted, _, err = c.PushMinibatch(ctx, params, sparse, workerID, to, nil, nil)
+	return accepted, err
 }
 
 // PushMinibatch is Push naming the minibatch (key; nil: unnamed): a shard
-// that has applied it already answers without applying it again, so that
-// a minibatch is in the model once however often it is pushed (a retry, a
-// task redone after its worker died).
-func (c *Client) PushMinibatch(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards, key *pserverpb.MinibatchKey) (accepted bool, err error) {
+// that has applied it already answers without applying it again (then
+// duplicate is set), so that a minibatch is in the model once however
+// often it is pushed (a retry, a task redone after its worker died).
+// Shards for which holds is true are left out (they hold the minibatch:
+// see Applied); nil leaves none out.
+func (c *Client) PushMinibatch(ctx context.Context, params []*nn.Param, sparse []SparseGrad, workerID int, to Shards,
+	key *pserverpb.MinibatchKey, holds func(shard int) bool) (accepted, duplicate bool, err error) {
 	// No params: an empty layout, not remembered, so that a later
 	// re-initialization still pushes the dense values Pull saw.
 	l := &layout{groups: make([][]*nn.Param, len(c.shards))}
 	if len(params) > 0 {
 		if l, err = c.layoutFor(params); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	rows, err := c.splitSparse(sparse)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	want := func(i int) bool {
-		if len(l.groups[i]) == 0 && len(rows[i]) == 0 {
+		if len(l.groups[i]) == 0 && len(rows[i]) == 0 || holds != nil && holds(i) {
 			return false
 		}
 		if to == AllShards {
@@ -449,18 +453,48 @@ func (c *Client) PushMinibatch(ctx context.Context, params []*nn.Param, sparse [
 	var mu sync.Mutex
 	accepted = true
 	err = c.eachShard(want, func(s *shardConn) error {
-		ok, err := c.pushShard(ctx, s, l.groups[s.index], rows[s.index], workerID, key)
-		if !ok {
-			mu.Lock()
-			accepted = false
-			mu.Unlock()
-		}
+		ok, dup, err := c.pushShard(ctx, s, l.groups[s.index], rows[s.index], workerID, key)
+		mu.Lock()
+		accepted, duplicate = accepted && ok, duplicate || dup
+		mu.Unlock()
 		return err
 	})
-	return accepted && err == nil, err
+	return accepted && err == nil, duplicate, err
 }
 
-func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int, key *pserverpb.MinibatchKey) (bool, error) {
+// Applied returns, by shard, which minibatches of task the shard holds, as
+// sorted [start, end) index pairs.
+func (c *Client) Applied(ctx context.Context, task int64) ([][]int32, error) {
+	out := make([][]int32, len(c.shards))
+	err := c.eachShard(allShards, func(s *shardConn) error {
+		return c.call(ctx, s, "get applied minibatches", func(ctx context.Context) error {
+			r, err := s.rpc.GetApplied(ctx, &pserverpb.GetAppliedRequest{TaskIds: []int64{task}})
+			if err != nil {
+				return err
+			}
+			for _, m := range r.GetApplied() {
+				if m.GetTaskId() == task {
+					out[s.index] = m.GetSpans()
+				}
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// HoldsMinibatch reports whether spans (as Applied returns them) hold
+// minibatch index.
+func HoldsMinibatch(spans []int32, index int32) bool {
+	for i := 0; i+1 < len(spans); i += 2 {
+		if spans[i] <= index && index < spans[i+1] {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int, key *pserverpb.MinibatchKey) (accepted, duplicate bool, err error) {
 	s.pushMu.Lock()
 	defer s.pushMu.Unlock()
 	for len(s.pushBuf) < len(group) {
@@ -469,10 +503,10 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 	grads := s.pushBuf[:len(group)]
 	for i, p := range group {
 		if p.Grad == nil {
-			return false, fmt.Errorf("ps client: parameter %q has no gradient", p.Name)
+			return false, false, fmt.Errorf("ps client: parameter %q has no gradient", p.Name)
 		}
 		if n, err := wire.NumElements(p.Grad.Shape); err != nil || n != len(p.Grad.Data) {
-			return false, fmt.Errorf("ps client: gradient of %q: shape %v does not match %d values", p.Name, p.Grad.Shape, len(p.Grad.Data))
+			return false, false, fmt.Errorf("ps client: gradient of %q: shape %v does not match %d values", p.Name, p.Grad.Shape, len(p.Grad.Data))
 		}
 		wire.EncodeTensorTo(grads[i], p.Name, p.Grad.Shape, p.Grad.Data)
 	}
@@ -492,23 +526,23 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 			// are what these gradients were computed on, then push again.
 			if len(group) == 0 { // a sparse-only push
 				if err := c.initEmpty(ctx, s, &reinits, bo); err != nil {
-					return false, err
+					return false, false, err
 				}
 				continue
 			}
 			if !have {
-				return false, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
+				return false, false, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
 			}
 			if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
-				return false, err
+				return false, false, err
 			}
 			continue
 		}
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		s.rejected = !resp.GetAccepted()
-		return resp.GetAccepted(), nil
+		return resp.GetAccepted(), resp.GetDuplicate(), nil
 	}
 }
 
