@@ -56,47 +56,16 @@ func BenchmarkAllReduceRecovery(b *testing.B) {
 // relaunched worker's time to its first committed step, in seconds.
 func killDuringJob(b *testing.B, bin string, kills int, interval time.Duration) (recoveries, joins []float64) {
 	b.Helper()
-	out := b.TempDir()
-	cmd := exec.Command(bin, "train", "--distribution_strategy=AllreduceStrategy", "--model_def=fashion_mnist.cnn",
-		"--training_data="+filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
-		"--num_workers=3", "--num_epochs=4", "--log_interval=0", "--output="+out)
-	logs, err := os.Create(filepath.Join(out, "master.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logs.Close()
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer cmd.Process.Kill()
-	time.Sleep(2 * interval) // started, ring formed, training
-	var killed []time.Time
-	for k := 0; k < kills; k++ {
-		workers := proctest.Children(cmd.Process.Pid, "worker")
+	killed, s := trainKilling(b, bin, []string{"--distribution_strategy=AllreduceStrategy", "--model_def=fashion_mnist.cnn",
+		"--num_workers=3", "--num_epochs=4"}, 2*interval, interval, kills, func(train, k int) int {
+		// started, ring formed, training; another worker each time
+		workers := proctest.Children(train, "worker")
 		if len(workers) == 0 {
 			b.Fatalf("kill %d: no worker running", k)
 		}
 		slices.SortFunc(workers, func(x, y proctest.Instance) int { return workerID(x) - workerID(y) })
-		victim := workers[k%len(workers)]
-		killed = append(killed, time.Now())
-		if err := syscall.Kill(victim.Pid, syscall.SIGKILL); err != nil {
-			b.Fatal(err)
-		}
-		time.Sleep(interval)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			log, _ := os.ReadFile(filepath.Join(out, "master.log"))
-			b.Fatalf("job: %v\n%s", err, log)
-		}
-	case <-time.After(10 * time.Minute):
-		b.Fatal("job did not finish")
-	}
-	s := readSummary(b, out)
+		return workers[k%len(workers)].Pid
+	})
 	if s.Ring == nil {
 		b.Fatal("no ring in the summary")
 	}
@@ -120,6 +89,50 @@ func killDuringJob(b *testing.B, bin string, kills int, interval time.Duration) 
 	}
 	b.Logf("kill -> next committed step (s): %.2f; relaunched worker start -> first committed step (s): %.2f", recoveries, joins)
 	return recoveries, joins
+}
+
+// trainKilling runs `bin train` on Fashion-MNIST with args, waits first,
+// then kills -9 the process victim picks (given the train process and the
+// kill's number) every interval, kills times; it waits for the job to
+// succeed and returns the kill times and the job's summary.
+func trainKilling(b *testing.B, bin string, args []string, first, interval time.Duration, kills int, victim func(train, k int) int) ([]time.Time, master.Summary) {
+	b.Helper()
+	out := b.TempDir()
+	cmd := exec.Command(bin, append(append([]string{"train"}, args...),
+		"--training_data="+filepath.Join(dataDir, "train-images-idx3-ubyte.gz"), "--log_interval=0", "--output="+out)...)
+	logPath := filepath.Join(out, "train.log")
+	logs, err := os.Create(logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logs.Close()
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	time.Sleep(first)
+	var killed []time.Time
+	for k := 0; k < kills; k++ {
+		pid := victim(cmd.Process.Pid, k)
+		killed = append(killed, time.Now())
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(interval)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			log, _ := os.ReadFile(logPath)
+			b.Fatalf("job: %v\n%s", err, log)
+		}
+	case <-time.After(10 * time.Minute):
+		b.Fatal("job did not finish")
+	}
+	return killed, readSummary(b, out)
 }
 
 func workerID(in proctest.Instance) int {

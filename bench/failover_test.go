@@ -2,10 +2,8 @@ package bench
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,45 +43,14 @@ func BenchmarkMasterFailover(b *testing.B) {
 
 func killMasterDuringJob(b *testing.B, bin string, kills int, interval time.Duration) (resumed, firstTask []float64) {
 	b.Helper()
-	out := b.TempDir()
-	cmd := exec.Command(bin, "train", "--model_def=fashion_mnist.mlp",
-		"--training_data="+filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
-		"--num_workers=3", "--num_ps_pods=2", "--num_epochs=12", "--log_interval=0", "--output="+out)
-	logs, err := os.Create(filepath.Join(out, "train.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer logs.Close()
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer cmd.Process.Kill()
-	time.Sleep(interval)
-	var killed []time.Time
-	for k := 0; k < kills; k++ {
-		masters := proctest.Children(cmd.Process.Pid, "master")
-		if len(masters) != 1 {
-			b.Fatalf("kill %d: %d masters running", k, len(masters))
-		}
-		killed = append(killed, time.Now())
-		if err := syscall.Kill(masters[0].Pid, syscall.SIGKILL); err != nil {
-			b.Fatal(err)
-		}
-		time.Sleep(interval)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			log, _ := os.ReadFile(filepath.Join(out, "train.log"))
-			b.Fatalf("job: %v\n%s", err, log)
-		}
-	case <-time.After(10 * time.Minute):
-		b.Fatal("job did not finish")
-	}
-	s := readSummary(b, out)
+	killed, s := trainKilling(b, bin, []string{"--model_def=fashion_mnist.mlp", "--num_workers=3", "--num_ps_pods=2", "--num_epochs=12"},
+		interval, interval, kills, func(train, k int) int {
+			masters := proctest.Children(train, "master")
+			if len(masters) != 1 {
+				b.Fatalf("kill %d: %d masters running", k, len(masters))
+			}
+			return masters[0].Pid
+		})
 	if len(s.Failovers) != kills {
 		b.Fatalf("%d failovers in the summary, want %d: %+v", len(s.Failovers), kills, s.Failovers)
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -76,22 +75,10 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	}
 	srv := agent.Serve(agentLis, be, logger)
 	defer srv.Shutdown()
-	// The master's port stays open across masters: workers reconnect to
-	// the same address, and wait in the backlog while a master restarts.
-	mlis, err := net.Listen("tcp", cfg.ListenAddr)
-	if err != nil {
-		return fmt.Errorf("master listen on %s: %w", cfg.ListenAddr, err)
-	}
-	defer mlis.Close()
-	mfile, err := mlis.(*net.TCPListener).File()
-	if err != nil {
-		return fmt.Errorf("master listener: %w", err)
-	}
-	defer mfile.Close()
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
 
-	res, err := restartMasters(ctx, env, logger, exe, args, mfile)
+	res, err := restartMasters(ctx, env, logger, exe, args, cfg.ListenAddr)
 	if err != nil {
 		return err
 	}
@@ -105,7 +92,7 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 		return errors.New(res.refusal)
 	}
 	last := res.gaveUp
-	s, err := readSummary(cfg.Output)
+	s, err := master.ReadSummary(cfg.Output)
 	if err != nil {
 		if notStarted != nil {
 			notStarted()
@@ -130,39 +117,87 @@ type masterEnd struct {
 	gaveUp   error  // set when masters died too often
 }
 
-// restartMasters runs the master (exe args, with lis as its fd 3) and a new
-// one each time one dies, until one ends the job (exit 0: succeeded, 1:
+// restartMasters keeps the master's port at listenAddr for the whole job
+// and runs the master (exe args, with the port as its fd 3), and a new one
+// each time one dies, until one ends the job (exit 0: succeeded, 1:
 // failed, exitFenced: another master has it) or ctx ends.
-func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe string, args []string, lis *os.File) (masterEnd, error) {
-	quick := 0 // deaths in a row of masters that lived under a second
+func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe string, args []string, listenAddr string) (masterEnd, error) {
+	// Workers reconnect to the same address, and wait in the backlog while
+	// a master restarts.
+	lis, err := net.Listen("tcp", listenAddr)
+	if err != nil {
+		return masterEnd{}, fmt.Errorf("master listen on %s: %w", listenAddr, err)
+	}
+	defer lis.Close()
+	f, err := lis.(*net.TCPListener).File()
+	if err != nil {
+		return masterEnd{}, fmt.Errorf("master listener: %w", err)
+	}
+	defer f.Close()
+	quick := 0
 	for restarts := 0; ; restarts++ {
 		started := time.Now()
-		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, lis)
+		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, f)
 		if err != nil {
 			return masterEnd{}, err
 		}
 		end := masterEnd{code: code, refusal: refusal, restarts: restarts}
-		if refusal != "" || code == exitOK || code == exitError || code == exitFenced || ctx.Err() != nil {
+		var next afterMaster
+		next, quick = decideAfterMaster(masterExit{code: code, refused: refusal != "", stopping: ctx.Err() != nil, lived: time.Since(started)}, restarts, quick)
+		switch next.verdict {
+		case jobEnded:
 			return end, nil
-		}
-		if restarts == maxMasterRestarts {
+		case giveUp:
 			logger.Error("master died too often, giving up", "restarts", restarts, "last", how)
 			end.gaveUp = fmt.Errorf("master %s, %d times in all", how, restarts+1)
 			return end, nil
 		}
-		// The first restart is at once (workers wait); a crash loop backs
-		// off.
-		quick++
-		if time.Since(started) >= time.Second {
-			quick = 1 // killed while it worked: no crash loop
-		}
-		wait := time.Duration(quick-1) * time.Second
-		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", wait)
+		logger.Warn("master died; starting a new one, which resumes the job", "how", how, "restart", restarts+1, "of", maxMasterRestarts, "after", next.wait)
 		select {
-		case <-time.After(wait):
+		case <-time.After(next.wait):
 		case <-ctx.Done():
 		}
 	}
+}
+
+// masterExit is how one supervised master ended.
+type masterExit struct {
+	code     int  // exit code, -1 when a signal ended it
+	refused  bool // it refused the job (bad input)
+	stopping bool // the supervisor is stopping the job
+	lived    time.Duration
+}
+
+type verdict int
+
+const (
+	jobEnded verdict = iota // the master ended the job (or was stopped): no restart
+	restart                 // start a new master, after wait
+	giveUp                  // masters died too often
+)
+
+type afterMaster struct {
+	verdict verdict
+	wait    time.Duration
+}
+
+// decideAfterMaster decides what follows a master's end, after restarts
+// restarts and quick deaths in a row of masters that lived under a
+// second; it returns the new count of quick deaths. The first restart is
+// at once (workers wait for it); a crash loop backs off a second more each
+// time; a master killed while it worked is no crash loop.
+func decideAfterMaster(e masterExit, restarts, quick int) (afterMaster, int) {
+	switch {
+	case e.refused || e.stopping || e.code == exitOK || e.code == exitError || e.code == exitFenced:
+		return afterMaster{verdict: jobEnded}, quick
+	case restarts >= maxMasterRestarts:
+		return afterMaster{verdict: giveUp}, quick
+	}
+	quick++
+	if e.lived >= time.Second {
+		quick = 1
+	}
+	return afterMaster{verdict: restart, wait: time.Duration(quick-1) * time.Second}, quick
 }
 
 // superviseMaster is a master pod's first process: it keeps the master's
@@ -174,17 +209,7 @@ func superviseMaster(ctx context.Context, env Env, args []string, listenAddr str
 	if err != nil {
 		return fmt.Errorf("own executable: %w", err)
 	}
-	lis, err := net.Listen("tcp", listenAddr)
-	if err != nil {
-		return fmt.Errorf("master listen on %s: %w", listenAddr, err)
-	}
-	defer lis.Close()
-	f, err := lis.(*net.TCPListener).File()
-	if err != nil {
-		return fmt.Errorf("master listener: %w", err)
-	}
-	defer f.Close()
-	res, err := restartMasters(ctx, env, logger, exe, args, f)
+	res, err := restartMasters(ctx, env, logger, exe, args, listenAddr)
 	switch {
 	case err != nil:
 		return err
@@ -257,18 +282,6 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 		return -1, "killed (" + ws.Signal().String() + ")", refusal, nil
 	}
 	return ee.ExitCode(), fmt.Sprintf("exited with code %d", ee.ExitCode()), refusal, nil
-}
-
-func readSummary(output string) (*master.Summary, error) {
-	b, err := os.ReadFile(filepath.Join(output, "job_summary.json"))
-	if err != nil {
-		return nil, err
-	}
-	var s master.Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("job summary: %w", err)
-	}
-	return &s, nil
 }
 
 // localMasterOptions are the master's flags under a local supervisor.

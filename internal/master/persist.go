@@ -78,13 +78,21 @@ type persister struct {
 	err     error  // the store failed: the master must stop acting
 	closed  bool
 	lastAt  time.Time
+	wake    chan struct{} // capacity 1: something changed for run
 	stopped chan struct{}
 }
 
 func newPersister(store StateStore, snapshot func() ([]byte, uint64, error)) *persister {
-	p := &persister{store: store, snapshot: snapshot, stopped: make(chan struct{})}
+	p := &persister{store: store, snapshot: snapshot, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	return p
+}
+
+func (p *persister) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // changed notes that step seq changed the state; urgent when something will
@@ -96,7 +104,7 @@ func (p *persister) changed(seq uint64, urgent bool) {
 		p.urgent = max(p.urgent, seq)
 	}
 	p.mu.Unlock()
-	p.cond.Broadcast()
+	p.signal()
 }
 
 // wait returns once step seq is durable, or the store's error.
@@ -119,39 +127,35 @@ func (p *persister) wait(seq uint64) error {
 // nothing more is written.
 func (p *persister) run(ctx context.Context) error {
 	defer close(p.stopped)
-	wake := time.NewTicker(lazyPersistEvery / 4)
-	defer wake.Stop()
-	go func() {
-		// The lazy writes need a clock; a broadcast lets run look at it.
-		for {
-			select {
-			case <-p.stopped:
-				return
-			case <-wake.C:
-				p.cond.Broadcast()
-			}
-		}
-	}()
+	var lazy <-chan time.Time // armed while a change waits for its lazy write
 	for {
 		p.mu.Lock()
-		for !p.closed && p.urgent <= p.done && (p.dirty <= p.done || time.Since(p.lastAt) < lazyPersistEvery) {
-			p.cond.Wait()
-		}
-		if p.closed && p.dirty <= p.done {
-			p.mu.Unlock()
-			return nil
-		}
+		urgent, dirty, closed := p.urgent > p.done, p.dirty > p.done, p.closed
+		due := time.Until(p.lastAt.Add(lazyPersistEvery))
 		p.mu.Unlock()
-		err := p.writeOnce(ctx)
-		p.mu.Lock()
-		if err != nil {
-			p.err = err
-			p.mu.Unlock()
+		switch {
+		case urgent || dirty && (closed || due <= 0):
+			err := p.writeOnce(ctx)
+			if err != nil {
+				p.mu.Lock()
+				p.err = err
+				p.mu.Unlock()
+			}
 			p.cond.Broadcast()
-			return err
+			if err != nil {
+				return err
+			}
+			continue
+		case closed:
+			return nil
+		case dirty && lazy == nil:
+			lazy = time.After(due)
 		}
-		p.mu.Unlock()
-		p.cond.Broadcast()
+		select {
+		case <-p.wake:
+		case <-lazy:
+			lazy = nil
+		}
 	}
 }
 
@@ -175,6 +179,7 @@ func (p *persister) close() {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()
+	p.signal()
 	p.cond.Broadcast()
 	<-p.stopped
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"elasticdl/internal/master/job"
+	"elasticdl/model"
+	"elasticdl/model/zoo"
 )
 
 // memStore is a StateStore in memory; saves block while gate is held and
@@ -149,5 +153,99 @@ func TestLoadState(t *testing.T) {
 	}
 	if _, err := loadState(ctx, &memStore{data: []byte("{")}, "run1", "j"); err == nil {
 		t.Error("corrupt state: no error")
+	}
+}
+
+func rowsOf(start, end int64) *job.PredictionRows {
+	r := &job.PredictionRows{Start: start, End: end}
+	for i := start; i < end; i++ {
+		r.Class = append(r.Class, int32(i%2))
+		r.Probs = append(r.Probs, []float32{0.25, 0.75})
+	}
+	return r
+}
+
+// TestPredictionFileResume: a master taking over a predict job keeps the
+// rows its state counts, drops the ones the dead master wrote after, and
+// refuses a file that holds fewer rows than the state says.
+func TestPredictionFileResume(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "p.csv")
+	pf, err := newPredictionFile(out, 2, "run1", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*job.PredictionRows{rowsOf(0, 3), rowsOf(3, 5)} {
+		if err := pf.write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pf.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// The dead master's state counted 3 rows.
+	next, err := newPredictionFile(out, 2, "run1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.write(rowsOf(3, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.commit(4); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "index,class,p0,p1\n0,0,0.25,0.75\n1,1,0.25,0.75\n2,0,0.25,0.75\n3,1,0.25,0.75\n"
+	if string(b) != want {
+		t.Fatalf("file:\n%s\nwant:\n%s", b, want)
+	}
+	// A state that counts rows the file does not hold.
+	short, err := newPredictionFile(out, 2, "run2", -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := short.write(rowsOf(0, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := short.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newPredictionFile(out, 2, "run2", 5); err == nil || !strings.Contains(err.Error(), "has 2 rows") {
+		t.Fatalf("resume past the file's rows: %v", err)
+	}
+	short.abort()
+}
+
+// TestRunStopsWhenTheStateCannotBePersisted: a master that cannot persist
+// (a full disk, a store another master took over) acts on nothing — no
+// launch, no stop, no summary — and returns ErrStateLost for its
+// supervisor to start the next one.
+func TestRunStopsWhenTheStateCannotBePersisted(t *testing.T) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ModelDef, cfg.TrainingData, cfg.Output, cfg.RunID = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir(), "run1"
+	fb := newFakeBackend()
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Store: &memStore{failWith: errors.New("disk full")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := m.Run(ctx)
+	if !errors.Is(err, ErrStateLost) || s != nil {
+		t.Fatalf("Run: %v, %v; want ErrStateLost and no summary", s, err)
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if len(fb.launched) != 0 || len(fb.stopped) != 0 {
+		t.Errorf("launched %v, stopped %v: want nothing acted on", fb.launched, fb.stopped)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Output, "job_summary.json")); err == nil {
+		t.Error("a summary was written")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/master/job"
 )
 
@@ -170,11 +171,7 @@ func (pf *predictionFile) commit(total int64) error {
 		os.Remove(pf.tmp.Name())
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(pf.path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.SyncDir(filepath.Dir(pf.path))
 }
 
 // abort removes the temp file.

@@ -42,6 +42,19 @@ func WriteSummary(dir string, s *Summary) (string, error) {
 	return path, nil
 }
 
+// ReadSummary reads dir/job_summary.json (as WriteSummary wrote it).
+func ReadSummary(dir string) (*Summary, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "job_summary.json"))
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("job summary: %w", err)
+	}
+	return &s, nil
+}
+
 // writeFileAtomic writes path so that a reader never sees it half
 // written, even if the master is killed.
 func writeFileAtomic(path string, data []byte) error {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"elasticdl/internal/spans"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -21,12 +22,17 @@ type minibatch struct {
 // push holds — being applied, or waiting in the sync accumulator.
 type appliedSet struct {
 	mu      sync.Mutex
-	applied map[int64][][2]int32
+	applied map[int64]*spans.Set[int32]
 	held    map[minibatch]bool
 }
 
 func newAppliedSet() *appliedSet {
-	return &appliedSet{applied: map[int64][][2]int32{}, held: map[minibatch]bool{}}
+	return &appliedSet{applied: map[int64]*spans.Set[int32]{}, held: map[minibatch]bool{}}
+}
+
+func (a *appliedSet) has(k minibatch) bool {
+	s := a.applied[k.task]
+	return s != nil && s.Has(k.index)
 }
 
 // claimResult is what claim found.
@@ -43,7 +49,7 @@ func (a *appliedSet) claim(k minibatch) claimResult {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
-	case hasIndex(a.applied[k.task], k.index):
+	case a.has(k):
 		return alreadyApplied
 	case a.held[k]:
 		return heldByAnother
@@ -58,7 +64,12 @@ func (a *appliedSet) commit(ks ...minibatch) {
 	defer a.mu.Unlock()
 	for _, k := range ks {
 		delete(a.held, k)
-		a.applied[k.task] = addIndex(a.applied[k.task], k.index)
+		s := a.applied[k.task]
+		if s == nil {
+			s = &spans.Set[int32]{}
+			a.applied[k.task] = s
+		}
+		s.Add(k.index)
 	}
 }
 
@@ -77,23 +88,23 @@ func (a *appliedSet) list(tasks []int64) []*pserverpb.AppliedMinibatches {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []*pserverpb.AppliedMinibatches
-	add := func(id int64, spans [][2]int32) {
-		m := &pserverpb.AppliedMinibatches{TaskId: id, Spans: make([]int32, 0, 2*len(spans))}
-		for _, s := range spans {
-			m.Spans = append(m.Spans, s[0], s[1])
+	add := func(id int64, set *spans.Set[int32]) {
+		m := &pserverpb.AppliedMinibatches{TaskId: id, Spans: make([]int32, 0, 2*set.Len())}
+		for _, p := range set.Pairs() {
+			m.Spans = append(m.Spans, p[0], p[1])
 		}
 		out = append(out, m)
 	}
 	if tasks == nil {
-		for id, spans := range a.applied {
-			add(id, spans)
+		for id, set := range a.applied {
+			add(id, set)
 		}
 		slices.SortFunc(out, func(x, y *pserverpb.AppliedMinibatches) int { return cmp.Compare(x.TaskId, y.TaskId) })
 		return out
 	}
 	for _, id := range tasks {
-		if spans, ok := a.applied[id]; ok {
-			add(id, spans)
+		if set, ok := a.applied[id]; ok {
+			add(id, set)
 		}
 	}
 	return out
@@ -103,40 +114,13 @@ func (a *appliedSet) list(tasks []int64) []*pserverpb.AppliedMinibatches {
 func (a *appliedSet) restore(list []*pserverpb.AppliedMinibatches) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.applied = map[int64][][2]int32{}
+	a.applied = map[int64]*spans.Set[int32]{}
 	for _, m := range list {
-		s := m.GetSpans()
-		for i := 0; i+1 < len(s); i += 2 {
-			for x := s[i]; x < s[i+1]; x++ {
-				a.applied[m.GetTaskId()] = addIndex(a.applied[m.GetTaskId()], x)
-			}
+		var pairs [][2]int32
+		for sp := m.GetSpans(); len(sp) >= 2; sp = sp[2:] {
+			pairs = append(pairs, [2]int32{sp[0], sp[1]})
 		}
+		set := spans.FromPairs(pairs)
+		a.applied[m.GetTaskId()] = &set
 	}
-}
-
-func hasIndex(spans [][2]int32, i int32) bool {
-	k, _ := slices.BinarySearchFunc(spans, i, func(s [2]int32, v int32) int { return cmp.Compare(s[0], v) })
-	// spans[k] starts at or after i; spans[k-1] starts before it.
-	return k < len(spans) && spans[k][0] == i || k > 0 && spans[k-1][1] > i
-}
-
-func addIndex(spans [][2]int32, i int32) [][2]int32 {
-	if hasIndex(spans, i) {
-		return spans
-	}
-	k, _ := slices.BinarySearchFunc(spans, i, func(s [2]int32, v int32) int { return cmp.Compare(s[0], v) })
-	joinsPrev := k > 0 && spans[k-1][1] == i
-	joinsNext := k < len(spans) && spans[k][0] == i+1
-	switch {
-	case joinsPrev && joinsNext:
-		spans[k-1][1] = spans[k][1]
-		return slices.Delete(spans, k, k+1)
-	case joinsPrev:
-		spans[k-1][1] = i + 1
-	case joinsNext:
-		spans[k][0] = i
-	default:
-		return slices.Insert(spans, k, [2]int32{i, i + 1})
-	}
-	return spans
 }

@@ -297,7 +297,7 @@ func retryUnavailable(timeout time.Duration, log *slog.Logger) grpc.UnaryClientI
 				log.Warn("master unavailable, retrying", "call", method, "for_up_to", timeout, "err", err)
 			}
 			if now.After(deadline) {
-				return fmt.Errorf("master unavailable for %s (--master_timeout): %w", timeout, err)
+				return fmt.Errorf("master unavailable for %s, the worker's limit: %w", timeout, err)
 			}
 			select {
 			case <-ctx.Done():

@@ -1,10 +1,18 @@
 package worker
 
 import (
+	"context"
+	"log/slog"
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"elasticdl/data"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestShuffleKeepsRecordsTogether(t *testing.T) {
@@ -63,5 +71,39 @@ func TestAppendSoftmax(t *testing.T) {
 		if math.Abs(float64(got[i]-want[i])) > 1e-5 {
 			t.Fatalf("got %v, want %v (large logits must not overflow)", got, want)
 		}
+	}
+}
+
+// TestRetryUnavailable: a call the master cannot take (it is down, or a
+// new master is taking over) is retried until it goes through, up to the
+// worker's limit, then fails saying so; other errors are not retried.
+func TestRetryUnavailable(t *testing.T) {
+	retry := retryUnavailable(300*time.Millisecond, slog.New(slog.DiscardHandler))
+	unavailable := status.Error(codes.Unavailable, "connection refused")
+	calls := 0
+	flaky := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		calls++
+		if calls < 3 {
+			return unavailable
+		}
+		return nil
+	}
+	if err := retry(context.Background(), "/m/GetTask", nil, nil, nil, flaky); err != nil || calls != 3 {
+		t.Errorf("a master back after two refusals: %v after %d calls, want success after 3", err, calls)
+	}
+	down := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		return unavailable
+	}
+	err := retry(context.Background(), "/m/GetTask", nil, nil, nil, down)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "master unavailable for 300ms") {
+		t.Errorf("a master that stays down: %v, want a clear Unavailable error", err)
+	}
+	calls = 0
+	refused := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		calls++
+		return status.Error(codes.NotFound, "unknown worker")
+	}
+	if err := retry(context.Background(), "/m/GetTask", nil, nil, nil, refused); status.Code(err) != codes.NotFound || calls != 1 {
+		t.Errorf("a refusal: %v after %d calls, want it at once", err, calls)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,6 +119,12 @@ func TestK8sStateStoreFencing(t *testing.T) {
 	getJSON(t, &cm, "configmap", "-n", ns, k8s.StateConfigMapName("j"))
 	if cm.Data[k8s.StateKey] != `{"n":3}` {
 		t.Fatalf("state %q, want the new master's", cm.Data[k8s.StateKey])
+	}
+	// The state deleted under a master (by hand, or with its owner): it
+	// stops rather than write a state nobody will resume.
+	kubectl(t, "delete", "configmap", "-n", ns, k8s.StateConfigMapName("j"))
+	if err := b.Save(ctx, []byte(`{"n":4}`)); !errors.Is(err, k8s.ErrFenced) || !strings.Contains(err.Error(), "gone") {
+		t.Fatalf("save after the ConfigMap was deleted: %v, want ErrFenced saying it is gone", err)
 	}
 }
 

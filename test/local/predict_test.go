@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"elasticdl/data"
+	"elasticdl/internal/master"
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/wire"
 	"elasticdl/model"
@@ -304,19 +305,33 @@ func TestPredictWorkerKilled(t *testing.T) {
 // of them -9, checks the output, and reports whether a task was requeued.
 func predictKillingOneWorker(t *testing.T, spec model.Spec, modelDir, train string) bool {
 	t.Helper()
+	s := predictKilling(t, spec, modelDir, train, "worker", 2, 300*time.Millisecond)
+	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
+		t.Errorf("workers %+v, want 1 lost and relaunched", s.Workers)
+	}
+	return s.Tasks.Requeued >= 1
+}
+
+// predictKilling predicts train with the cnn of modelDir and two workers;
+// once predicting, with n processes of role running, it waits settle and
+// kills the first of them -9. The job must succeed with exactly one row
+// per record, in order, the same as a single-process forward pass, and no
+// temporary file left; its summary is returned.
+func predictKilling(t *testing.T, spec model.Spec, modelDir, train, role string, n int, settle time.Duration) master.Summary {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "pred.csv")
 	p := startCmd(t, "predict", "--model_def=fashion_mnist.cnn", "--prediction_data="+train, "--checkpoint_dir_for_init="+modelDir,
 		"--prediction_outputs="+out, "--num_workers=2")
 	var victim int
-	waitFor(t, time.Minute, "two workers predicting", func() bool {
-		w := p.children("worker")
-		if len(w) != 2 || !strings.Contains(p.stderr.String(), "tasks_done=") {
+	waitFor(t, time.Minute, "predicting with "+role+"s running", func() bool {
+		pids := p.children(role)
+		if len(pids) != n || !strings.Contains(p.stderr.String(), "tasks_done=") {
 			return false
 		}
-		victim = w[0]
+		victim = pids[0]
 		return true
 	})
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(settle)
 	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -324,9 +339,6 @@ func predictKillingOneWorker(t *testing.T, spec model.Spec, modelDir, train stri
 		t.Fatalf("exit code %d\nstderr:\n%s", code, p.stderr.String())
 	}
 	s := p.summary()
-	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
-		t.Errorf("workers %+v, want 1 lost and relaunched", s.Workers)
-	}
 	if s.Predictions == nil || s.Predictions.Records != 60000 {
 		t.Fatalf("predictions %+v", s.Predictions)
 	}
@@ -338,7 +350,7 @@ func predictKillingOneWorker(t *testing.T, spec model.Spec, modelDir, train stri
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
 		t.Errorf("temp files left: %v", left)
 	}
-	return s.Tasks.Requeued >= 1
+	return s
 }
 
 // TestEvaluatePredictBadInput: no checkpoint, or an output directory that
@@ -394,36 +406,8 @@ func TestEvaluatePredictBadInput(t *testing.T) {
 func TestPredictMasterKilled(t *testing.T) {
 	needData(t)
 	spec, modelDir := initialCNN(t)
-	train := filepath.Join(dataDir, "train-images-idx3-ubyte.gz")
-	out := filepath.Join(t.TempDir(), "pred.csv")
-	p := startCmd(t, "predict", "--model_def=fashion_mnist.cnn", "--prediction_data="+train, "--checkpoint_dir_for_init="+modelDir,
-		"--prediction_outputs="+out, "--num_workers=2")
-	var m int
-	waitFor(t, time.Minute, "predicting under a master", func() bool {
-		ms := p.children("master")
-		if len(ms) != 1 || !strings.Contains(p.stderr.String(), "tasks_done=") {
-			return false
-		}
-		m = ms[0]
-		return true
-	})
-	time.Sleep(500 * time.Millisecond)
-	if err := syscall.Kill(m, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if code := p.wait(5 * time.Minute); code != 0 {
-		t.Fatalf("exit code %d\nstderr:\n%s", code, p.stderr.String())
-	}
-	s := p.summary()
-	if s.MasterRestarts != 1 || s.Predictions == nil || s.Predictions.Records != 60000 {
-		t.Fatalf("master_restarts %d, predictions %+v", s.MasterRestarts, s.Predictions)
-	}
-	rows := readPredictions(t, out, 10)
-	if len(rows) != 60000 {
-		t.Fatalf("%d rows, want 60000", len(rows))
-	}
-	checkAgainstForward(t, spec, modelDir, train, rows, 10)
-	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
-		t.Errorf("temp files left: %v", left)
+	s := predictKilling(t, spec, modelDir, filepath.Join(dataDir, "train-images-idx3-ubyte.gz"), "master", 1, 500*time.Millisecond)
+	if s.MasterRestarts != 1 {
+		t.Errorf("master_restarts %d, want 1", s.MasterRestarts)
 	}
 }

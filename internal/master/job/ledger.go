@@ -1,6 +1,7 @@
 package job
 
 import (
+	"elasticdl/internal/spans"
 	"fmt"
 	"slices"
 	"time"
@@ -168,7 +169,7 @@ func (ReportApplied) isEvent() {}
 
 // appliedLedger is what an AllReduce job's steps applied, by task.
 type appliedLedger struct {
-	steps   stepSet
+	steps   spans.Set[int64]
 	ranges  map[int64][]appliedRange
 	corrupt map[int64]int64 // unreadable records of a done task
 }
@@ -198,10 +199,10 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 	}
 	a := &j.applied
 	for _, st := range ev.Steps {
-		if a.steps.has(st.Step) {
+		if a.steps.Has(st.Step) {
 			continue
 		}
-		a.steps.add(st.Step)
+		a.steps.Add(st.Step)
 		for _, p := range st.Parts {
 			j.addApplied(p.Task, appliedRange{p.Start, p.End, st.Step})
 			// The state holds the task's records up to End (a prefix):

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"elasticdl/internal/spans"
 	"errors"
 	"fmt"
 	"maps"
@@ -119,7 +120,7 @@ type RingState struct {
 // AppliedState is an AllReduce job's ledger of applied steps: per task,
 // the record ranges and the step that applied each.
 type AppliedState struct {
-	// Steps are the steps reported, as inclusive spans.
+	// Steps are the steps reported, as [lo, hi) spans.
 	Steps   [][2]int64           `json:"steps,omitempty"`
 	Ranges  map[int64][][3]int64 `json:"ranges,omitempty"` // task -> [start, end, step]
 	Corrupt map[int64]int64      `json:"corrupt,omitempty"`
@@ -176,7 +177,7 @@ func (j *Job) State() State {
 	}
 	if j.cfg.AllReduce {
 		s.Ring = j.ring.state()
-		a := &AppliedState{Steps: j.applied.steps.list(), Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
+		a := &AppliedState{Steps: j.applied.steps.Pairs(), Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
 		for id, rs := range j.applied.ranges {
 			for _, r := range rs {
 				a.Ranges[id] = append(a.Ranges[id], [3]int64{r.start, r.end, r.step})
@@ -278,7 +279,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 				j.applied.ranges[id] = append(j.applied.ranges[id], appliedRange{r[0], r[1], r[2]})
 			}
 		}
-		j.applied.steps = stepSet{spans: slices.Clone(a.Steps)}
+		j.applied.steps = spans.FromPairs(a.Steps)
 		if a.Corrupt != nil {
 			j.applied.corrupt = maps.Clone(a.Corrupt)
 		}

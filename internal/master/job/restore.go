@@ -56,7 +56,7 @@ func (j *Job) checkCheckpoint(ev ReportApplied) error {
 		inReport[st.Step] = true
 	}
 	for s := from + 1; s <= c; s++ {
-		if !j.applied.steps.has(s) && !inReport[s] {
+		if !j.applied.steps.Has(s) && !inReport[s] {
 			return fmt.Errorf("%w: a checkpoint of step %d, but step %d was never reported applied", ErrInvalid, c, s)
 		}
 	}
@@ -110,7 +110,7 @@ func (j *Job) newLineage(now time.Time, lost bool) {
 // many there were.
 func (j *Job) rewindLedger(at int64) int64 {
 	a := &j.applied
-	undone := a.steps.dropAbove(at)
+	undone := a.steps.DropAbove(at)
 	for id, rs := range a.ranges {
 		a.ranges[id] = slices.DeleteFunc(rs, func(rg appliedRange) bool { return rg.step > at })
 	}

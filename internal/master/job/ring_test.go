@@ -479,7 +479,7 @@ func TestAppliedLedgerStaysSmall(t *testing.T) {
 			h.step(ev)
 		}
 		a := h.j.State().Applied
-		if len(a.Steps) != 1 || a.Steps[0] != [2]int64{1, 488} {
+		if len(a.Steps) != 1 || a.Steps[0] != [2]int64{1, 489} {
 			t.Errorf("checkpoints %q: steps %v, want one span", ckpt, a.Steps)
 		}
 		// Without checkpoints everything merges; with them, what is after
