@@ -89,6 +89,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 		CheckpointSteps:       f.CheckpointSteps,
 		KeepCheckpointMax:     f.KeepCheckpointMax,
 		CheckpointDirForInit:  f.CheckpointDirForInit,
+		Run:                   f.Run,
 		Sync:                  !f.UseAsync,
 		GradsToWait:           f.GradsToWait,
 		SyncVersionTolerance:  f.SyncVersionTolerance,

@@ -84,7 +84,9 @@ type Config struct {
 	Output string
 	// RunID names this run of the job for failover: a master resumes only
 	// the state persisted under the same RunID (Deps.Store), so that a new
-	// job writing to the same place starts afresh.
+	// job writing to the same place starts afresh. The PS get it too (their
+	// checkpoints' record of applied minibatches is the run's). New draws
+	// one when empty.
 	RunID string
 	// ListenAddr is where the master's gRPC service listens.
 	ListenAddr string

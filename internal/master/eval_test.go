@@ -95,6 +95,9 @@ func TestEvaluationDuringTraining(t *testing.T) {
 			v = 45 // the last (6th) training task crosses 40
 		}
 		reportTrain(t, m, 0, tk, v)
+		if trained == 6 {
+			psHoldEverything(t, m)
+		}
 	}
 done:
 	s := summaryOf(m)

@@ -12,6 +12,7 @@ package master
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +101,9 @@ type Master struct {
 	seq      uint64 // steps so far (under mu): what the persister covers
 
 	live *liveSender
+	// runCtx is Run's context, for work the shell starts in the background
+	// (asking the PS what they applied); set before the first Step.
+	runCtx context.Context
 	// getTaskLatency is nil until RegisterMetrics (called before Run).
 	getTaskLatency prometheus.Histogram
 	// ringRecovery: AllReduce, from a membership change to the next
@@ -112,6 +116,9 @@ type Master struct {
 func New(cfg Config, deps Deps) (*Master, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.RunID == "" {
+		cfg.RunID = "run-" + rand.Text()
 	}
 	if deps.Backend == nil || deps.Registry == nil {
 		return nil, errors.New("master: backend and model registry are required")
@@ -204,7 +211,10 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		AllReduce:        cfg.allReduce(),
 		RingGrace:        ringGrace,
-		UploadTimeout:    time.Minute,
+		// Workers name every push's minibatch (internal/worker).
+		CheckApplied:  !cfg.allReduce(),
+		MinibatchSize: cfg.MinibatchSize,
+		UploadTimeout: time.Minute,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,
@@ -253,6 +263,9 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 // also written to the output directory. A cancelled ctx stops the job.
 func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	start := m.now()
+	var stop context.CancelFunc
+	m.runCtx, stop = context.WithCancel(ctx)
+	defer stop()
 	lis, err := m.listen()
 	if err != nil {
 		return nil, err

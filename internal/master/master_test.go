@@ -122,6 +122,20 @@ func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *
 	return m, fb, clk
 }
 
+// psHoldEverything answers the core's first question of which minibatches
+// the PS hold (these tests run no PS): workers wait until then.
+func psHoldEverything(t *testing.T, m *Master) {
+	t.Helper()
+	if resp, err := m.GetTask(context.Background(), &masterpb.GetTaskRequest{WorkerId: 0}); err != nil || resp.Action != masterpb.GetTaskResponse_WAIT {
+		t.Fatalf("before the PS say what they hold: GetTask = %v, %v; want WAIT", resp, err)
+	}
+	shards := make([]job.ShardMinibatches, m.cfg.NumPS)
+	for i := range shards {
+		shards[i].Unknown = true // nothing to check against: all trained
+	}
+	m.step(context.Background(), job.AppliedFound{Gen: 1, Shards: shards})
+}
+
 type snapshot struct {
 	progress any
 	coverage any
@@ -220,7 +234,8 @@ func TestJobRunsToEvaluationAndFinish(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Training done → evaluation tasks.
+	// Training done → the PS are asked what they hold → evaluation tasks.
+	psHoldEverything(t, m)
 	e1 := getTask(t, m, 0)
 	if e1.Type != masterpb.TaskType_EVALUATION {
 		t.Fatalf("want an evaluation task, got %v", e1)

@@ -85,7 +85,7 @@ func lazy(ev job.Event) bool {
 
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
-		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0
+		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
@@ -100,6 +100,9 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	}
 	if rd.Save != nil {
 		m.save = rd.Save
+	}
+	if rd.CheckApplied != nil && m.runCtx != nil {
+		go m.checkApplied(m.runCtx, *rd.CheckApplied)
 	}
 	if m.ringRecovery != nil {
 		for _, d := range rd.RingRecovered {
@@ -180,7 +183,58 @@ func (m *Master) psFlags(l job.Launch) roleflags.PS {
 	}
 	p.CheckpointDir, p.CheckpointSteps = m.cfg.CheckpointDir, m.cfg.CheckpointSteps
 	p.KeepCheckpointMax, p.CheckpointDirForInit = m.cfg.KeepCheckpointMax, m.cfg.CheckpointDirForInit
+	p.Run = m.cfg.RunID
 	return p
+}
+
+// checkAppliedTimeout bounds one round of asking the PS what they hold
+// (retries of a PS being relaunched included); the core asks again.
+const checkAppliedTimeout = time.Minute
+
+// checkApplied asks every PS shard which minibatches it holds and steps
+// the answer.
+func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
+	found := job.AppliedFound{Gen: c.Gen}
+	found.Shards, found.Err = appliedMinibatches(ctx, m.psAddrs, c)
+	if ctx.Err() != nil {
+		return // the master is stopping
+	}
+	if found.Err != nil {
+		found.Err = fmt.Errorf("ask the PS which minibatches they hold: %w", found.Err)
+	}
+	m.step(ctx, found)
+}
+
+func appliedMinibatches(ctx context.Context, addrs []string, c job.CheckApplied) ([]job.ShardMinibatches, error) {
+	ctx, cancel := context.WithTimeout(ctx, checkAppliedTimeout)
+	defer cancel()
+	cl, err := client.Dial(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if c.FlushGen > 0 {
+		// Sync SGD: a minibatch waiting in an accumulator is not applied.
+		if err := cl.SetLiveWorkers(ctx, c.FlushLive, c.FlushGen, true); err != nil {
+			return nil, err
+		}
+	}
+	all, err := cl.AppliedAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]job.ShardMinibatches, len(all))
+	for i, a := range all {
+		out[i] = job.ShardMinibatches{Tasks: make(map[int64][][2]int32, len(a.Tasks)), Unknown: a.Unknown}
+		for id, sp := range a.Tasks {
+			pairs := make([][2]int32, 0, len(sp)/2)
+			for ; len(sp) >= 2; sp = sp[2:] {
+				pairs = append(pairs, [2]int32{sp[0], sp[1]})
+			}
+			out[i].Tasks[id] = pairs
+		}
+	}
+	return out, nil
 }
 
 // liveWorkersTimeout bounds one SetLiveWorkers round (retries of an

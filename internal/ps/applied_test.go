@@ -192,3 +192,103 @@ func TestCheckpointHoldsTheAppliedMinibatches(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyPushRecordsTheMinibatch: a minibatch with no gradients for a
+// shard is recorded as applied, without an update (async: no version; sync:
+// not one of the pushes a version averages).
+func TestEmptyPushRecordsTheMinibatch(t *testing.T) {
+	ctx := context.Background()
+	s := newTestServer(t, nil)
+	if _, err := s.PushModel(ctx, testModel(0)); err != nil {
+		t.Fatal(err)
+	}
+	empty := func(task int64, index int32) *pserverpb.PushGradientsRequest {
+		return keyed(&pserverpb.PushGradientsRequest{}, task, index)
+	}
+	if r := syncPush(t, s, empty(4, 0)); !r.Accepted || r.Duplicate || r.Version != 0 {
+		t.Fatalf("empty push %+v, want accepted at version 0", r)
+	}
+	if r := syncPush(t, s, keyed(gradPush(0, 0, 1, 1), 4, 0)); !r.Duplicate || r.Version != 0 {
+		t.Fatalf("the recorded minibatch with gradients: %+v, want a duplicate", r)
+	}
+	if got := appliedOf(t, s); !slices.Equal(got[4], []int32{0, 1}) {
+		t.Fatalf("applied %v", got)
+	}
+
+	sy := newSyncServer(t, 2, 0, 2, nil)
+	if r := syncPush(t, sy, empty(1, 0)); !r.Accepted || r.Version != 0 {
+		t.Fatalf("sync empty push %+v", r)
+	}
+	syncPush(t, sy, keyed(gradPush(0, 0, 1, 1), 1, 1))
+	if r := syncPush(t, sy, keyed(gradPush(1, 0, 3, 3), 1, 2)); r.Version != 1 {
+		t.Fatalf("two pushes with gradients after an empty one: %+v, want version 1", r)
+	}
+	if want := testModelAfterAverage(t, []float32{1, 3}); !slices.Equal(sy.Parameters()["b"], want) {
+		t.Errorf("b = %v, want %v: the empty push is not in the average", sy.Parameters()["b"], want)
+	}
+	if got := appliedOf(t, sy); !slices.Equal(got[1], []int32{0, 3}) {
+		t.Errorf("sync applied %v", got)
+	}
+}
+
+// TestAppliedBelongsToTheRun: a checkpoint's applied minibatches name the
+// run's tasks; a new run on the same directory, or a warm start, holds
+// none (its task 1 is not the old run's), while a relaunch of the same run
+// holds them.
+func TestAppliedBelongsToTheRun(t *testing.T) {
+	dir := t.TempDir()
+	s := newShards(t, 1, Config{CheckpointDir: dir, CheckpointSteps: 1, Run: "run-a"})[0]
+	req := &pserverpb.PushGradientsRequest{}
+	for _, name := range slices.Sorted(maps.Keys(ckptParams)) {
+		req.Gradients = append(req.Gradients, wire.EncodeTensor(name, []int{ckptParams[name]}, make([]float32, ckptParams[name])))
+	}
+	if _, err := s.PushGradients(context.Background(), keyed(req, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want int
+	}{
+		{"same run", Config{CheckpointDir: dir, Run: "run-a"}, 1},
+		{"another run", Config{CheckpointDir: dir, Run: "run-b"}, 0},
+		{"warm start", Config{CheckpointDir: t.TempDir(), CheckpointDirForInit: dir, Run: "run-a"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.NumPS, c.cfg.Optimizer = 1, adam(t)
+			r, err := NewServer(c.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			if got := appliedOf(t, r); len(got) != c.want {
+				t.Fatalf("restored applied %v, want %d tasks", got, c.want)
+			}
+			if r.Version() != 1 {
+				t.Fatalf("version %d: the parameters are restored either way", r.Version())
+			}
+		})
+	}
+}
+
+// TestReinitMakesAppliedUnknown: a shard initialized from a worker's copy
+// of a relaunched shard's parameters says that what it holds is unknown.
+func TestReinitMakesAppliedUnknown(t *testing.T) {
+	ctx := context.Background()
+	for _, reinit := range []bool{false, true} {
+		s := newTestServer(t, nil)
+		m := testModel(5)
+		m.Reinit = reinit
+		if _, err := s.PushModel(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.GetApplied(ctx, &pserverpb.GetAppliedRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Unknown != reinit {
+			t.Errorf("reinit %v: unknown %v", reinit, r.Unknown)
+		}
+	}
+}

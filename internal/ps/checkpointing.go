@@ -198,7 +198,7 @@ func (s *Server) snapshot(t *table, version int64) *pserverpb.Checkpoint {
 	for _, name := range sortedKeys(t.emb) {
 		c.EmbeddingTables = append(c.EmbeddingTables, s.snapshotEmb(t.emb[name]))
 	}
-	c.Applied = s.applied.list(nil)
+	c.Applied, c.Run = s.applied.list(nil), s.run
 	return c
 }
 
@@ -228,7 +228,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // checkpoints that exist but cannot be used, and for a
 // CheckpointDirForInit without one.
 func (s *Server) restore(cfg Config) error {
-	set, err := s.findCheckpoint(cfg)
+	set, warmStart, err := s.findCheckpoint(cfg)
 	if err != nil || set == nil {
 		return err
 	}
@@ -248,7 +248,11 @@ func (s *Server) restore(cfg Config) error {
 	if err := s.restoreTables(t, c, set.Dir); err != nil {
 		return err
 	}
-	s.applied.restore(c.GetApplied())
+	if c.GetRun() == s.run && !warmStart {
+		s.applied.restore(c.GetApplied())
+	} else if len(c.GetApplied()) > 0 {
+		s.log.Info("the checkpoint's applied minibatches are another run's: starting with none", "checkpoint_run", c.GetRun(), "run", s.run)
+	}
 	s.table.Store(t)
 	s.restored = restoredFrom{dir: set.Dir, version: c.GetVersion()}
 	if s.saver != nil {
@@ -259,27 +263,29 @@ func (s *Server) restore(cfg Config) error {
 	return nil
 }
 
-func (s *Server) findCheckpoint(cfg Config) (*checkpoint.Set, error) {
+// findCheckpoint returns the checkpoint to restore (nil: none), and
+// whether it is a warm start from CheckpointDirForInit.
+func (s *Server) findCheckpoint(cfg Config) (set *checkpoint.Set, warmStart bool, err error) {
 	if cfg.CheckpointDir != "" {
 		set, err := checkpoint.Load(cfg.CheckpointDir, s.log)
 		switch {
 		case err == nil:
-			return set, nil
+			return set, false, nil
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, checkpoint.ErrNoCheckpoint):
 			s.log.Info("no checkpoint to restore", "dir", cfg.CheckpointDir)
 		default:
-			return nil, fmt.Errorf("checkpoint_dir: %w", err)
+			return nil, false, fmt.Errorf("checkpoint_dir: %w", err)
 		}
 	}
 	if cfg.CheckpointDirForInit == "" {
-		return nil, nil
+		return nil, false, nil
 	}
 	// Asked for explicitly, so its absence is an error, not a fresh start.
-	set, err := checkpoint.Load(cfg.CheckpointDirForInit, s.log)
+	set, err = checkpoint.Load(cfg.CheckpointDirForInit, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint_dir_for_init: %w", err)
+		return nil, false, fmt.Errorf("checkpoint_dir_for_init: %w", err)
 	}
-	return set, nil
+	return set, true, nil
 }
 
 // restoreSlots hands the checkpoint's optimizer slots to the optimizer.

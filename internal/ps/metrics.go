@@ -15,6 +15,7 @@ const (
 	pushRejected      = "rejected"    // sync: too stale, nothing applied
 	pushAccumulated   = "accumulated" // sync: summed towards the current version
 	pushDuplicate     = "duplicate"   // a minibatch the shard holds already: nothing done
+	pushEmpty         = "empty"       // a minibatch with no gradients for the shard: recorded as applied
 
 	pullFull          = "full"
 	pullCurrent       = "current"

@@ -52,7 +52,7 @@ func (s *Server) GetApplied(_ context.Context, req *pserverpb.GetAppliedRequest)
 	if len(req.GetTaskIds()) > 0 {
 		tasks = req.GetTaskIds()
 	}
-	return &pserverpb.GetAppliedResponse{Applied: s.applied.list(tasks), Version: s.Version()}, nil
+	return &pserverpb.GetAppliedResponse{Applied: s.applied.list(tasks), Version: s.Version(), Unknown: s.appliedUnknown.Load()}, nil
 }
 
 // GetStatus implements pserverpb.PserverServer.

@@ -52,6 +52,11 @@ type Config struct {
 	// CheckpointDirForInit is restored from when CheckpointDir has no
 	// complete version (a warm start); it must hold one.
 	CheckpointDirForInit string
+	// Run names the job run the shard serves. A checkpoint's applied
+	// minibatches (named by the run's task IDs) are restored only into the
+	// run that wrote them: a new job on the same CheckpointDir, or a warm
+	// start, holds none.
+	Run string
 
 	// Sync selects sync SGD (--use_async=false; see sync.go): the average
 	// of GradsToWait pushes (capped by the live workers) is applied as one
@@ -100,6 +105,10 @@ type Server struct {
 	// from its claim to its commit, a snapshot holds it alone.
 	applied *appliedSet
 	cut     sync.RWMutex
+	// run is Config.Run; appliedUnknown is set once a worker's copy of
+	// the parameters re-initialized the shard (what they hold is unknown).
+	run            string
+	appliedUnknown atomic.Bool
 }
 
 // table is the shard's parameters; its map and slices are immutable after
@@ -141,6 +150,7 @@ func NewServer(cfg Config) (*Server, error) {
 		opt:     cfg.Optimizer,
 		log:     log.With("ps", cfg.Index),
 		applied: newAppliedSet(),
+		run:     cfg.Run,
 	}
 	s.restored.version = -1
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
@@ -246,6 +256,10 @@ func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.
 		s.metrics.pushModel(false)
 		return &pserverpb.PushModelResponse{Accepted: false, Version: s.Version()}, nil
 	}
+	if req.GetReinit() {
+		s.appliedUnknown.Store(true)
+		s.log.Warn("re-initialized from a worker's copy of the parameters: which minibatches they hold is not known")
+	}
 	s.metrics.pushModel(true)
 	s.log.Info("shard initialized", "params", len(t.ordered), "embedding_tables", len(t.emb), "version", req.GetVersion())
 	return &pserverpb.PushModelResponse{Accepted: true, Version: req.GetVersion()}, nil
@@ -323,12 +337,15 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		s.metrics.push(pushInvalid)
 		return nil, err
 	}
-	if s.sync != nil {
-		return s.pushSync(t, req, targets, sparse)
-	}
 	var key *minibatch
 	if k := req.GetMinibatch(); k != nil {
 		key = &minibatch{task: k.GetTaskId(), index: k.GetIndex()}
+		if len(targets) == 0 && len(sparse) == 0 {
+			return s.markApplied(t, *key)
+		}
+	}
+	if s.sync != nil {
+		return s.pushSync(t, req, targets, sparse)
 	}
 	s.cut.RLock()
 	if key != nil {
@@ -415,6 +432,25 @@ func (s *Server) applyAsync(t *table, targets []*param, grads []*pserverpb.Tenso
 		g.t.apply(s.rule, g.ids, g.grads)
 	}
 	return t.version.Add(1), nil
+}
+
+// markApplied records a minibatch without gradients for this shard as
+// applied (there is nothing to apply), so that the shard's applied set
+// says what the model holds; the version does not move.
+func (s *Server) markApplied(t *table, key minibatch) (*pserverpb.PushGradientsResponse, error) {
+	if s.sync != nil {
+		// Sync checkpoints are taken under syncMu.
+		s.syncMu.Lock()
+		defer s.syncMu.Unlock()
+	}
+	s.cut.RLock()
+	defer s.cut.RUnlock()
+	if resp, err := s.claim(t, key); resp != nil || err != nil {
+		return resp, err
+	}
+	s.applied.commit(key)
+	s.metrics.push(pushEmpty)
+	return &pserverpb.PushGradientsResponse{Accepted: true, Version: t.version.Load()}, nil
 }
 
 // claim reserves key for this push; a non-nil answer (a duplicate) or

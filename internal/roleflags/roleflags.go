@@ -187,6 +187,9 @@ type PS struct {
 	CheckpointSteps      int64  // --checkpoint_steps
 	KeepCheckpointMax    int    // --keep_checkpoint_max
 	CheckpointDirForInit string // --checkpoint_dir_for_init
+	// Run (--run) names the job run: a checkpoint's applied minibatches
+	// are restored only into the run that wrote them.
+	Run string
 
 	// UseAsync (--use_async) false selects sync SGD, which GradsToWait,
 	// SyncVersionTolerance and LiveWorkers configure;
@@ -225,6 +228,7 @@ func (p *PS) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&p.CheckpointSteps, "checkpoint_steps", d.CheckpointSteps, "checkpoint every this many versions of the shard (0: never)")
 	fs.IntVar(&p.KeepCheckpointMax, "keep_checkpoint_max", d.KeepCheckpointMax, "complete checkpoint versions to keep (0: all)")
 	fs.StringVar(&p.CheckpointDirForInit, "checkpoint_dir_for_init", d.CheckpointDirForInit, "checkpoint directory to start from when --checkpoint_dir has none")
+	fs.StringVar(&p.Run, "run", d.Run, "the job run (set by the master): a checkpoint's record of applied minibatches is restored only into the run that wrote it")
 	fs.BoolVar(&p.UseAsync, "use_async", d.UseAsync, "asynchronous SGD; false: sync SGD")
 	fs.IntVar(&p.GradsToWait, "grads_to_wait", d.GradsToWait, "sync SGD: gradient pushes averaged into one update (capped by --live_workers)")
 	fs.Int64Var(&p.SyncVersionTolerance, "sync_version_tolerance", d.SyncVersionTolerance, "sync SGD: reject gradients computed more than this many versions ago")
@@ -266,6 +270,7 @@ func (p PS) Args() []string {
 		{"checkpoint_steps", strconv.FormatInt(p.CheckpointSteps, 10)},
 		{"keep_checkpoint_max", strconv.Itoa(p.KeepCheckpointMax)},
 		{"checkpoint_dir_for_init", p.CheckpointDirForInit},
+		{"run", p.Run},
 	} {
 		if f.value != "" && f.value != "0" {
 			args = append(args, "--"+f.flag+"="+f.value)

@@ -415,8 +415,11 @@ type Model struct {
 	// Sparse embedding tables; every shard gets every table's info and holds
 	// the rows whose id mod num_ps is its index.
 	EmbeddingTableInfos []*EmbeddingTableInfo `protobuf:"bytes,3,rep,name=embedding_table_infos,json=embeddingTableInfos,proto3" json:"embedding_table_infos,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// A worker's copy of a relaunched shard's parameters (the shard restored
+	// no checkpoint): which minibatches they hold is not known.
+	Reinit        bool `protobuf:"varint,4,opt,name=reinit,proto3" json:"reinit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Model) Reset() {
@@ -468,6 +471,13 @@ func (x *Model) GetEmbeddingTableInfos() []*EmbeddingTableInfo {
 		return x.EmbeddingTableInfos
 	}
 	return nil
+}
+
+func (x *Model) GetReinit() bool {
+	if x != nil {
+		return x.Reinit
+	}
+	return false
 }
 
 // EmbeddingTableInfo describes one sparse embedding table.
@@ -788,8 +798,11 @@ type Checkpoint struct {
 	// Sparse embedding tables, sorted by name (rows of this shard only).
 	EmbeddingTables []*EmbeddingTableCheckpoint `protobuf:"bytes,7,rep,name=embedding_tables,json=embeddingTables,proto3" json:"embedding_tables,omitempty"`
 	// The minibatches the parameters hold (exactly once): a shard restored
-	// from this checkpoint holds these, and no others.
-	Applied       []*AppliedMinibatches `protobuf:"bytes,8,rep,name=applied,proto3" json:"applied,omitempty"`
+	// from this checkpoint into the same run holds these, and no others.
+	Applied []*AppliedMinibatches `protobuf:"bytes,8,rep,name=applied,proto3" json:"applied,omitempty"`
+	// The job run the minibatches are of (task IDs are the run's): a new job
+	// on the same directory, or a warm start, restores none.
+	Run           string `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +891,13 @@ func (x *Checkpoint) GetApplied() []*AppliedMinibatches {
 		return x.Applied
 	}
 	return nil
+}
+
+func (x *Checkpoint) GetRun() string {
+	if x != nil {
+		return x.Run
+	}
+	return ""
 }
 
 // ParameterSlots is the optimizer state of one parameter.
@@ -1115,7 +1135,10 @@ type PushGradientsRequest struct {
 	EmbeddingGradients []*IndexedSlices `protobuf:"bytes,4,rep,name=embedding_gradients,json=embeddingGradients,proto3" json:"embedding_gradients,omitempty"`
 	// The minibatch the gradients are of. A shard applies a minibatch at most
 	// once: a push of one it has applied (or holds for its next sync version)
-	// changes nothing and is answered duplicate. Unset: no such check.
+	// changes nothing and is answered duplicate. Unset: no such check. A
+	// keyed push without gradients (the minibatch has none for this shard)
+	// only records the minibatch as applied, so that every shard's set says
+	// what the model holds.
 	Minibatch     *MinibatchKey `protobuf:"bytes,5,opt,name=minibatch,proto3" json:"minibatch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1351,7 +1374,11 @@ type GetAppliedResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Applied []*AppliedMinibatches  `protobuf:"bytes,1,rep,name=applied,proto3" json:"applied,omitempty"`
 	// The shard's version when it answered.
-	Version       int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The shard was re-initialized from a worker's copy of its parameters
+	// (relaunched without a checkpoint): what they hold is not known, and
+	// applied lists only what was applied since.
+	Unknown       bool `protobuf:"varint,3,opt,name=unknown,proto3" json:"unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1398,6 +1425,13 @@ func (x *GetAppliedResponse) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *GetAppliedResponse) GetUnknown() bool {
+	if x != nil {
+		return x.Unknown
+	}
+	return false
 }
 
 type PushGradientsResponse struct {
@@ -1493,11 +1527,12 @@ const file_pserver_proto_rawDesc = "" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04dims\x18\x02 \x03(\x03R\x04dims\x12\x18\n" +
-	"\acontent\x18\x03 \x01(\fR\acontent\"\xc2\x01\n" +
+	"\acontent\x18\x03 \x01(\fR\acontent\"\xda\x01\n" +
 	"\x05Model\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12D\n" +
 	"\x10dense_parameters\x18\x02 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\x12Y\n" +
-	"\x15embedding_table_infos\x18\x03 \x03(\v2%.elasticdl.pserver.EmbeddingTableInfoR\x13embeddingTableInfos\"\\\n" +
+	"\x15embedding_table_infos\x18\x03 \x03(\v2%.elasticdl.pserver.EmbeddingTableInfoR\x13embeddingTableInfos\x12\x16\n" +
+	"\x06reinit\x18\x04 \x01(\bR\x06reinit\"\\\n" +
 	"\x12EmbeddingTableInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\x03R\x03dim\x12 \n" +
@@ -1515,7 +1550,7 @@ const file_pserver_proto_rawDesc = "" +
 	"\x03ids\x18\x02 \x03(\x03R\x03ids\x121\n" +
 	"\x06values\x18\x03 \x01(\v2\x19.elasticdl.pserver.TensorR\x06values\x12\x14\n" +
 	"\x05steps\x18\x04 \x03(\x03R\x05steps\x12/\n" +
-	"\x05slots\x18\x05 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"\x91\x03\n" +
+	"\x05slots\x18\x05 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"\xa3\x03\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x14\n" +
@@ -1526,7 +1561,8 @@ const file_pserver_proto_rawDesc = "" +
 	"\x05slots\x18\x05 \x03(\v2!.elasticdl.pserver.ParameterSlotsR\x05slots\x12\x1c\n" +
 	"\toptimizer\x18\x06 \x01(\tR\toptimizer\x12V\n" +
 	"\x10embedding_tables\x18\a \x03(\v2+.elasticdl.pserver.EmbeddingTableCheckpointR\x0fembeddingTables\x12?\n" +
-	"\aapplied\x18\b \x03(\v2%.elasticdl.pserver.AppliedMinibatchesR\aapplied\"i\n" +
+	"\aapplied\x18\b \x03(\v2%.elasticdl.pserver.AppliedMinibatchesR\aapplied\x12\x10\n" +
+	"\x03run\x18\t \x01(\tR\x03run\"i\n" +
 	"\x0eParameterSlots\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x03R\x04step\x12/\n" +
@@ -1554,10 +1590,11 @@ const file_pserver_proto_rawDesc = "" +
 	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x14\n" +
 	"\x05spans\x18\x02 \x03(\x05R\x05spans\".\n" +
 	"\x11GetAppliedRequest\x12\x19\n" +
-	"\btask_ids\x18\x01 \x03(\x03R\ataskIds\"o\n" +
+	"\btask_ids\x18\x01 \x03(\x03R\ataskIds\"\x89\x01\n" +
 	"\x12GetAppliedResponse\x12?\n" +
 	"\aapplied\x18\x01 \x03(\v2%.elasticdl.pserver.AppliedMinibatchesR\aapplied\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\"k\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
+	"\aunknown\x18\x03 \x01(\bR\aunknown\"k\n" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1c\n" +

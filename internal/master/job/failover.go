@@ -84,6 +84,11 @@ func (j *Job) resumed(now time.Time, ev Resumed) {
 		j.instanceEvent(now, e)
 	}
 
+	if j.check.pending {
+		// Its answer was the dead master's to have: ask again.
+		j.check.pending = false
+		j.advance(now)
+	}
 	switch {
 	case j.phase == Saving && j.cfg.AllReduce && j.cfg.training():
 		// An AllReduce model lived in the dead master's memory: ask again.

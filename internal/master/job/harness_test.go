@@ -83,6 +83,9 @@ func (h *harness) try(ev Event) (Reply, error) {
 	h.ready.Notices = append(h.ready.Notices, rd.Notices...)
 	h.ready.PredictionRows = append(h.ready.PredictionRows, rd.PredictionRows...)
 	h.ready.RingRecovered = append(h.ready.RingRecovered, rd.RingRecovered...)
+	if rd.CheckApplied != nil {
+		h.ready.CheckApplied = rd.CheckApplied
+	}
 	if rd.Save != nil {
 		if h.saved {
 			h.t.Fatalf("a second Save: %+v", rd.Save)

@@ -270,4 +270,7 @@ func (j *Job) tick(now time.Time) {
 	if err := j.disp.Err(); err != nil {
 		j.fail(err)
 	}
+	if j.checkOpen() {
+		j.advance(now) // a check that failed is due again
+	}
 }

@@ -129,6 +129,12 @@ type Config struct {
 	// the workers write theirs (restore points should every ring member be
 	// lost).
 	InitDir, CheckpointDir string
+	// CheckApplied (PS training): pushes name their minibatches and the PS
+	// record what they applied; the core checks, once training tasks are
+	// done, that every shard holds every minibatch (see pscheck.go), cut
+	// from a task's readable records every MinibatchSize.
+	CheckApplied  bool
+	MinibatchSize int
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -174,7 +180,8 @@ type Job struct {
 
 	pred    *predictionOrder // predict jobs only
 	ring    rendezvous       // AllReduce jobs only
-	applied appliedLedger    // AllReduce jobs only
+	applied appliedLedger    // AllReduce jobs only (corrupt: every training job)
+	check   appliedCheck     // PS jobs with CheckApplied
 	// uploadingSince: when an AllReduce job began waiting for its model.
 	uploadingSince time.Time
 
@@ -309,6 +316,8 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		return j.reportApplied(now, ev)
 	case ModelUploaded:
 		return j.modelUploaded(now, ev)
+	case AppliedFound:
+		j.appliedFound(now, ev)
 	default:
 		return Reply{}, fmt.Errorf("%w: event %T", ErrInvalid, ev)
 	}

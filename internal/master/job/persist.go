@@ -39,6 +39,9 @@ type State struct {
 	Prediction *PredictionState `json:"prediction,omitempty"`
 	Ring       *RingState       `json:"ring,omitempty"`
 	Applied    *AppliedState    `json:"applied,omitempty"`
+	Check      *CheckState      `json:"check,omitempty"`
+	// Corrupt: unreadable records of done training tasks, by task.
+	Corrupt map[int64]int64 `json:"corrupt,omitempty"`
 
 	UploadingSince  time.Time  `json:"uploading_since,omitzero"`
 	LiveGen         int64      `json:"live_gen"`
@@ -121,9 +124,8 @@ type RingState struct {
 // the record ranges and the step that applied each.
 type AppliedState struct {
 	// Steps are the steps reported, as [lo, hi) spans.
-	Steps   [][2]int64           `json:"steps,omitempty"`
-	Ranges  map[int64][][3]int64 `json:"ranges,omitempty"` // task -> [start, end, step]
-	Corrupt map[int64]int64      `json:"corrupt,omitempty"`
+	Steps  [][2]int64           `json:"steps,omitempty"`
+	Ranges map[int64][][3]int64 `json:"ranges,omitempty"` // task -> [start, end, step]
 }
 
 // MeterState is the progress meter.
@@ -175,9 +177,15 @@ func (j *Job) State() State {
 		}
 		s.Prediction = ps
 	}
+	if j.checksApplied() {
+		s.Check = j.check.state()
+	}
+	if len(j.applied.corrupt) > 0 {
+		s.Corrupt = maps.Clone(j.applied.corrupt)
+	}
 	if j.cfg.AllReduce {
 		s.Ring = j.ring.state()
-		a := &AppliedState{Steps: j.applied.steps.Pairs(), Ranges: map[int64][][3]int64{}, Corrupt: maps.Clone(j.applied.corrupt)}
+		a := &AppliedState{Steps: j.applied.steps.Pairs(), Ranges: map[int64][][3]int64{}}
 		for id, rs := range j.applied.ranges {
 			for _, r := range rs {
 				a.Ranges[id] = append(a.Ranges[id], [3]int64{r.start, r.end, r.step})
@@ -280,9 +288,12 @@ func Resume(cfg Config, s State) (*Job, error) {
 			}
 		}
 		j.applied.steps = spans.FromPairs(a.Steps)
-		if a.Corrupt != nil {
-			j.applied.corrupt = maps.Clone(a.Corrupt)
-		}
+	}
+	if s.Corrupt != nil {
+		j.applied.corrupt = maps.Clone(s.Corrupt)
+	}
+	if s.Check != nil {
+		j.check = s.Check.check()
 	}
 	j.uploadingSince, j.liveGen, j.liveSending = s.UploadingSince, s.LiveGen, s.LiveSending
 	j.summary, j.saved, j.pendingSave = s.Summary, s.Saved, s.PendingSave

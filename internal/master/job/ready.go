@@ -99,6 +99,8 @@ type Ready struct {
 	LiveWorkers    []LiveWorkers
 	Notices        []Notice
 	PredictionRows []*PredictionRows
+	// CheckApplied: ask the PS which minibatches they hold (pscheck.go).
+	CheckApplied *CheckApplied
 	// Save is set once, when all tasks are done (train and predict jobs).
 	Save *Save
 	// Ended is set once, when the workers are done (phase Saving or

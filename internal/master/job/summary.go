@@ -47,6 +47,10 @@ type Summary struct {
 	// Failovers times each takeover: when the new master resumed, and when
 	// it first handed out a task (wall clock, UTC).
 	Failovers []Failover `json:"failovers,omitempty"`
+	// RecordsRequeuedForRollback counts the records trained again because
+	// a PS shard lost them (it restored an older checkpoint): found missing
+	// from the shards at the end of training, each time.
+	RecordsRequeuedForRollback int64 `json:"records_requeued_for_rollback"`
 	// Ring is the rendezvous of an AllReduce job.
 	Ring *RingSummary `json:"ring,omitempty"`
 }
@@ -138,6 +142,10 @@ type PSCounts struct {
 	// loss, or a warm start), by PS index; read from the PS before the
 	// model is saved.
 	Restores []PSRestore `json:"restores,omitempty"`
+	// AppliedUnknown lists the shards re-initialized from a worker's copy
+	// of their parameters (relaunched with no checkpoint): left out of the
+	// ledger, as what they hold is not known.
+	AppliedUnknown []int `json:"applied_unknown,omitempty"`
 }
 
 // PSRestore is the checkpoint one PS restored: its version and directory.
@@ -155,6 +163,9 @@ type TaskCounts struct {
 	// Resent counts tasks handed out again to a worker that never got the
 	// first answer (lost with a master that crashed).
 	Resent int64 `json:"resent"`
+	// Reopened counts done tasks queued again because a PS shard lost some
+	// of their minibatches (see records_requeued_for_rollback).
+	Reopened int64 `json:"reopened"`
 }
 
 // Summary returns the job's summary after duration d: its outcome so far
@@ -195,6 +206,11 @@ func (j *Job) Summary(d time.Duration) *Summary {
 		// What the steps applied, exact to the minibatch, rather than
 		// which tasks were reported.
 		j.appliedEpochs(s.Epochs)
+	}
+	if j.checksApplied() && j.check.clean {
+		// What the shards hold, exact to the minibatch.
+		j.modelEpochs(s.Epochs)
+		s.PS.AppliedUnknown = slices.Clone(j.check.unknown)
 	}
 	if j.cfg.AllReduce {
 		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),

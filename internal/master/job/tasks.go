@@ -67,6 +67,10 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 		}
 	}
 	a := j.disp.Get(ev.Worker, now)
+	if a.Kind == task.KindDone && j.checkOpen() {
+		// The PS may yet lack some of it: wait for the check.
+		a.Kind = task.KindWait
+	}
 	if a.Kind == task.KindTask && a.Task.Type == task.Training && j.trainingStart.IsZero() {
 		j.trainingStart = now
 	}
@@ -181,6 +185,10 @@ func (j *Job) advance(now time.Time) {
 		return
 	}
 	if !j.disp.Finished() || j.phase.over() {
+		return
+	}
+	if j.checkOpen() {
+		j.askApplied(now)
 		return
 	}
 	if j.trainingEnd.IsZero() {

@@ -91,3 +91,67 @@ func TestCommitRefusals(t *testing.T) {
 		t.Fatalf("Done %d, want 5", info.Done)
 	}
 }
+
+// A reopened task is todo again, first in line, out of its epoch's counts
+// and coverage until it is done again; a restart keeps all that.
+func TestReopen(t *testing.T) {
+	cfg := baseConfig()
+	d := mustNew(t, cfg)
+	var done []Task
+	for d.Progress().TasksTodo > 0 {
+		tk := mustGet(t, d, 1, t0)
+		mustReport(t, d, 1, tk, Result{Records: tk.Records()}, t0)
+		done = append(done, tk)
+	}
+	if !d.Finished() {
+		t.Fatal("not finished after every task")
+	}
+	lost := done[1]
+	if err := d.Reopen(lost.ID); err != nil {
+		t.Fatal(err)
+	}
+	if d.Finished() {
+		t.Fatal("finished with a task reopened")
+	}
+	cov, _ := d.EpochCoverage(1)
+	if cov.Finished || cov.RecordsTrained != 35-lost.Records() {
+		t.Fatalf("coverage with a task reopened: %+v", cov)
+	}
+	d = restart(t, cfg, d)
+	redo := mustGet(t, d, 2, t0)
+	if redo.ID != lost.ID {
+		t.Fatalf("got task %d, want the reopened %d first", redo.ID, lost.ID)
+	}
+	mustReport(t, d, 2, redo, Result{Records: redo.Records()}, t0)
+	cov, _ = d.EpochCoverage(1)
+	if !d.Finished() || cov.RecordsTrained != 35 || cov.RecordsTrainedTwice != 0 || cov.RecordsMissed != 0 {
+		t.Fatalf("after the redo: finished %v, coverage %+v", d.Finished(), cov)
+	}
+	var seen []int64
+	d.DoneTraining(func(tk Task) { seen = append(seen, tk.ID) })
+	if len(seen) != len(done) {
+		t.Fatalf("DoneTraining listed %v, want %d tasks", seen, len(done))
+	}
+}
+
+func TestReopenRefusals(t *testing.T) {
+	d := mustNew(t, baseConfig())
+	held := mustGet(t, d, 1, t0)
+	if err := d.AddEvaluation([]Shard{{"v", 10}}, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	ev := mustGet(t, d, 2, t0)
+	mustReport(t, d, 2, ev, Result{Records: 10}, t0)
+	for _, c := range []struct {
+		id   int64
+		want error
+	}{{held.ID, ErrInvalidResult}, {ev.ID, ErrInvalidResult}, {999, ErrUnknownTask}} {
+		before := d.Progress()
+		if err := d.Reopen(c.id); !errors.Is(err, c.want) {
+			t.Fatalf("Reopen(%d) = %v, want %v", c.id, err, c.want)
+		}
+		if !reflect.DeepEqual(before, d.Progress()) {
+			t.Fatalf("a refused Reopen(%d) changed the counts", c.id)
+		}
+	}
+}

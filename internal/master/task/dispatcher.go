@@ -459,6 +459,43 @@ func (d *Dispatcher) Advance(taskID int64, done int64) error {
 	return nil
 }
 
+// Reopen puts done training task taskID back at the front of todo: part
+// of it is missing from the model (a PS restored an older checkpoint), and
+// its next holder trains it again (the PS skip the minibatches they hold).
+// Its records leave its epoch's counts and coverage until it is done
+// again. It fails on an unknown task, a task that is not training, or one
+// that is not done.
+func (d *Dispatcher) Reopen(taskID int64) error {
+	e := d.lookup(taskID)
+	switch {
+	case e == nil:
+		return fmt.Errorf("reopen task %d: %w", taskID, ErrUnknownTask)
+	case e.task.Type != Training:
+		return fmt.Errorf("reopen %s: %w: only training tasks reopen", e.task, ErrInvalidResult)
+	case e.state != Done:
+		return fmt.Errorf("reopen %s: %w: the task is %s, not done", e.task, ErrInvalidResult, e.state)
+	}
+	e.state = Todo
+	d.tasksDone--
+	ep := &d.epochs[e.task.Epoch-1]
+	ep.tasksDone--
+	ep.recordsDone -= e.task.Records()
+	if k := (rangeKey{e.task.Shard, e.task.Start, e.task.End}); ep.cov[k] > 0 {
+		ep.cov[k]--
+	}
+	d.trainTodo.pushFront(taskID)
+	return nil
+}
+
+// DoneTraining calls fn with every done training task, in ID order.
+func (d *Dispatcher) DoneTraining(fn func(Task)) {
+	for id := int64(1); id <= d.ntasks; id++ {
+		if e := d.lookup(id); e.state == Done && e.task.Type == Training {
+			fn(e.task)
+		}
+	}
+}
+
 // fail marks e Failed and fails the job; the first failure wins.
 func (d *Dispatcher) fail(e *entry, why string) {
 	e.state = Failed

@@ -505,19 +505,26 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 		}
 	}
 	out.EmbeddingTables = tablesForShard(s.Shards, index, numPS)
-	out.Applied = s.appliedForShard(index, numPS)
+	out.Applied, out.Run = s.appliedForShard(index, numPS)
 	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	slices.SortFunc(out.Slots, func(a, b *pserverpb.ParameterSlots) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out, nil
 }
 
-// appliedForShard is what a shard restored from s holds, by minibatch: its
-// own file's when the sharding is the same; otherwise only what every
-// shard of s held (a minibatch some shard lacked is not wholly in the
-// model).
-func (s *Set) appliedForShard(index, numPS int) []*pserverpb.AppliedMinibatches {
+// appliedForShard is what a shard restored from s holds, by minibatch, and
+// the run those minibatches are of: its own file's when the sharding is
+// the same; otherwise only what every shard of s held (a minibatch some
+// shard lacked is not wholly in the model), and none when the shards are
+// of different runs.
+func (s *Set) appliedForShard(index, numPS int) ([]*pserverpb.AppliedMinibatches, string) {
 	if numPS == s.NumShards {
-		return s.Shards[index].GetApplied()
+		return s.Shards[index].GetApplied(), s.Shards[index].GetRun()
+	}
+	run := s.Shards[0].GetRun()
+	for _, c := range s.Shards {
+		if c.GetRun() != run {
+			return nil, ""
+		}
 	}
 	counts := map[[2]int64]int{} // (task, minibatch) -> shards holding it
 	for _, c := range s.Shards {
@@ -551,7 +558,7 @@ func (s *Set) appliedForShard(index, numPS int) []*pserverpb.AppliedMinibatches 
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, run
 }
 
 // Prune deletes the version directories under root older than the keep

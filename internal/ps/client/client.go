@@ -211,18 +211,19 @@ func (c *Client) PushModel(ctx context.Context, params []*nn.Param, tables ...Em
 		return err
 	}
 	return c.each(ctx, l, true, func(ctx context.Context, s *shardConn, group []*nn.Param) error {
-		_, err := c.pushModel(ctx, s, group, 0)
+		_, err := c.pushModel(ctx, s, group, 0, false)
 		return err
 	})
 }
 
 // pushModel initializes s with group's values tagged version, recording
-// whether it took them.
-func (c *Client) pushModel(ctx context.Context, s *shardConn, group []*nn.Param, version int64) (accepted bool, err error) {
+// whether it took them;
+// reinit marks a relaunched shard's re-initialization.
+func (c *Client) pushModel(ctx context.Context, s *shardConn, group []*nn.Param, version int64, reinit bool) (accepted bool, err error) {
 	c.mu.Lock()
 	tables := c.tables
 	c.mu.Unlock()
-	req := &pserverpb.Model{Version: version, DenseParameters: make([]*pserverpb.Tensor, len(group)), EmbeddingTableInfos: tables}
+	req := &pserverpb.Model{Version: version, DenseParameters: make([]*pserverpb.Tensor, len(group)), EmbeddingTableInfos: tables, Reinit: reinit}
 	for i, p := range group {
 		if p.Value == nil {
 			return false, fmt.Errorf("ps client: parameter %q has no value", p.Name)
@@ -374,7 +375,7 @@ func (c *Client) reinit(ctx context.Context, s *shardConn, group []*nn.Param, at
 	s.mu.Lock()
 	version := max(s.version, 0)
 	s.mu.Unlock()
-	accepted, err := c.pushModel(ctx, s, group, version)
+	accepted, err := c.pushModel(ctx, s, group, version, true)
 	if err != nil {
 		return fmt.Errorf("ps shard %d (%s): re-initialize: %w", s.index, s.addr, err)
 	}
@@ -439,7 +440,9 @@ func (c *Client) PushMinibatch(ctx context.Context, params []*nn.Param, sparse [
 		return false, false, err
 	}
 	want := func(i int) bool {
-		if len(l.groups[i]) == 0 && len(rows[i]) == 0 || holds != nil && holds(i) {
+		// A keyed minibatch goes to every shard, with no gradients to one
+		// that has none of them, so that every shard records it.
+		if key == nil && len(l.groups[i]) == 0 && len(rows[i]) == 0 || holds != nil && holds(i) {
 			return false
 		}
 		if to == AllShards {
@@ -477,6 +480,38 @@ func (c *Client) Applied(ctx context.Context, task int64) ([][]int32, error) {
 					out[s.index] = m.GetSpans()
 				}
 			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ShardApplied is what one shard's model holds, by minibatch (see
+// AppliedAll).
+type ShardApplied struct {
+	// Tasks maps a task ID to its applied minibatches, as sorted
+	// [start, end) index pairs.
+	Tasks map[int64][]int32
+	// Unknown: the shard was re-initialized from a worker's copy of its
+	// parameters, which hold an unknown mix of minibatches; Tasks lists
+	// only what it applied since.
+	Unknown bool
+}
+
+// AppliedAll returns, by shard, every minibatch the shard's model holds.
+func (c *Client) AppliedAll(ctx context.Context) ([]ShardApplied, error) {
+	out := make([]ShardApplied, len(c.shards))
+	err := c.eachShard(allShards, func(s *shardConn) error {
+		return c.call(ctx, s, "get applied minibatches", func(ctx context.Context) error {
+			r, err := s.rpc.GetApplied(ctx, &pserverpb.GetAppliedRequest{})
+			if err != nil {
+				return err
+			}
+			a := ShardApplied{Tasks: make(map[int64][]int32, len(r.GetApplied())), Unknown: r.GetUnknown()}
+			for _, m := range r.GetApplied() {
+				a.Tasks[m.GetTaskId()] = m.GetSpans()
+			}
+			out[s.index] = a
 			return nil
 		})
 	})

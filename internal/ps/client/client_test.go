@@ -760,4 +760,25 @@ func TestMinibatchPushes(t *testing.T) {
 	if !HoldsMinibatch(held[1], 1) || HoldsMinibatch(held[0], 1) || HoldsMinibatch(held[1], 2) {
 		t.Errorf("HoldsMinibatch disagrees with %v", held)
 	}
+	// A minibatch with gradients for no parameter of a shard still
+	// reaches it (recorded, no update), so every shard's set is complete.
+	var only1 []*nn.Param
+	for _, p := range model {
+		if shard.Of(p.Name, 2) == 1 {
+			only1 = append(only1, p)
+		}
+	}
+	if ok, dup, err := c.PushMinibatch(ctx, only1, nil, 0, AllShards, key(2), nil); err != nil || !ok || dup {
+		t.Fatalf("push with gradients for shard 1 only: %v %v %v", ok, dup, err)
+	}
+	all, err := c.AppliedAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(all[0].Tasks[4], []int32{0, 1, 2, 3}) || !slices.Equal(all[1].Tasks[4], []int32{0, 3}) || all[0].Unknown || all[1].Unknown {
+		t.Fatalf("applied %+v, want shard 0 {0, 2}, shard 1 [0,3)", all)
+	}
+	if procs[0].srv.Version() != 1 {
+		t.Errorf("shard 0 version %d: a push without its gradients updated it", procs[0].srv.Version())
+	}
 }
