@@ -79,7 +79,11 @@ func TestPSKilled(t *testing.T) {
 	if s.PS.Lost != 1 || s.PS.Launched != 2 {
 		t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
 	}
-	// The relaunched PS restarts from a worker's current parameters.
+	// The relaunched PS restarts from a worker's current parameters,
+	// which hold an unknown mix of minibatches: the ledger says so.
+	if len(s.PS.AppliedUnknown) != 1 || s.PS.AppliedUnknown[0] != 0 {
+		t.Errorf("ps applied_unknown %v, want [0]", s.PS.AppliedUnknown)
+	}
 	if s.Eval == nil || s.Eval.Accuracy < 0.78 {
 		t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
 	}
@@ -88,7 +92,8 @@ func TestPSKilled(t *testing.T) {
 // TestPSKilledRestoresCheckpoint kills the PS of a job that checkpoints:
 // the relaunched PS restores the newest complete checkpoint (no worker
 // re-initializes it), old checkpoints are pruned, and every record is
-// still trained exactly once.
+// still trained exactly once — in the model: the minibatches applied after
+// the checkpoint, lost with the PS, are trained again.
 func TestPSKilledRestoresCheckpoint(t *testing.T) {
 	needData(t)
 	ckpt := t.TempDir()
@@ -111,6 +116,12 @@ func TestPSKilledRestoresCheckpoint(t *testing.T) {
 	t.Logf("killed the PS with version %d checkpointed", complete)
 	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
+	// One async shard: its version counts the minibatches it applied,
+	// ceil(60000/64) once each.
+	if s.ModelVersion != 938 || len(s.PS.AppliedUnknown) != 0 {
+		t.Errorf("model version %d, applied_unknown %v: want 938 minibatches applied once each", s.ModelVersion, s.PS.AppliedUnknown)
+	}
+	t.Logf("records requeued for the rollback: %d (%d tasks)", s.RecordsRequeuedForRollback, s.Tasks.Reopened)
 	if s.PS.Lost != 1 || s.PS.Launched != 2 || s.PS.Relaunched != 1 {
 		t.Errorf("ps %+v, want 2 launched, 1 lost, 1 relaunched", s.PS)
 	}

@@ -171,6 +171,15 @@ func (j *job) epochRecordsDone() (epoch string, done int64) {
 	return epoch, done
 }
 
+// recordsDone is the training progress over every epoch, from the latest
+// progress line (epochs before the current one count in full).
+func (j *job) recordsDone() int64 {
+	epoch, done := j.epochRecordsDone()
+	n, _, _ := strings.Cut(epoch, "/")
+	e, _ := strconv.ParseInt(n, 10, 64)
+	return max(e-1, 0)*60000 + done
+}
+
 func assertExactlyOnce(t *testing.T, s master.Summary, epochs int, records int64) {
 	t.Helper()
 	if len(s.Epochs) != epochs {
