@@ -181,6 +181,7 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	case decision.Relaunch:
 		j.launchPS(now, in.index, name+" "+ev.Reason.String())
 		j.summary.PS.Relaunched++
+		j.psRelaunched()
 	}
 }
 

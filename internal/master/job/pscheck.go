@@ -89,6 +89,14 @@ func (j *Job) checkOpen() bool {
 	return j.checksApplied() && !j.check.clean && !j.phase.over()
 }
 
+// psRelaunched: a PS relaunched after a clean check (during the final
+// evaluation) may restore an older checkpoint: check again before saving.
+func (j *Job) psRelaunched() {
+	if j.checksApplied() && j.check.clean && !j.phase.over() {
+		j.check.clean, j.check.epochs = false, nil
+	}
+}
+
 // askApplied asks for the shards' applied minibatches, once at a time.
 func (j *Job) askApplied(now time.Time) {
 	c := &j.check
@@ -169,6 +177,11 @@ func (j *Job) appliedFound(now time.Time, ev AppliedFound) {
 			j.fail(fmt.Errorf("requeue a task the PS lost: %w", err))
 			return
 		}
+	}
+	if j.phase == Evaluating {
+		// Lost during the final evaluation, which is not run again: it
+		// saw the model without these minibatches.
+		j.setPhase(Training)
 	}
 	j.summary.RecordsRequeuedForRollback += missing
 	j.summary.Tasks.Reopened += int64(len(reopen))

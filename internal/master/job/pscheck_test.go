@@ -216,3 +216,53 @@ func hasNotice(ns []Notice, reason string) bool {
 	}
 	return false
 }
+
+// A PS relaunched during the final evaluation may restore an older
+// checkpoint: the core checks again before saving, and trains again what
+// it lost (the evaluation is not repeated).
+func TestCheckAppliedAgainAfterAPSLostInTheFinalEvaluation(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		checkConfig(c)
+		c.ValidationData, c.ValidationRecords = "val", 100
+	})
+	launched := h.take().Launch
+	for _, l := range launched {
+		h.step(Instance{running(l.Role, l.ID)})
+	}
+	a, b := h.trainBoth()
+	all := map[int64][][2]int32{a.ID: {{0, 8}}, b.ID: {{0, 8}}}
+	q := h.asked()
+	h.step(AppliedFound{Gen: q.Gen, Shards: []ShardMinibatches{holds(all), holds(all)}})
+	if h.j.Phase() != Evaluating {
+		t.Fatalf("phase %v after a clean check, want the final evaluation", h.j.Phase())
+	}
+	ev := h.get(0)
+	var ps1 int
+	for _, l := range launched {
+		if l.Role == cluster.PS && l.Index == 1 {
+			ps1 = l.ID
+		}
+	}
+	h.exit(cluster.PS, ps1, cluster.Killed)
+	h.evaluate(0, ev, 30, 50)
+	if h.saved {
+		t.Fatal("saved without checking the relaunched PS")
+	}
+	q2 := h.asked()
+	h.step(AppliedFound{Gen: q2.Gen, Shards: []ShardMinibatches{
+		holds(all), holds(map[int64][][2]int32{a.ID: {{0, 6}}, b.ID: {{0, 8}}}),
+	}})
+	redo := h.get(1)
+	if redo.ID != a.ID || h.j.Phase() != Training {
+		t.Fatalf("got task %d in phase %v, want the reopened %d in training", redo.ID, h.j.Phase(), a.ID)
+	}
+	h.train(1, redo, 40)
+	q3 := h.asked()
+	h.step(AppliedFound{Gen: q3.Gen, Shards: []ShardMinibatches{holds(all), holds(all)}})
+	if !h.saved || h.summary().RecordsRequeuedForRollback != 128 {
+		t.Fatalf("saved %v, requeued %d; want saved after the clean check, 128 records requeued", h.saved, h.summary().RecordsRequeuedForRollback)
+	}
+	if s := h.summary(); s.Eval == nil || s.Eval.Records != 100 {
+		t.Fatalf("final evaluation %+v", s.Eval)
+	}
+}

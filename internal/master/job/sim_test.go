@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand"
 	"os"
 	"slices"
@@ -61,7 +62,7 @@ func TestSimulatedJobs(t *testing.T) {
 	// from happening shows.
 	t.Logf("%d jobs: %+v", simJobs, total)
 	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs ||
-		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 {
+		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 {
 		t.Errorf("too few faults: %+v", total)
 	}
 }
@@ -69,6 +70,9 @@ func TestSimulatedJobs(t *testing.T) {
 // simStats sums what happened in the simulated jobs.
 type simStats struct {
 	Steps, WorkersLost, PSLost, Requeued, Silent, LateReports, FailedTasks, Restarts, LostReplies, Resent int64
+	// RolledBack: records a PS lost to a checkpoint restore and the check
+	// sent back to training.
+	RolledBack, Reopened int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -82,6 +86,8 @@ func (a *simStats) add(b simStats) {
 	a.Restarts += b.Restarts
 	a.LostReplies += b.LostReplies
 	a.Resent += b.Resent
+	a.RolledBack += b.RolledBack
+	a.Reopened += b.Reopened
 }
 
 // restart replaces the core by one resumed from its State, through JSON
@@ -177,6 +183,15 @@ type sim struct {
 	silent   int64 // workers the master stopped for silence
 	// lostReplies: task assignments the worker never got.
 	lostReplies int64
+	// With CheckApplied: what each PS shard's model holds (task ->
+	// minibatch -> held), its last checkpoint's copy, the shard index of
+	// each PS instance, the question the core asked last (nil: none
+	// open), and the tasks and records the sim expects reopened.
+	shards, ckpts []map[int64]map[int32]bool
+	psIndex       map[int]int
+	question      *CheckApplied
+	reopened      int64
+	rolledBack    int64
 }
 
 func simConfig(rng *rand.Rand) Config {
@@ -207,6 +222,10 @@ func simConfig(rng *rand.Rand) Config {
 		},
 		Logger: slog.New(slog.DiscardHandler),
 	}
+	if rng.Intn(2) == 0 {
+		// Pushes name their minibatches; the core checks what the PS hold.
+		cfg.CheckApplied, cfg.MinibatchSize = true, 1+rng.Intn(16)
+	}
 	switch r := rng.Intn(10); {
 	case r < 2:
 		cfg.Mode = ModeEvaluate
@@ -232,7 +251,11 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		return st, err
 	}
 	s := &sim{rng: rng, j: j, cfg: cfg, now: time.Unix(0, 0), trace: trace, workers: map[int]*simWorker{},
-		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}}
+		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}, psIndex: map[int]int{}}
+	for range cfg.NumPS {
+		s.shards = append(s.shards, map[int64]map[int32]bool{})
+		s.ckpts = append(s.ckpts, map[int64]map[int32]bool{})
+	}
 	if seed%2 == 1 {
 		// A stream of its own: the other seeds' jobs stay what they were.
 		s.restarts = rand.New(rand.NewSource(seed ^ 0x5eed))
@@ -243,6 +266,7 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		st.Restarts, st.LostReplies, st.Resent = s.restarted, s.lostReplies, sum.Tasks.Resent
 		st.WorkersLost, st.PSLost, st.Requeued = int64(sum.Workers.Lost), int64(sum.PS.Lost), sum.Tasks.Requeued
 		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
+		st.RolledBack, st.Reopened = sum.RecordsRequeuedForRollback, sum.Tasks.Reopened
 	}()
 	if _, err := s.step(Start{}); err != nil {
 		return st, err
@@ -300,6 +324,7 @@ func (s *sim) apply(ev Event) (Reply, error) {
 	for _, l := range rd.Launch {
 		if l.Role == cluster.PS {
 			s.ps = append(s.ps, l.ID)
+			s.psIndex[l.ID] = l.Index
 			continue
 		}
 		s.workers[l.ID] = &simWorker{id: l.ID}
@@ -309,6 +334,13 @@ func (s *sim) apply(ev Event) (Reply, error) {
 			return r, fmt.Errorf("live-worker generation %d after %d", u.Gen, s.lastGen)
 		}
 		s.lastGen = u.Gen
+	}
+	if q := rd.CheckApplied; q != nil {
+		if !s.cfg.CheckApplied || q.FlushGen != 0 && q.FlushGen <= s.lastGen {
+			return r, fmt.Errorf("check %+v (flush generation after %d)", q, s.lastGen)
+		}
+		s.lastGen = max(s.lastGen, q.FlushGen)
+		s.question = q
 	}
 	for _, rows := range rd.PredictionRows {
 		if rows.Start != s.predNext {
@@ -350,6 +382,10 @@ func (s *sim) act() error {
 		i := s.rng.Intn(len(s.ps))
 		id := s.ps[i]
 		s.ps = slices.Delete(s.ps, i, i+1)
+		// Its relaunch restores the shard's last checkpoint: what was
+		// applied since is lost from the model.
+		x := s.psIndex[id]
+		s.shards[x] = cloneHeld(s.ckpts[x])
 		_, err := s.step(Instance{cluster.Event{Role: cluster.PS, ID: id, Phase: cluster.Exited, ExitCode: 137, Reason: cluster.Killed}})
 		return err
 	case r < 79 && len(ids) > 0:
@@ -359,6 +395,12 @@ func (s *sim) act() error {
 		return nil
 	case r < 82 && len(s.ghosts) > 0:
 		return s.ghostReports(s.ghosts[s.rng.Intn(len(s.ghosts))])
+	case r < 84 && s.cfg.CheckApplied:
+		x := s.rng.Intn(len(s.shards))
+		s.ckpts[x] = cloneHeld(s.shards[x])
+		return nil
+	case r < 90 && s.question != nil:
+		return s.answer()
 	default:
 		return s.timePasses(ids)
 	}
@@ -388,8 +430,115 @@ func (s *sim) killWorker(w *simWorker) error {
 	why := reasons[s.rng.Intn(len(reasons))]
 	delete(s.workers, w.id)
 	s.ghosts = append(s.ghosts, w)
+	if w.held != nil {
+		// Killed in the middle of its task: a prefix was pushed.
+		s.push(*w.held, int32(s.rng.Intn(int(s.minibatches(*w.held))+1)))
+	}
 	_, err := s.step(Instance{cluster.Event{Role: cluster.Worker, ID: w.id, Phase: cluster.Exited, ExitCode: 1, Reason: why}})
 	return err
+}
+
+// minibatches counts the minibatches of training task t (the sim's
+// records are all readable).
+func (s *sim) minibatches(t task.Task) int32 {
+	if !s.cfg.CheckApplied || t.Type != task.Training {
+		return 0
+	}
+	b := int64(s.cfg.MinibatchSize)
+	return int32((t.Records() + b - 1) / b)
+}
+
+// push applies training task t's minibatches [0, upTo) on every shard: a
+// shard holds a minibatch or not, however often it is pushed.
+func (s *sim) push(t task.Task, upTo int32) {
+	if !s.cfg.CheckApplied || t.Type != task.Training {
+		return
+	}
+	for _, sh := range s.shards {
+		m := sh[t.ID]
+		if m == nil {
+			m = map[int32]bool{}
+			sh[t.ID] = m
+		}
+		for i := range upTo {
+			m[i] = true
+		}
+	}
+}
+
+func cloneHeld(m map[int64]map[int32]bool) map[int64]map[int32]bool {
+	out := make(map[int64]map[int32]bool, len(m))
+	for id, set := range m {
+		out[id] = maps.Clone(set)
+	}
+	return out
+}
+
+// answer tells the core what the shards hold (or that they could not be
+// reached); the done tasks some shard lacks a minibatch of must go back to
+// training, with their records counted as rolled back.
+func (s *sim) answer() error {
+	q := s.question
+	s.question = nil
+	ev := AppliedFound{Gen: q.Gen}
+	if s.rng.Intn(10) == 0 {
+		ev.Err = errors.New("a PS is unavailable")
+		_, err := s.step(ev)
+		return err
+	}
+	for _, sh := range s.shards {
+		out := ShardMinibatches{Tasks: map[int64][][2]int32{}}
+		for id, set := range sh {
+			for _, m := range slices.Sorted(maps.Keys(set)) {
+				out.Tasks[id] = append(out.Tasks[id], [2]int32{m, m + 1}) // unmerged spans are fine
+			}
+		}
+		ev.Shards = append(ev.Shards, out)
+	}
+	var lacking []task.Task
+	var lost int64
+	for _, id := range slices.Sorted(maps.Keys(s.accepted)) {
+		if s.accepted[id] != 1 {
+			continue
+		}
+		t, _ := s.j.disp.TaskInfo(id)
+		b := int64(s.cfg.MinibatchSize)
+		var lacked int64
+		for m := range s.minibatches(t) {
+			for _, sh := range s.shards {
+				if !sh[id][m] {
+					lacked += min(b, t.Records()-int64(m)*b)
+					break
+				}
+			}
+		}
+		if lacked > 0 {
+			lacking, lost = append(lacking, t), lost+lacked
+		}
+	}
+	before := s.j.Summary(0).Tasks.Reopened
+	if _, err := s.apply(ev); err != nil {
+		return err
+	}
+	sum := s.j.Summary(0)
+	switch got := sum.Tasks.Reopened - before; {
+	case got == 0:
+		return nil // clean, or an answer to an older question
+	case got != int64(len(lacking)):
+		return fmt.Errorf("check reopened %d tasks, the shards lack minibatches of %d", got, len(lacking))
+	}
+	for _, t := range lacking {
+		s.accepted[t.ID]--
+		rs := s.ranges[t.Epoch]
+		i := slices.Index(rs, [2]int64{t.Start, t.End})
+		s.ranges[t.Epoch] = slices.Delete(rs, i, i+1)
+	}
+	s.reopened += int64(len(lacking))
+	s.rolledBack += lost
+	if sum.RecordsRequeuedForRollback != s.rolledBack {
+		return fmt.Errorf("records requeued for rollback %d, the sim counts %d", sum.RecordsRequeuedForRollback, s.rolledBack)
+	}
+	return nil
 }
 
 // ghostReports: a worker the master gave up on reports late (what it held,
@@ -419,6 +568,8 @@ func (s *sim) workerActs(w *simWorker) error {
 		return err
 	case w.held != nil && w.wait > 0:
 		w.wait--
+		// Some of the task's minibatches are pushed meanwhile.
+		s.push(*w.held, int32(s.rng.Intn(int(s.minibatches(*w.held))+1)))
 		return nil
 	case w.held != nil:
 		return s.report(w)
@@ -462,6 +613,9 @@ func (s *sim) report(w *simWorker) error {
 		}
 	case task.Prediction:
 		ev.Predictions = predictionsOf(t.Start, t.End, 2, nil)
+	}
+	if ev.Result.Err == "" {
+		s.push(t, s.minibatches(t))
 	}
 	_, err := s.step(ev)
 	switch {
@@ -533,6 +687,18 @@ func (s *sim) checkLedger(sum *Summary) error {
 		if c != 1 {
 			return fmt.Errorf("task %d accepted %d times", id, c)
 		}
+		// In the model: every shard holds every minibatch of the task.
+		t, _ := s.j.disp.TaskInfo(id)
+		for x, sh := range s.shards {
+			for m := range s.minibatches(t) {
+				if !sh[id][m] {
+					return fmt.Errorf("shard %d lacks minibatch %d of task %d at the end", x, m, id)
+				}
+			}
+		}
+	}
+	if s.cfg.CheckApplied && (sum.Tasks.Reopened != s.reopened || sum.RecordsRequeuedForRollback != s.rolledBack) {
+		return fmt.Errorf("summary reopened %d tasks, %d records; the sim %d, %d", sum.Tasks.Reopened, sum.RecordsRequeuedForRollback, s.reopened, s.rolledBack)
 	}
 	for _, e := range sum.Epochs {
 		rs := s.ranges[e.Epoch]
@@ -555,7 +721,7 @@ func (s *sim) checkLedger(sum *Summary) error {
 		}
 		twice := int64(0)
 		for _, c := range count {
-			if c > 1 {
+			if c > 1 && !s.cfg.CheckApplied { // the PS apply a minibatch once
 				twice++
 			}
 		}
