@@ -195,10 +195,16 @@ const checkAppliedTimeout = time.Minute
 // the answer.
 func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
 	found := job.AppliedFound{Gen: c.Gen}
+	start := time.Now()
 	found.Shards, found.Err = appliedMinibatches(ctx, m.psAddrs, c)
 	if ctx.Err() != nil {
 		return // the master is stopping
 	}
+	tasks := 0
+	for _, sh := range found.Shards {
+		tasks += len(sh.Tasks)
+	}
+	m.log.Info("asked the PS which minibatches they hold", "took", time.Since(start).Round(time.Microsecond), "tasks", tasks, "err", found.Err)
 	if found.Err != nil {
 		found.Err = fmt.Errorf("ask the PS which minibatches they hold: %w", found.Err)
 	}
