@@ -180,8 +180,17 @@ func TestCheckpointHoldsTheAppliedMinibatches(t *testing.T) {
 	}
 	defer r.Close()
 	got, want := appliedOf(t, r), map[int64][]int32{}
+	held := int64(0)
 	for _, m := range c.Applied {
 		want[m.TaskId] = m.Spans
+		for i := 0; i+1 < len(m.Spans); i += 2 {
+			held += int64(m.Spans[i+1] - m.Spans[i])
+		}
+	}
+	// Its version counts the updates the restored parameters hold, also
+	// those that landed between the label's version and the snapshot.
+	if r.Version() != held {
+		t.Fatalf("restored at version %d holding %d minibatches (label %d, cut %d)", r.Version(), held, c.Version, c.CutVersion)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("restored %v, checkpoint %v", got, want)

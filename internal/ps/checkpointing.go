@@ -176,6 +176,7 @@ func (s *Server) CheckpointStats() CheckpointStats {
 func (s *Server) snapshot(t *table, version int64) *pserverpb.Checkpoint {
 	c := &pserverpb.Checkpoint{
 		Version:         version,
+		CutVersion:      t.version.Load(),
 		Shard:           int32(s.index),
 		NumShards:       int32(s.numPS),
 		Optimizer:       s.opt.String(),
@@ -240,7 +241,7 @@ func (s *Server) restore(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", set.Dir, err)
 	}
-	t.version.Store(c.GetVersion())
+	t.version.Store(max(c.GetVersion(), c.GetCutVersion()))
 	slotsRestored, err := s.restoreSlots(c, set.Dir)
 	if err != nil {
 		return err
@@ -258,7 +259,7 @@ func (s *Server) restore(cfg Config) error {
 	if s.saver != nil {
 		s.saver.last.Store(c.GetVersion())
 	}
-	s.log.Info("restored checkpoint", "dir", set.Dir, "version", c.GetVersion(), "params", len(t.ordered),
+	s.log.Info("restored checkpoint", "dir", set.Dir, "version", c.GetVersion(), "counting_from", t.version.Load(), "params", len(t.ordered),
 		"slots", slotsRestored, "embedding_tables", len(t.emb), "checkpoint_shards", set.NumShards)
 	return nil
 }

@@ -802,7 +802,14 @@ type Checkpoint struct {
 	Applied []*AppliedMinibatches `protobuf:"bytes,8,rep,name=applied,proto3" json:"applied,omitempty"`
 	// The job run the minibatches are of (task IDs are the run's): a new job
 	// on the same directory, or a warm start, restores none.
-	Run           string `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
+	Run string `protobuf:"bytes,9,opt,name=run,proto3" json:"run,omitempty"`
+	// The shard's version when the snapshot was taken. A periodic checkpoint
+	// is labelled (version) with the version that made it due; async pushes
+	// that landed before the snapshot are in it too, and a shard restored
+	// from it counts from the greater of the two, so that its version still
+	// counts the updates its parameters hold. A saved model's label is the
+	// highest of all shards' versions, so its cut may be lower.
+	CutVersion    int64 `protobuf:"varint,10,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -898,6 +905,13 @@ func (x *Checkpoint) GetRun() string {
 		return x.Run
 	}
 	return ""
+}
+
+func (x *Checkpoint) GetCutVersion() int64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
 }
 
 // ParameterSlots is the optimizer state of one parameter.
@@ -1550,7 +1564,7 @@ const file_pserver_proto_rawDesc = "" +
 	"\x03ids\x18\x02 \x03(\x03R\x03ids\x121\n" +
 	"\x06values\x18\x03 \x01(\v2\x19.elasticdl.pserver.TensorR\x06values\x12\x14\n" +
 	"\x05steps\x18\x04 \x03(\x03R\x05steps\x12/\n" +
-	"\x05slots\x18\x05 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"\xa3\x03\n" +
+	"\x05slots\x18\x05 \x03(\v2\x19.elasticdl.pserver.TensorR\x05slots\"\xc4\x03\n" +
 	"\n" +
 	"Checkpoint\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x14\n" +
@@ -1562,7 +1576,10 @@ const file_pserver_proto_rawDesc = "" +
 	"\toptimizer\x18\x06 \x01(\tR\toptimizer\x12V\n" +
 	"\x10embedding_tables\x18\a \x03(\v2+.elasticdl.pserver.EmbeddingTableCheckpointR\x0fembeddingTables\x12?\n" +
 	"\aapplied\x18\b \x03(\v2%.elasticdl.pserver.AppliedMinibatchesR\aapplied\x12\x10\n" +
-	"\x03run\x18\t \x01(\tR\x03run\"i\n" +
+	"\x03run\x18\t \x01(\tR\x03run\x12\x1f\n" +
+	"\vcut_version\x18\n" +
+	" \x01(\x03R\n" +
+	"cutVersion\"i\n" +
 	"\x0eParameterSlots\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04step\x18\x02 \x01(\x03R\x04step\x12/\n" +

@@ -506,6 +506,9 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 	}
 	out.EmbeddingTables = tablesForShard(s.Shards, index, numPS)
 	out.Applied, out.Run = s.appliedForShard(index, numPS)
+	if numPS == s.NumShards {
+		out.CutVersion = s.Shards[index].GetCutVersion()
+	}
 	slices.SortFunc(out.DenseParameters, func(a, b *pserverpb.Tensor) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	slices.SortFunc(out.Slots, func(a, b *pserverpb.ParameterSlots) int { return cmp.Compare(a.GetName(), b.GetName()) })
 	return out, nil
