@@ -43,6 +43,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,7 @@ import (
 	"elasticdl/model"
 	"elasticdl/model/zoo"
 	"elasticdl/proto/masterpb"
+	"elasticdl/proto/pserverpb"
 )
 
 const (
@@ -318,6 +320,9 @@ type scaleWorkerPool struct {
 	pacedBudget int64
 	fetched     atomic.Int64
 
+	// ps is the in-process PS the workers record their minibatches on.
+	ps *ps.Server
+
 	mu sync.Mutex
 	// Until open, pods going Running are only noted in held: the creation
 	// burst is measured without the workers' load on the machine (here the
@@ -473,6 +478,11 @@ func (p *scaleWorkerPool) run(ctx context.Context, id int32) {
 		}
 		t := resp.Task
 		records := t.Shard.End - t.Shard.Start
+		for i := range int32((records + scaleMinibatch - 1) / scaleMinibatch) {
+			if _, err := p.ps.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(id), Minibatch: &pserverpb.MinibatchKey{TaskId: t.Id, Index: i}}); err != nil {
+				p.fail("record a minibatch on the PS", err)
+			}
+		}
 		_, err = mc.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{
 			WorkerId: id, TaskId: t.Id, Records: records,
 			Steps: (records + scaleMinibatch - 1) / scaleMinibatch,
@@ -557,17 +567,22 @@ func TestScaleKwok200Workers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	psCtx, psStop := context.WithCancel(context.Background())
-	psDone := make(chan error, 1)
-	go func() {
-		psDone <- ps.Run(psCtx, fmt.Sprintf("127.0.0.1:%d", psPort), ps.Config{Index: 0, NumPS: 1, Optimizer: opt})
-	}()
-	defer func() {
-		psStop()
-		if err := <-psDone; err != nil {
-			t.Errorf("in-process PS: %v", err)
-		}
-	}()
+	// The workers record their minibatches on it directly (a worker's push
+	// of a minibatch without gradients), so that the master's check of
+	// what the PS hold finds every one.
+	psSrv, err := ps.NewServer(ps.Config{Index: 0, NumPS: 1, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer psSrv.Close()
+	psLis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", psPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	psGRPC := grpc.NewServer()
+	psSrv.Register(psGRPC)
+	go psGRPC.Serve(psLis)
+	defer psGRPC.Stop()
 	{
 		pc, err := client.Dial(ctx, []string{fmt.Sprintf("127.0.0.1:%d", psPort)})
 		if err != nil {
@@ -583,7 +598,7 @@ func TestScaleKwok200Workers(t *testing.T) {
 	// that its calls do not use the master's rate limit) and informer.
 	tc := scaleClient(t)
 	pool := &scaleWorkerPool{
-		addr: masterAddr, saturated: make(chan struct{}),
+		addr: masterAddr, ps: psSrv, saturated: make(chan struct{}),
 		pacedBudget: scaleEpochs * 60000 / (scaleMinibatch * scaleMinibatches) / 2,
 		cancels:     map[int]context.CancelFunc{}, reported: map[int64]int{}, errs: map[string]int{},
 	}
