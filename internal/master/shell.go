@@ -231,14 +231,7 @@ func appliedMinibatches(ctx context.Context, addrs []string, c job.CheckApplied)
 	}
 	out := make([]job.ShardMinibatches, len(all))
 	for i, a := range all {
-		out[i] = job.ShardMinibatches{Tasks: make(map[int64][][2]int32, len(a.Tasks)), Unknown: a.Unknown}
-		for id, sp := range a.Tasks {
-			pairs := make([][2]int32, 0, len(sp)/2)
-			for ; len(sp) >= 2; sp = sp[2:] {
-				pairs = append(pairs, [2]int32{sp[0], sp[1]})
-			}
-			out[i].Tasks[id] = pairs
-		}
+		out[i] = job.ShardMinibatches{Tasks: a.Tasks, Unknown: a.Unknown}
 	}
 	return out, nil
 }

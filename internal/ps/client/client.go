@@ -490,8 +490,8 @@ func (c *Client) Applied(ctx context.Context, task int64) ([][]int32, error) {
 // AppliedAll).
 type ShardApplied struct {
 	// Tasks maps a task ID to its applied minibatches, as sorted
-	// [start, end) index pairs.
-	Tasks map[int64][]int32
+	// [start, end) spans.
+	Tasks map[int64][][2]int32
 	// Unknown: the shard was re-initialized from a worker's copy of its
 	// parameters, which hold an unknown mix of minibatches; Tasks lists
 	// only what it applied since.
@@ -507,9 +507,13 @@ func (c *Client) AppliedAll(ctx context.Context) ([]ShardApplied, error) {
 			if err != nil {
 				return err
 			}
-			a := ShardApplied{Tasks: make(map[int64][]int32, len(r.GetApplied())), Unknown: r.GetUnknown()}
+			a := ShardApplied{Tasks: make(map[int64][][2]int32, len(r.GetApplied())), Unknown: r.GetUnknown()}
 			for _, m := range r.GetApplied() {
-				a.Tasks[m.GetTaskId()] = m.GetSpans()
+				var pairs [][2]int32
+				for sp := m.GetSpans(); len(sp) >= 2; sp = sp[2:] {
+					pairs = append(pairs, [2]int32{sp[0], sp[1]})
+				}
+				a.Tasks[m.GetTaskId()] = pairs
 			}
 			out[s.index] = a
 			return nil

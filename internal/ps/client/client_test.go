@@ -775,7 +775,7 @@ func TestMinibatchPushes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(all[0].Tasks[4], []int32{0, 1, 2, 3}) || !slices.Equal(all[1].Tasks[4], []int32{0, 3}) || all[0].Unknown || all[1].Unknown {
+	if !slices.Equal(all[0].Tasks[4], [][2]int32{{0, 1}, {2, 3}}) || !slices.Equal(all[1].Tasks[4], [][2]int32{{0, 3}}) || all[0].Unknown || all[1].Unknown {
 		t.Fatalf("applied %+v, want shard 0 {0, 2}, shard 1 [0,3)", all)
 	}
 	if procs[0].srv.Version() != 1 {
