@@ -125,8 +125,9 @@ func TestYAMLForwardsTheJobFlags(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"name: elasticdl-t1-master", "namespace: team", "- master", "- --job_type=train", "- --num_workers=4",
-		"- --worker_pod_priority=0.5", "elasticdl.io/replica-type: master", "fieldPath: status.podIP", "restartPolicy: Never"} {
+	for _, want := range []string{"kind: Job", "apiVersion: batch/v1", "name: elasticdl-t1-master", "namespace: team", "- master", "- --job_type=train", "- --num_workers=4",
+		"- --worker_pod_priority=0.5", "elasticdl.io/replica-type: master", "fieldPath: status.podIP", "restartPolicy: Never",
+		"podReplacementPolicy: Failed", "podFailurePolicy:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("manifest lacks %q:\n%s", want, out)
 		}
@@ -136,6 +137,15 @@ func TestYAMLForwardsTheJobFlags(t *testing.T) {
 		if strings.Contains(out, not) {
 			t.Errorf("manifest passes %s on:\n%s", not, out)
 		}
+	}
+}
+
+// The exit codes a master pod's Job reads (k8s.NewMasterJob's pod failure
+// policy) are the ones the command exits with.
+func TestMasterExitCodes(t *testing.T) {
+	if exitError != k8s.ExitJobFailed || exitUsage != k8s.ExitUsage || exitRestart != k8s.ExitHandedOver {
+		t.Errorf("exit codes: job failed %d, usage %d, restart %d; the master's Job expects %d, %d, %d",
+			exitError, exitUsage, exitRestart, k8s.ExitJobFailed, k8s.ExitUsage, k8s.ExitHandedOver)
 	}
 }
 

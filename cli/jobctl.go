@@ -50,7 +50,7 @@ func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)
 	return c, client, nil
 }
 
-// maxStatusEvents is how many of the master pod's latest Events status
+// maxStatusEvents is how many of the master Job's latest Events status
 // shows.
 const maxStatusEvents = 15
 
@@ -70,11 +70,20 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	if status == "" {
 		status = "Running"
 	}
-	fmt.Fprintf(w, "job %s (namespace %s): %s; master pod %s %s", c.job, c.o.namespace, status, st.MasterPod, st.MasterPhase)
+	fmt.Fprintf(w, "job %s (namespace %s): %s", c.job, c.o.namespace, status)
+	if st.MasterPod != "" {
+		fmt.Fprintf(w, "; master pod %s %s", st.MasterPod, st.MasterPhase)
+	}
+	if st.MasterPodsFailed > 0 {
+		fmt.Fprintf(w, " (%d master pods lost, of the %d the Job replaces; evictions not counted)", st.MasterPodsFailed, k8s.MasterPodReplacements)
+	}
 	if !st.Started.IsZero() {
 		fmt.Fprintf(w, ", started %s ago", time.Since(st.Started).Round(time.Second))
 	}
 	fmt.Fprintln(w)
+	if st.Condition != "" {
+		fmt.Fprintf(w, "  Job: %s\n", st.Condition)
+	}
 	for _, r := range []cluster.Role{cluster.Worker, cluster.PS} {
 		fmt.Fprintf(w, "  %s pods:", r)
 		if len(st.Pods[r]) == 0 {
@@ -122,7 +131,17 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	var names []string
 	switch {
 	case role == k8s.ReplicaMaster:
-		names = []string{k8s.MasterPodName(c.job)}
+		// The master pod that runs the job now (or ran it last).
+		if names, err = client.PodNames(ctx, ns, c.job, k8s.ReplicaMaster); err != nil {
+			return err
+		}
+		if len(names) == 0 {
+			if _, err := client.JobStatus(ctx, ns, c.job); err != nil {
+				return err // no such job
+			}
+			return fmt.Errorf("job %s has no master pod in namespace %s yet", c.job, ns)
+		}
+		names = names[:1]
 	case role != string(cluster.Worker) && role != string(cluster.PS):
 		return usageError{fmt.Errorf("--role=%s: want master, worker or ps", role)}
 	case id >= 0:
@@ -150,8 +169,8 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-// runStop deletes the job's master pod; Kubernetes garbage-collects the
-// job's other pods, Services and summary with it. It waits until they are
+// runStop deletes the job's master Job; Kubernetes garbage-collects the
+// job's pods, Services and ConfigMaps with it. It waits until they are
 // gone (bounded by --api_timeout).
 func runStop(ctx context.Context, env Env, args []string) error {
 	c, client, err := newJobCtl(env, "stop", args, nil)

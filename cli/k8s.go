@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
@@ -30,7 +31,7 @@ type k8sOptions struct {
 	imagePullPolicy, envs           string
 	masterPort, psPort              int
 	collectivePort                  int
-	psHost                          string
+	psHost, masterHost              string
 	apiTimeout, workerGracePeriod   time.Duration
 }
 
@@ -42,7 +43,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.image, "image", "", "k8s: container image with the elasticdl binary (deploy/Dockerfile); every pod of the job runs it")
 	fs.StringVar(&o.namespace, "namespace", "default", "k8s: namespace of the job (it needs deploy/rbac.yaml applied)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "k8s: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.BoolVar(&o.yaml, "yaml", false, "k8s: print the master pod's manifest instead of creating it (`| kubectl apply -f -` submits the job)")
+	fs.BoolVar(&o.yaml, "yaml", false, "k8s: print the master's Job manifest instead of creating it (`| kubectl apply -f -` submits the job)")
 	fs.StringVar(&o.masterPriority, "master_pod_priority", "", "k8s: PriorityClass of the master pod")
 	fs.StringVar(&o.workerPriority, "worker_pod_priority", "", "k8s: PriorityClass of the worker pods, or a fraction f in [0,1]: the first ceil(f*num_workers) workers get --high_priority_class, the others --low_priority_class")
 	fs.StringVar(&o.psPriority, "ps_pod_priority", "", "k8s: PriorityClass of the parameter-server pods")
@@ -63,6 +64,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.IntVar(&o.psPort, "ps_port", 2222, "k8s: port of PS shard 0; shard i serves on ps_port+i")
 	fs.IntVar(&o.collectivePort, "collective_port", 0, "k8s, AllreduceStrategy: port on which each worker listens for its ring peers, at its pod IP (0: any free port, which the worker registers with the master; fix it where NetworkPolicies open only known ports)")
 	fs.StringVar(&o.psHost, "ps_host", "", "k8s: host at which workers reach every PS instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
+	fs.StringVar(&o.masterHost, "master_host", "", "k8s: host at which workers and PS reach the master instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
 	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
 }
@@ -170,8 +172,8 @@ func masterArgs(fs *flag.FlagSet, mode string) []string {
 	return args
 }
 
-// masterPod builds the master pod of cfg's job.
-func masterPod(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*corev1.Pod, error) {
+// masterJob builds the Job that runs cfg's master.
+func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*batchv1.Job, error) {
 	if err := k8s.CheckJobName(cfg.JobName); err != nil {
 		return nil, usageError{fmt.Errorf("--job_name: %w", err)}
 	}
@@ -183,18 +185,18 @@ func masterPod(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*corev1.Pod, 
 	if cfg.MetricsPort > 0 {
 		s.Annotations = k8s.ScrapeAnnotations(cfg.MetricsPort)
 	}
-	pod := k8s.NewPod(k8s.MasterPodName(cfg.JobName), o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
-	return pod, nil
+	pod := k8s.NewPod("", o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
+	return k8s.NewMasterJob(cfg.JobName, o.namespace, pod), nil
 }
 
-// submitK8s creates the job's master pod (or prints it, with --yaml).
+// submitK8s creates the job's master Job (or prints it, with --yaml).
 func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions) error {
-	pod, err := masterPod(fs, cfg, o.k8s)
+	mj, err := masterJob(fs, cfg, o.k8s)
 	if err != nil {
 		return err
 	}
 	if o.k8s.yaml {
-		out, err := yaml.Marshal(pod)
+		out, err := yaml.Marshal(mj)
 		if err != nil {
 			return fmt.Errorf("manifest: %w", err)
 		}
@@ -205,7 +207,7 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	if err != nil {
 		return err
 	}
-	if err := client.SubmitJob(ctx, pod, priorityClasses(cfg, o.k8s)); err != nil {
+	if err := client.SubmitJob(ctx, mj, priorityClasses(cfg, o.k8s)); err != nil {
 		var pe *k8s.PriorityClassError
 		if errors.As(err, &pe) {
 			return usageError{err}
@@ -213,8 +215,8 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 		return err
 	}
 	ns := o.k8s.namespace
-	fmt.Fprintf(env.Stdout, "job %s submitted: pod %s in namespace %s\n", cfg.JobName, pod.Name, ns)
-	fmt.Fprintf(env.Stdout, "  follow:  elasticdl logs %s --namespace=%s -f   (kubectl logs -f -n %s %s)\n", cfg.JobName, ns, ns, pod.Name)
+	fmt.Fprintf(env.Stdout, "job %s submitted: Job %s in namespace %s runs its master\n", cfg.JobName, mj.Name, ns)
+	fmt.Fprintf(env.Stdout, "  follow:  elasticdl logs %s --namespace=%s -f   (kubectl logs -f -n %s job/%s)\n", cfg.JobName, ns, ns, mj.Name)
 	fmt.Fprintf(env.Stdout, "  status:  elasticdl status %s --namespace=%s   (kubectl get pods -n %s -l %s)\n", cfg.JobName, ns, ns, k8s.JobSelector(cfg.JobName))
 	fmt.Fprintf(env.Stdout, "  stop:    elasticdl stop %s --namespace=%s\n", cfg.JobName, ns)
 	return nil

@@ -17,6 +17,8 @@ import (
 // runMaster is the command of a job's master pod: it runs the job with the
 // Kubernetes backend, then leaves the summary in a ConfigMap, labels its
 // own pod status=Finished|Failed, and exits non-zero if the job failed.
+// When its pod is deleted or evicted (SIGTERM) it hands the job over to the
+// master pod its Job starts next, and exits with k8s.ExitHandedOver.
 func runMaster(ctx context.Context, env Env, args []string) error {
 	mode, args := jobTypeArg(args)
 	cfg := master.DefaultConfig()
@@ -85,7 +87,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		defer cancel()
 		rec.Close(fctx)
 	}()
-	cfg.RunID = "pod-" + string(self.UID())
+	cfg.RunID = self.RunID()
 	holder := fmt.Sprintf("%s/%d/%d", podName, os.Getpid(), time.Now().UnixNano())
 	store, err := self.OpenStateStore(ctx, cfg.JobName, holder)
 	if err != nil {
@@ -96,6 +98,10 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger, store, lis)
+	if errors.Is(runErr, master.ErrHandedOver) {
+		rec.Notify(true, "MasterHandedOver", fmt.Sprintf("master pod %s was stopped (deleted, evicted or preempted): its state is saved, and the next master pod resumes the job", podName))
+		return restartable(runErr)
+	}
 	if errors.Is(runErr, master.ErrStateLost) {
 		// Not the job's end: the next master resumes (or, fenced, another
 		// one already has).
@@ -135,7 +141,18 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	k8sAddrs(&cfg, o, podIP)
+	masterHost := podIP
+	if self.Replaced() {
+		// Master pods come and go; the job's pods reach whichever runs,
+		// through its Service (or --master_host).
+		if masterHost, err = self.EnsureService(ctx, cfg.JobName, o.masterPort); err != nil {
+			return nil, err
+		}
+		if o.masterHost != "" {
+			masterHost = o.masterHost
+		}
+	}
+	k8sAddrs(&cfg, o, masterHost)
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return nil, fmt.Errorf("--output: %w", err)
 	}
@@ -155,7 +172,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis})
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis, HandOver: self.Replaced()})
 	if err == nil && cfg.MetricsPort > 0 {
 		var stop func()
 		if stop, err = startMasterMetrics(m, portAddr("", cfg.MetricsPort), logger); err == nil {
@@ -172,11 +189,12 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 }
 
 // k8sAddrs sets where the master pod listens and how the job's pods reach
-// it and each other: the master at its pod IP; an AllReduce worker at its
-// own pod IP, which the kubelet puts in place of k8s.PodIPRef in its args.
-func k8sAddrs(cfg *master.Config, o k8sOptions, podIP string) {
+// it and each other: the master at masterHost (its Service, or its pod IP
+// when nothing replaces its pod); an AllReduce worker at its own pod IP,
+// which the kubelet puts in place of k8s.PodIPRef in its args.
+func k8sAddrs(cfg *master.Config, o k8sOptions, masterHost string) {
 	cfg.ListenAddr = portAddr("", o.masterPort)
-	cfg.AdvertiseAddr = portAddr(podIP, o.masterPort)
+	cfg.AdvertiseAddr = portAddr(masterHost, o.masterPort)
 	cfg.CollectiveAddr = portAddr(k8s.PodIPRef, o.collectivePort)
 }
 

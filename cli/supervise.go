@@ -219,6 +219,10 @@ func superviseMaster(ctx context.Context, env Env, args []string, listenAddr str
 		return nil
 	case res.code == exitFenced:
 		return fencedError{errors.New("another master took the job over")}
+	case res.code == exitRestart:
+		// Stopped (the pod deleted or evicted): the pod's Job starts the
+		// next master, which resumes.
+		return restartable(errors.New("the master handed the job over to the next master pod"))
 	}
 	return quietError{fmt.Errorf("master exited with code %d", res.code)} // it said why
 }

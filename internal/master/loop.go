@@ -14,7 +14,8 @@ import (
 // loop turns backend events and clock ticks into the core's events until
 // the core says the workers are done, or ctx ends. It returns the
 // persister's error (from persisted; nil channel: none) when the state can
-// no longer be persisted.
+// no longer be persisted, and ErrHandedOver when ctx ends a master that
+// hands over.
 func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -45,6 +46,9 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			}
 			return nil
 		case <-ctx.Done():
+			if m.handOver {
+				return ErrHandedOver
+			}
 			m.step(ctx, job.Fail{Err: fmt.Errorf("job stopped: %w", context.Cause(ctx))})
 			return nil
 		}

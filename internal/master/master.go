@@ -51,6 +51,12 @@ type Deps struct {
 	// Listener, when set, is where the master serves (instead of
 	// Config.ListenAddr): a supervisor keeps the port across masters.
 	Listener net.Listener
+	// HandOver: when Run's context ends, the master does not stop the job
+	// but hands it over: it stops serving, persists its last state, leaves
+	// the instances running and returns ErrHandedOver; the next master
+	// resumes. For a master whose pod something replaces when it is
+	// deleted or evicted (a Kubernetes Job); it needs Store.
+	HandOver bool
 }
 
 // Notifier receives notable job events (Kubernetes Events on the master
@@ -95,6 +101,7 @@ type Master struct {
 
 	store    StateStore
 	listener net.Listener
+	handOver bool
 	// resuming: the core was rebuilt from persisted state (failover).
 	resuming bool
 	persist  *persister
@@ -136,6 +143,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	}
 	if cfg.allReduce() && spec.IsSparse() {
 		return nil, fmt.Errorf("--distribution_strategy=AllreduceStrategy: model %s has embedding tables, which live on parameter servers: use ParameterServerStrategy", spec.Name)
+	}
+	if deps.HandOver && deps.Store == nil {
+		return nil, errors.New("a master that hands over needs a state store")
 	}
 	logger := deps.Logger
 	if logger == nil {
@@ -180,6 +190,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		job:       core,
 		ended:     make(chan struct{}),
 		store:     deps.Store,
+		handOver:  deps.HandOver,
 		listener:  deps.Listener,
 		resuming:  resuming,
 	}
@@ -307,9 +318,20 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		gs := m.serve(lis)
 		defer gs.Stop()
 		if err := m.loop(ctx, persistDone); err != nil {
+			if errors.Is(err, ErrHandedOver) {
+				// Requests under way are answered (a worker whose report
+				// is lost in between has it refused as done by the next
+				// master); nothing is answered after the last state written.
+				stopGracefully(gs, handOverGrace)
+				m.persist.close()
+				if perr := m.persist.failed(); perr != nil {
+					return nil, errors.Join(err, perr)
+				}
+				m.log.Info("handed the job over to the next master", "why", context.Cause(ctx))
+			}
 			// The state can no longer be persisted (or another master took
-			// the store over): this master must stop acting at once, and
-			// leave the instances to the next one.
+			// the store over, or this one handed over): this master must
+			// stop acting at once, and leave the instances to the next one.
 			return nil, err
 		}
 	}
@@ -328,6 +350,30 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 // ErrStateLost: the master could not persist the job's state and stopped
 // acting; a master that starts next resumes from what was persisted.
 var ErrStateLost = errors.New("job state store lost")
+
+// handOverGrace bounds how long a master handing over waits for the
+// requests under way.
+const handOverGrace = 2 * time.Second
+
+// stopGracefully stops gs once its requests under way are answered, or
+// after grace.
+func stopGracefully(gs *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		gs.Stop()
+		<-done
+	}
+}
+
+// ErrHandedOver: the master was stopped (Deps.HandOver) and left the job,
+// its state persisted, to the next master.
+var ErrHandedOver = errors.New("job handed over to the next master")
 
 // resume adopts what the backend still has of the job (a master that took
 // over from one that died).

@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -118,7 +117,8 @@ func (p *persister) wait(seq uint64) error {
 		return p.err
 	}
 	if p.done < seq {
-		return errors.New("master state store closed")
+		// The master is going; the next one answers.
+		return fmt.Errorf("%w: the master is handing the job over", ErrStateLost)
 	}
 	return nil
 }
@@ -172,6 +172,13 @@ func (p *persister) writeOnce(ctx context.Context) error {
 	p.lastAt = time.Now()
 	p.mu.Unlock()
 	return nil
+}
+
+// failed is the store's error, if it failed.
+func (p *persister) failed() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 // close writes what is left and stops run.

@@ -249,3 +249,72 @@ func TestRunStopsWhenTheStateCannotBePersisted(t *testing.T) {
 		t.Error("a summary was written")
 	}
 }
+
+// TestRunHandsOver: a master that hands over (a Kubernetes master pod
+// deleted or evicted) and is stopped does not stop the job: it stops no
+// instance, writes no summary, leaves its last state persisted, and
+// returns ErrHandedOver; the next master resumes from that state.
+func TestRunHandsOver(t *testing.T) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ModelDef, cfg.TrainingData, cfg.Output, cfg.RunID = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir(), "run1"
+	cfg.NumWorkers, cfg.NumPS = 2, 1
+	fb := newFakeBackend()
+	store := &memStore{}
+	if _, err := New(cfg, Deps{Backend: fb, Registry: reg, HandOver: true}); err == nil {
+		t.Fatal("a master that hands over, without a store: accepted")
+	}
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Store: store, HandOver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		s   *Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := m.Run(ctx)
+		done <- result{s, err}
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(fb.launches()) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("launched %v, want the PS and 2 workers", fb.launches())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if !errors.Is(r.err, ErrHandedOver) || r.s != nil {
+		t.Fatalf("Run: %v, %v; want ErrHandedOver and no summary", r.s, r.err)
+	}
+	fb.mu.Lock()
+	stopped := len(fb.stopped)
+	fb.mu.Unlock()
+	if stopped != 0 {
+		t.Errorf("stopped %d instances: a master that hands over leaves them to the next", stopped)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Output, "job_summary.json")); err == nil {
+		t.Error("a summary was written")
+	}
+	next, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg, Store: store, HandOver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.resuming {
+		t.Fatal("the next master does not resume from the state handed over")
+	}
+	if st := next.job.State(); len(st.Workers) != 2 || len(st.PS) != 1 {
+		t.Errorf("the next master knows workers %+v, PS %+v: want the 3 launched", st.Workers, st.PS)
+	}
+}

@@ -63,6 +63,114 @@ func TestK8sMasterKilled(t *testing.T) {
 		s.Failovers[0].ResumedAt.Sub(killed).Seconds(), s.Failovers[0].FirstTaskAt.Sub(killed).Seconds())
 }
 
+// TestK8sMasterPodLost deletes the master pod while the job trains, then
+// evicts the master pod that replaced it. Each time the master hands the
+// job over (its state saved) and exits, and the master's Job starts a new
+// master pod, which resumes from the state ConfigMap and adopts the worker
+// and PS pods: the same pods, as the Job, not the master pod, owns them.
+// The job finishes with every record trained exactly once. The deletion
+// counts against the Job's limit of failed master pods; the eviction (a
+// DisruptionTarget) does not.
+func TestK8sMasterPodLost(t *testing.T) {
+	timeTest(t)
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-g", 2, "4", "8Gi")
+	j := submit(t, ns, "podlost", label, "--minibatch_size=8", "--num_epochs=2")
+	j.waitWorkers(30*time.Second, 2, 0)
+	j.waitTraining(30 * time.Second)
+
+	uids := map[string]string{}
+	for _, p := range append(j.pods("worker"), j.pods("ps")...) {
+		uids[p.Metadata.Name] = p.Metadata.UID
+	}
+	sameInstances := func(when string) {
+		t.Helper()
+		ps := append(j.pods("worker"), j.pods("ps")...)
+		for _, p := range ps {
+			if uid, ok := uids[p.Metadata.Name]; !ok || uid != p.Metadata.UID {
+				t.Errorf("%s: pod %s (uid %s) is new: the master relaunched instead of adopting (before: %v)", when, p.Metadata.Name, p.Metadata.UID, uids)
+			}
+		}
+		if len(ps) != len(uids) {
+			t.Errorf("%s: pods %v, want the %d adopted", when, ps, len(uids))
+		}
+	}
+	failedMasters := func() int {
+		var mj masterJobState
+		getJSON(t, &mj, "job", "-n", ns, j.masterJob())
+		return mj.Status.Failed
+	}
+	// lose ends the master pod by how, and returns the one that replaces
+	// it once it trains.
+	lose := func(how string, end func(name string)) string {
+		t.Helper()
+		old := j.masterPod()
+		before := j.recordsDone()
+		lostAt := time.Now()
+		end(old)
+		var next string
+		replaced := waitFor(t, 90*time.Second, "a new master pod Running after "+how, func() (bool, string) {
+			ms := j.pods("master")
+			for _, m := range ms {
+				if m.Metadata.Name != old && m.running() {
+					next = m.Metadata.Name
+					return true, ""
+				}
+			}
+			return false, fmt.Sprint(ms)
+		})
+		training := waitFor(t, 60*time.Second, "training under the new master", func() (bool, string) {
+			n := j.recordsDone()
+			return n > before, fmt.Sprintf("%d records done, %d before", n, before)
+		})
+		t.Logf("%s master pod %s: %s Running %.1fs later, training %.1fs after that", how, old, next, replaced.Seconds(), training.Seconds())
+		if took := time.Since(lostAt); took > time.Minute {
+			t.Logf("the master was away %.0fs, longer than the workers wait for it", took.Seconds())
+		}
+		sameInstances("after " + how)
+		return next
+	}
+
+	lose("deleted", func(name string) { kubectl(t, "delete", "pod", "-n", ns, name, "--wait=false") })
+	if n := failedMasters(); n != 1 {
+		t.Errorf("the Job counts %d failed master pods after the deletion, want 1", n)
+	}
+	lose("evicted", func(name string) {
+		eviction := fmt.Sprintf(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":%q,"namespace":%q}}`, name, ns)
+		if out, err := kubectlCmd(context.Background(), eviction, "create", "--raw", "/api/v1/namespaces/"+ns+"/pods/"+name+"/eviction", "-f", "-"); err != nil {
+			t.Fatalf("evict %s: %v: %s", name, err, out)
+		}
+	})
+	if n := failedMasters(); n != 1 {
+		t.Errorf("the Job counts %d failed master pods after the eviction, want still 1 (evictions are not the master's failures)", n)
+	}
+
+	r := waitSucceeded(t, j, 5*time.Minute)
+	assertTrained(t, r, 2, minAccuracy)
+	s := r.Summary
+	if s.MasterRestarts != 2 || len(s.Failovers) != 2 || s.Failovers[0].FirstTaskAt == nil || s.Failovers[1].FirstTaskAt == nil {
+		t.Fatalf("master_restarts %d, failovers %+v: want two takeovers that handed out work", s.MasterRestarts, s.Failovers)
+	}
+	if s.Workers.Launched != 2 || s.Workers.Lost != 0 || s.PS.Launched != 1 || s.PS.Lost != 0 {
+		t.Errorf("workers %+v, ps %+v: want the 2 workers and the PS adopted, none lost or relaunched", s.Workers, s.PS)
+	}
+	reasons := map[string]int{}
+	for _, e := range j.events() {
+		reasons[e.Reason]++
+	}
+	if reasons["MasterHandedOver"] != 2 || reasons["MasterResumed"] != 2 {
+		t.Errorf("events about the master Job %v: want MasterHandedOver and MasterResumed twice each", reasons)
+	}
+	out, code, _ := cli(t, nil, 30*time.Second, "status", j.name, "--namespace", ns)
+	if code != 0 || !strings.Contains(out, "1 master pods lost") || !strings.Contains(out, "taken over 2 times") || strings.Contains(out, "EndpointSlice") {
+		t.Errorf("elasticdl status exited %d, want it to count 1 master pod lost (the eviction is not), 2 takeovers, and only the Job's Events:\n%s", code, out)
+	}
+	out, code, _ = cli(t, nil, 30*time.Second, "logs", j.name, "--namespace", ns)
+	if code != 0 || !strings.Contains(out, "resuming the job") {
+		t.Errorf("elasticdl logs exited %d, want the log of the last master, which resumed:\n%s", code, tail(out, 10))
+	}
+}
+
 // masterProcess is the PID of the master process in master pod p (a child
 // of the pod's first process).
 func masterProcess(t *testing.T, p pod) int {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +94,7 @@ type objectMeta struct {
 	Namespace         string
 	UID               string `json:"uid"`
 	Labels            map[string]string
+	CreationTimestamp string
 	DeletionTimestamp string
 	OwnerReferences   []ownerRef
 }
@@ -292,7 +295,46 @@ type job struct {
 	output               string // --output: a temp dir (pods run on this machine)
 }
 
-func (j *job) masterPod() string { return "elasticdl-" + j.name + "-master" }
+// masterJob is the name of the batch/v1 Job that runs the job's master.
+func (j *job) masterJob() string { return "elasticdl-" + j.name + "-master" }
+
+// masterPod is the name of the job's newest master pod (the one running
+// the job, or that ran it last); "" while there is none.
+func (j *job) masterPod() string {
+	ps := j.pods("master")
+	if len(ps) == 0 {
+		return ""
+	}
+	slices.SortStableFunc(ps, func(a, b pod) int {
+		return cmp.Or(cmp.Compare(b.Metadata.CreationTimestamp, a.Metadata.CreationTimestamp), cmp.Compare(b.Metadata.Name, a.Metadata.Name))
+	})
+	return ps[0].Metadata.Name
+}
+
+// masterJobState is the job's master Job, as waitJob reads it.
+type masterJobState struct {
+	Metadata objectMeta
+	Status   struct {
+		Active, Failed, Succeeded int
+		Conditions                []condition
+	}
+}
+
+// ended is "Succeeded" or "Failed" once the Job has ended, else "".
+func (m masterJobState) ended() string {
+	for _, c := range m.Status.Conditions {
+		if c.Status != "True" {
+			continue
+		}
+		switch c.Type {
+		case "Complete":
+			return "Succeeded"
+		case "Failed":
+			return "Failed"
+		}
+	}
+	return ""
+}
 
 var (
 	portMu   sync.Mutex
@@ -337,6 +379,7 @@ func jobArgs(j *job, extra ...string) []string {
 		"--namespace=" + ns,
 		"--job_name=" + name,
 		"--ps_host=127.0.0.1",
+		"--master_host=127.0.0.1",
 		"--node_selector=e2e=" + label,
 		fmt.Sprintf("--master_port=%d", j.masterPort),
 		fmt.Sprintf("--ps_port=%d", j.psPort),
@@ -490,6 +533,9 @@ func (j *job) dump() {
 	if out, err := kubectlCmd(ctx, "", "get", "events", "-n", j.ns, "--sort-by=.lastTimestamp"); err == nil {
 		b.WriteString("---- events\n" + tail(out, 60) + "\n")
 	}
+	if out, err := kubectlCmd(ctx, "", "get", "job", "-n", j.ns, j.masterJob(), "-o", "yaml"); err == nil {
+		b.WriteString("---- master Job\n" + tail(out, 40) + "\n")
+	}
 	b.WriteString("---- master log (last 80 lines)\n" + tail(j.podLog(j.masterPod()), 80) + "\n")
 	files, _ := filepath.Glob(filepath.Join(rigState, "procnodes", "*", "pods", j.ns+"_elasticdl-"+j.name+"-*", "*.log"))
 	for _, f := range files {
@@ -502,11 +548,11 @@ func (j *job) dump() {
 	t.Log(b.String())
 }
 
-// delete stops the job (deletes the master pod) and waits until its pods are gone.
+// delete stops the job (deletes the master Job) and waits until its pods are gone.
 func (j *job) delete() {
 	t := j.t
 	ctx := context.Background()
-	if _, err := kubectlCmd(ctx, "", "delete", "pod", "-n", j.ns, j.masterPod(), "--ignore-not-found", "--wait", "--timeout=40s"); err != nil {
+	if _, err := kubectlCmd(ctx, "", "delete", "job", "-n", j.ns, j.masterJob(), "--cascade=foreground", "--ignore-not-found", "--wait", "--timeout=40s"); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
 	deadline := time.Now().Add(40 * time.Second)
@@ -517,7 +563,7 @@ func (j *job) delete() {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("cleanup: pods of job %s still there 40 s after its master was deleted", j.name)
+	t.Logf("cleanup: pods of job %s still there 40 s after its master Job was deleted", j.name)
 }
 
 // podLog returns a pod's log: kubectl logs while the pod exists, else the
@@ -558,16 +604,17 @@ func countRunning(ps []pod) (running, unschedulable int) {
 	return
 }
 
-// events returns the events about the job's master pod.
+// events returns the events about the job's master Job (the master's
+// own, and the Job controller's).
 func (j *job) events() []event {
 	var l struct{ Items []event }
-	getJSON(j.t, &l, "events", "-n", j.ns, "--field-selector", "involvedObject.name="+j.masterPod())
+	getJSON(j.t, &l, "events", "-n", j.ns, "--field-selector", "involvedObject.kind=Job,involvedObject.name="+j.masterJob())
 	return l.Items
 }
 
 // jobResult is how a job ended.
 type jobResult struct {
-	Phase   string // of the master pod: Succeeded or Failed
+	Phase   string // of the master Job: Succeeded (Complete) or Failed
 	Summary master.Summary
 	Raw     string // the summary JSON; empty when there is no summary ConfigMap
 	// FirstTaskTrainedAt is the summary's first_task_trained_at (zero if absent).
@@ -575,28 +622,28 @@ type jobResult struct {
 	Took               time.Duration // from submission to the end of the master pod
 }
 
-// waitJob waits for the master pod to end (Succeeded or Failed) and returns
+// waitJob waits for the master Job to end (Complete or Failed) and returns
 // the summary from ConfigMap elasticdl-JOB-summary, key job_summary.json.
 // On timeout it fails the test with the master's log.
 func waitJob(t *testing.T, j *job, timeout time.Duration) jobResult {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
-	var p pod
+	var mj masterJobState
 	for {
-		if getJSON(t, &p, "pod", "-n", j.ns, j.masterPod()) {
-			if p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
+		if getJSON(t, &mj, "job", "-n", j.ns, j.masterJob()) {
+			if mj.ended() != "" {
 				break
 			}
 		} else if time.Since(j.submitEnd) > 30*time.Second {
-			t.Fatalf("master pod %s/%s does not exist 30 s after the job was submitted", j.ns, j.masterPod())
+			t.Fatalf("master Job %s/%s does not exist 30 s after the job was submitted", j.ns, j.masterJob())
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("job %s did not finish within %s (master pod phase %q); master log:\n%s",
-				j.name, timeout, p.Status.Phase, tail(j.podLog(j.masterPod()), 60))
+			t.Fatalf("job %s did not finish within %s (master Job %+v); master log:\n%s",
+				j.name, timeout, mj.Status, tail(j.podLog(j.masterPod()), 60))
 		}
 		time.Sleep(time.Second)
 	}
-	r := jobResult{Phase: p.Status.Phase, Took: time.Since(j.submitted)}
+	r := jobResult{Phase: mj.ended(), Took: time.Since(j.submitted)}
 	var cm struct{ Data map[string]string }
 	if getJSON(t, &cm, "configmap", "-n", j.ns, "elasticdl-"+j.name+"-summary") {
 		r.Raw = cm.Data["job_summary.json"]
@@ -627,7 +674,7 @@ func waitSucceeded(t *testing.T, j *job, timeout time.Duration) jobResult {
 	t.Helper()
 	r := waitJob(t, j, timeout)
 	if r.Phase != "Succeeded" || r.Raw == "" || r.Summary.Status != "succeeded" {
-		t.Fatalf("job %s: master pod %s, summary status %q error %q (summary present: %v); master log:\n%s",
+		t.Fatalf("job %s: master Job %s, summary status %q error %q (summary present: %v); master log:\n%s",
 			j.name, r.Phase, r.Summary.Status, r.Summary.Error, r.Raw != "", tail(j.podLog(j.masterPod()), 60))
 	}
 	return r

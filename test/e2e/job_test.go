@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -54,15 +55,20 @@ spec:
 	t.Logf("pod zoo Succeeded on %s in %.1fs", p.Spec.NodeName, took.Seconds())
 }
 
-// checkOwned checks the labels and the controller ownerReference of one of
-// a job's objects (issue 4 item 2, /tmp/spec/k8s-interface.md).
-func checkOwned(t *testing.T, what string, m objectMeta, job, replicaType string, master pod) {
+// checkOwned checks the labels and the ownerReference of one of a job's
+// objects: owned by the master's Job (so that a master pod deleted takes
+// nothing with it), blocking its deletion, and no controller reference
+// (the Job controller would release a pod it controls that its selector
+// does not match).
+func checkOwned(t *testing.T, what string, m objectMeta, job, replicaType string, owner masterJobState) {
 	t.Helper()
 	want := map[string]string{
-		"app.kubernetes.io/name":     "elasticdl",
-		"elasticdl.io/job-name":      job,
-		"elasticdl.io/replica-type":  replicaType,
-		"elasticdl.io/replica-index": "",
+		"app.kubernetes.io/name":    "elasticdl",
+		"elasticdl.io/job-name":     job,
+		"elasticdl.io/replica-type": replicaType,
+	}
+	if replicaType != "master" {
+		want["elasticdl.io/replica-index"] = ""
 	}
 	for k, v := range want {
 		got, ok := m.Labels[k]
@@ -70,16 +76,15 @@ func checkOwned(t *testing.T, what string, m objectMeta, job, replicaType string
 			t.Errorf("%s %s: label %s=%q (present %v), want %q", what, m.Name, k, got, ok, v)
 		}
 	}
-	var ref *ownerRef
-	for i := range m.OwnerReferences {
-		if m.OwnerReferences[i].Controller != nil && *m.OwnerReferences[i].Controller {
-			ref = &m.OwnerReferences[i]
-		}
+	if len(m.OwnerReferences) != 1 {
+		t.Errorf("%s %s: ownerReferences %+v, want the master's Job", what, m.Name, m.OwnerReferences)
+		return
 	}
-	if ref == nil || ref.Kind != "Pod" || ref.Name != master.Metadata.Name || ref.UID != master.Metadata.UID ||
-		ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
-		t.Errorf("%s %s: ownerReferences %+v, want controller Pod %s uid %s with blockOwnerDeletion",
-			what, m.Name, m.OwnerReferences, master.Metadata.Name, master.Metadata.UID)
+	ref := m.OwnerReferences[0]
+	if ref.Kind != "Job" || ref.Name != owner.Metadata.Name || ref.UID != owner.Metadata.UID ||
+		ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion || ref.Controller != nil && *ref.Controller {
+		t.Errorf("%s %s: ownerReference %+v, want Job %s uid %s with blockOwnerDeletion, not as controller",
+			what, m.Name, ref, owner.Metadata.Name, owner.Metadata.UID)
 	}
 }
 
@@ -139,8 +144,8 @@ func checkPodSpec(t *testing.T, p pod, role string, j *job, cpuRequest string) {
 
 // (a) `elasticdl train --backend=k8s --yaml | kubectl apply -f -` runs a job
 // with 2 workers and 1 PS to the end; then nothing of it is left but the
-// master pod (label status=Finished), and deleting that garbage-collects the
-// summary ConfigMap.
+// master's Job and pod (label status=Finished), and deleting the Job
+// garbage-collects the pod and the summary ConfigMap.
 func TestK8sJobFromYAML(t *testing.T) {
 	timeTest(t)
 	ns := newNamespace(t)
@@ -152,11 +157,11 @@ func TestK8sJobFromYAML(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("elasticdl train --backend=k8s --yaml exited %d:\n%s%s", code, manifest, stderr)
 	}
-	if !strings.Contains(manifest, "kind: Pod") || !strings.Contains(manifest, j.masterPod()) {
-		t.Fatalf("--yaml printed no master pod manifest:\n%s\nstderr:\n%s", manifest, stderr)
+	if !strings.Contains(manifest, "kind: Job") || !strings.Contains(manifest, j.masterJob()) {
+		t.Fatalf("--yaml printed no master Job manifest:\n%s\nstderr:\n%s", manifest, stderr)
 	}
-	if ps := jobPods(t, ns, j.name, "master"); len(ps) != 0 {
-		t.Fatalf("--yaml created pods: %v", ps)
+	if ps := jobPods(t, ns, j.name, "master"); len(ps) != 0 || getJSON(t, &masterJobState{}, "job", "-n", ns, j.masterJob()) {
+		t.Fatalf("--yaml created the Job or pods: %v", ps)
 	}
 	// No -n: the manifest names its namespace.
 	out := kubectlApply(t, manifest)
@@ -166,24 +171,30 @@ func TestK8sJobFromYAML(t *testing.T) {
 	ws := j.waitWorkers(30*time.Second, 2, 0)
 	var master pod
 	if !getJSON(t, &master, "pod", "-n", ns, j.masterPod()) {
-		t.Fatalf("no master pod %s in namespace %s after kubectl apply", j.masterPod(), ns)
+		t.Fatalf("no master pod in namespace %s after kubectl apply", ns)
+	}
+	var mj masterJobState
+	if !getJSON(t, &mj, "job", "-n", ns, j.masterJob()) {
+		t.Fatalf("no master Job %s in namespace %s after kubectl apply", j.masterJob(), ns)
 	}
 	checkPodSpec(t, master, "master", j, "250m")
 	for _, w := range ws {
-		checkOwned(t, "worker pod", w.Metadata, j.name, "worker", master)
+		checkOwned(t, "worker pod", w.Metadata, j.name, "worker", mj)
 		checkPodSpec(t, w, "worker", j, "500m")
 	}
 	for _, p := range j.pods("ps") {
-		checkOwned(t, "ps pod", p.Metadata, j.name, "ps", master)
+		checkOwned(t, "ps pod", p.Metadata, j.name, "ps", mj)
 		checkPodSpec(t, p, "ps", j, "250m")
 	}
 	var svcs struct{ Items []service }
 	getJSON(t, &svcs, "services", "-n", ns, "-l", "elasticdl.io/job-name="+j.name)
-	if len(svcs.Items) != 1 || svcs.Items[0].Metadata.Name != "elasticdl-"+j.name+"-ps-0" {
-		t.Errorf("services of the job: %+v, want elasticdl-%s-ps-0", svcs.Items, j.name)
-	}
+	names := map[string]string{}
 	for _, s := range svcs.Items {
-		checkOwned(t, "service", s.Metadata, j.name, "ps", master)
+		names[s.Metadata.Name] = s.Metadata.Labels["elasticdl.io/replica-type"]
+		checkOwned(t, "service", s.Metadata, j.name, s.Metadata.Labels["elasticdl.io/replica-type"], mj)
+	}
+	if want := map[string]string{"elasticdl-" + j.name + "-ps-0": "ps", j.masterJob(): "master"}; !maps.Equal(names, want) {
+		t.Errorf("services of the job: %v, want %v", names, want)
 	}
 
 	r := waitSucceeded(t, j, 3*time.Minute)
@@ -192,7 +203,7 @@ func TestK8sJobFromYAML(t *testing.T) {
 		t.Errorf("summary workers %+v ps %+v, want 2 workers and 1 PS launched", r.Summary.Workers, r.Summary.PS)
 	}
 
-	// Nothing of the job is left but its master pod.
+	// Nothing of the job is left but its master Job and pod.
 	waitFor(t, 30*time.Second, "no worker, PS pod or service of the job", func() (bool, string) {
 		var l struct {
 			Items []struct{ Metadata objectMeta }
@@ -224,7 +235,7 @@ func TestK8sJobFromYAML(t *testing.T) {
 	ev := newJob(t, ns, "yaml-eval", label)
 	ev.submitted = time.Now()
 	evalOut, evalCode, _ := cli(t, nil, 60*time.Second, "evaluate", "--backend=k8s", "--image=elasticdl:e2e", "--namespace="+ns,
-		"--job_name="+ev.name, "--ps_host=127.0.0.1", "--node_selector=e2e="+label,
+		"--job_name="+ev.name, "--ps_host=127.0.0.1", "--master_host=127.0.0.1", "--node_selector=e2e="+label,
 		fmt.Sprintf("--master_port=%d", ev.masterPort), fmt.Sprintf("--ps_port=%d", ev.psPort),
 		"--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init="+filepath.Join(j.output, "model"),
 		"--validation_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--output="+ev.output,
@@ -243,14 +254,15 @@ func TestK8sJobFromYAML(t *testing.T) {
 		t.Logf("evaluate job on the saved model: accuracy %.4f, as the training job's", got)
 	}
 
-	// Deleting the master pod garbage-collects the summary ConfigMap.
-	kubectl(t, "delete", "pod", "-n", ns, j.masterPod(), "--wait", "--timeout=30s")
+	// Deleting the master Job garbage-collects its pod and the summary
+	// ConfigMap.
+	kubectl(t, "delete", "job", "-n", ns, j.masterJob(), "--wait", "--timeout=30s")
 	cm := "elasticdl-" + j.name + "-summary"
-	took := waitFor(t, 30*time.Second, "the summary ConfigMap to be garbage-collected", func() (bool, string) {
+	took := waitFor(t, 30*time.Second, "the master pod and summary ConfigMap to be garbage-collected", func() (bool, string) {
 		var x struct{ Metadata objectMeta }
-		return !getJSON(t, &x, "configmap", "-n", ns, cm), cm + " still exists"
+		return !getJSON(t, &x, "configmap", "-n", ns, cm) && len(j.pods("master")) == 0, cm + " or a master pod still exists"
 	})
-	t.Logf("ConfigMap %s collected %.1fs after the master pod was deleted", cm, took.Seconds())
+	t.Logf("ConfigMap %s and the master pod collected %.1fs after the master Job was deleted", cm, took.Seconds())
 }
 
 // (b) A pod of higher priority that needs a worker's room preempts the
@@ -379,9 +391,8 @@ func TestK8sWorkerDeletedPSKilled(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("elasticdl stop exited %d:\n%s", code, out)
 	}
-	var m pod
-	if getJSON(t, &m, "pod", "-n", ns, j.masterPod()) {
-		t.Errorf("master pod still there after elasticdl stop returned (%.1fs): %s", took.Seconds(), m.String())
+	if ms := j.pods("master"); len(ms) != 0 || getJSON(t, &masterJobState{}, "job", "-n", ns, j.masterJob()) {
+		t.Errorf("master Job or pods %v still there after elasticdl stop returned (%.1fs)", ms, took.Seconds())
 	}
 	waitFor(t, 30*time.Second, "the summary ConfigMap to be garbage-collected", func() (bool, string) {
 		var x struct{ Metadata objectMeta }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,12 +19,12 @@ import (
 	"elasticdl/internal/cluster"
 )
 
-// ErrNoJob is the error, wrapped, of a call about a job that has no master
-// pod.
+// ErrNoJob is the error, wrapped, of a call about a job that has no
+// master Job.
 var ErrNoJob = errors.New("no job")
 
 func noJob(namespace, job string) error {
-	return fmt.Errorf("%w %s in namespace %s (no pod %s)", ErrNoJob, job, namespace, MasterPodName(job))
+	return fmt.Errorf("%w %s in namespace %s (no Job %s)", ErrNoJob, job, namespace, MasterName(job))
 }
 
 // PriorityClassUse is a PriorityClass a job's pods ask for, with the flag
@@ -38,23 +39,24 @@ func (e *PriorityClassError) Error() string {
 	return fmt.Sprintf("--%s: PriorityClass %q does not exist in the cluster (deploy/priority-classes.yaml defines elasticdl-high and elasticdl-low)", e.Flag, e.Class)
 }
 
-// SubmitJob creates a job's master pod (built by NewPod), once a preflight
-// has turned the usual mistakes into one clear error before anything is
-// created: an unreachable API server, a namespace without the RBAC objects
-// for the pod's ServiceAccount, an unknown PriorityClass among classes
-// (empty ones are skipped; a missing one is a *PriorityClassError).
-func (c *Client) SubmitJob(ctx context.Context, master *corev1.Pod, classes []PriorityClassUse) error {
+// SubmitJob creates a job's master Job (built by NewMasterJob), once a
+// preflight has turned the usual mistakes into one clear error before
+// anything is created: an unreachable API server, a namespace without the
+// RBAC objects for the master's ServiceAccount, an unknown PriorityClass
+// among classes (empty ones are skipped; a missing one is a
+// *PriorityClassError).
+func (c *Client) SubmitJob(ctx context.Context, master *batchv1.Job, classes []PriorityClassUse) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	if err := c.preflight(ctx, master.Namespace, master.Spec.ServiceAccountName, classes); err != nil {
+	if err := c.preflight(ctx, master.Namespace, master.Spec.Template.Spec.ServiceAccountName, classes); err != nil {
 		return err
 	}
 	ns, job := master.Namespace, master.Labels[LabelJob]
-	if _, err := c.cs.CoreV1().Pods(ns).Create(ctx, master, metav1.CreateOptions{}); err != nil {
+	if _, err := c.cs.BatchV1().Jobs(ns).Create(ctx, master, metav1.CreateOptions{}); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("job %s exists in namespace %s (pod %s): `elasticdl stop %s --namespace=%s` or choose another --job_name", job, ns, master.Name, job, ns)
+			return fmt.Errorf("job %s exists in namespace %s (Job %s): `elasticdl stop %s --namespace=%s` or choose another --job_name", job, ns, master.Name, job, ns)
 		}
-		return fmt.Errorf("create master pod %s in namespace %s: %w", master.Name, ns, err)
+		return fmt.Errorf("create Job %s in namespace %s: %w", master.Name, ns, err)
 	}
 	return nil
 }
@@ -124,13 +126,24 @@ func (c *Client) checkMasterRBAC(ctx context.Context, ns, sa string) error {
 
 // JobStatus is where a job is, as `elasticdl status` shows it.
 type JobStatus struct {
+	// MasterPod is the job's latest master pod (empty while the Job has
+	// none), MasterPhase its phase.
 	MasterPod   string
 	MasterPhase string
-	// Started is when the master pod started; zero before.
+	// MasterPodsFailed is how many master pods the Job counts as failed
+	// (lost for a reason other than eviction or preemption), against its
+	// limit of MasterPodReplacements.
+	MasterPodsFailed int
+	// Started is when the master Job started; zero before.
 	Started time.Time
-	// Result is the master pod's LabelStatus once the job has ended
-	// (StatusFinished or StatusFailed); empty while it runs.
+	// Result is StatusFinished or StatusFailed once the job has ended
+	// (the master pod's LabelStatus, or the Job's condition when no master
+	// could say, such as when master pods failed too often); empty while
+	// it runs.
 	Result string
+	// Condition says why the Job ended when it did so without a master
+	// publishing the result (its reason and message); empty otherwise.
+	Condition string
 	// Pods counts the job's worker and PS pods by phase, in lifecycle
 	// order (Pending, Running, Succeeded, Failed, Unknown); phases with no
 	// pod are left out.
@@ -138,7 +151,7 @@ type JobStatus struct {
 	// Summary is the job summary (job_summary.json) the master published
 	// in its ConfigMap at the end; nil before, or when it cannot be read.
 	Summary []byte
-	// Events are the Events about the master pod, oldest first.
+	// Events are the Events about the master Job, oldest first.
 	Events []Event
 }
 
@@ -157,41 +170,64 @@ type Event struct {
 // podPhases is the order in which JobStatus lists phases.
 var podPhases = []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown}
 
-// JobStatus reads a job's master pod, its pods, summary and Events. An
+// JobStatus reads a job's master Job, its pods, summary and Events. An
 // unknown job is an error wrapping ErrNoJob.
 func (c *Client) JobStatus(ctx context.Context, namespace, job string) (*JobStatus, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	pods := c.cs.CoreV1().Pods(namespace)
-	mp, err := pods.Get(ctx, MasterPodName(job), metav1.GetOptions{})
+	mj, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, MasterName(job), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, noJob(namespace, job)
 	} else if err != nil {
-		return nil, fmt.Errorf("get master pod: %w", err)
+		return nil, fmt.Errorf("get Job %s: %w", MasterName(job), err)
 	}
-	st := &JobStatus{MasterPod: mp.Name, MasterPhase: string(mp.Status.Phase), Result: mp.Labels[LabelStatus], Pods: map[cluster.Role][]PhaseCount{}}
-	if mp.Status.StartTime != nil {
-		st.Started = mp.Status.StartTime.Time
+	st := &JobStatus{Pods: map[cluster.Role][]PhaseCount{}}
+	if mj.Status.StartTime != nil {
+		st.Started = mj.Status.StartTime.Time
 	}
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: JobSelector(job)})
+	list, err := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSelector(job)})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	var masters []corev1.Pod
 	byRole := map[cluster.Role]map[corev1.PodPhase]int{}
 	for _, p := range list.Items {
-		r := cluster.Role(p.Labels[LabelReplicaType])
-		if r != cluster.Worker && r != cluster.PS {
+		r := p.Labels[LabelReplicaType]
+		if r == ReplicaMaster {
+			masters = append(masters, p)
 			continue
 		}
-		if byRole[r] == nil {
-			byRole[r] = map[corev1.PodPhase]int{}
+		if r != string(cluster.Worker) && r != string(cluster.PS) {
+			continue
 		}
-		byRole[r][p.Status.Phase]++
+		if byRole[cluster.Role(r)] == nil {
+			byRole[cluster.Role(r)] = map[corev1.PodPhase]int{}
+		}
+		byRole[cluster.Role(r)][p.Status.Phase]++
 	}
 	for r, n := range byRole {
 		for _, ph := range podPhases {
 			if n[ph] > 0 {
 				st.Pods[r] = append(st.Pods[r], PhaseCount{Phase: string(ph), Count: n[ph]})
+			}
+		}
+	}
+	st.MasterPodsFailed = int(mj.Status.Failed)
+	if len(masters) > 0 {
+		sortNewestFirst(masters)
+		mp := masters[0]
+		st.MasterPod, st.MasterPhase, st.Result = mp.Name, string(mp.Status.Phase), mp.Labels[LabelStatus]
+	}
+	if st.Result == "" {
+		for _, cond := range mj.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue {
+				continue
+			}
+			switch cond.Type {
+			case batchv1.JobFailed:
+				st.Result, st.Condition = StatusFailed, cond.Reason+": "+cond.Message
+			case batchv1.JobComplete:
+				st.Result = StatusFinished
 			}
 		}
 	}
@@ -202,13 +238,25 @@ func (c *Client) JobStatus(ctx context.Context, namespace, job string) (*JobStat
 			st.Summary = []byte(s)
 		}
 	}
-	if evs, err := c.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + mp.Name}); err == nil {
+	// The master's Service has the Job's name: its Events are not the job's.
+	if evs, err := c.cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Job,involvedObject.name=" + mj.Name}); err == nil {
 		for _, e := range evs.Items {
 			st.Events = append(st.Events, Event{Time: eventTime(e), Type: e.Type, Reason: e.Reason, Message: e.Message})
 		}
 		sort.SliceStable(st.Events, func(i, j int) bool { return st.Events[i].Time.Before(st.Events[j].Time) })
 	}
 	return st, nil
+}
+
+// sortNewestFirst sorts pods by creation, the newest first.
+func sortNewestFirst(pods []corev1.Pod) {
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i].CreationTimestamp, pods[j].CreationTimestamp
+		if a.Equal(&b) {
+			return pods[i].Name > pods[j].Name
+		}
+		return b.Before(&a)
+	})
 }
 
 // eventTime is when an Event last happened; the scheduler's events.k8s.io
@@ -223,7 +271,9 @@ func eventTime(e corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// PodNames lists the names of a job's pods of one role, by instance ID.
+// PodNames lists the names of a job's pods of one role: workers and PS by
+// instance ID; master pods the newest first (the one running the job,
+// then those it replaced).
 func (c *Client) PodNames(ctx context.Context, namespace, job string, role cluster.Role) ([]string, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
@@ -231,11 +281,15 @@ func (c *Client) PodNames(ctx context.Context, namespace, job string, role clust
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	sort.Slice(pods.Items, func(i, j int) bool {
-		a, _ := strconv.Atoi(pods.Items[i].Labels[LabelInstanceID])
-		b, _ := strconv.Atoi(pods.Items[j].Labels[LabelInstanceID])
-		return a < b
-	})
+	if role == ReplicaMaster {
+		sortNewestFirst(pods.Items)
+	} else {
+		sort.Slice(pods.Items, func(i, j int) bool {
+			a, _ := strconv.Atoi(pods.Items[i].Labels[LabelInstanceID])
+			b, _ := strconv.Atoi(pods.Items[j].Labels[LabelInstanceID])
+			return a < b
+		})
+	}
 	names := make([]string, 0, len(pods.Items))
 	for _, p := range pods.Items {
 		names = append(names, p.Name)
@@ -258,21 +312,22 @@ func (c *Client) Logs(ctx context.Context, w io.Writer, namespace, pod string, f
 	return nil
 }
 
-// StopJob deletes a job's master pod, so that Kubernetes garbage-collects
-// the job's other pods, Services and summary with it, and waits until the
-// job's pods are gone (bounded by the Client's timeout). An unknown job is
-// an error wrapping ErrNoJob.
+// StopJob deletes a job's master Job, so that Kubernetes garbage-collects
+// the job's master, worker and PS pods, Services and ConfigMaps with it,
+// and waits until the job's pods are gone (bounded by the Client's
+// timeout). An unknown job is an error wrapping ErrNoJob.
 func (c *Client) StopJob(ctx context.Context, namespace, job string) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	pods, name := c.cs.CoreV1().Pods(namespace), MasterPodName(job)
+	name := MasterName(job)
 	fg := metav1.DeletePropagationForeground
-	err := pods.Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
+	err := c.cs.BatchV1().Jobs(namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &fg})
 	if apierrors.IsNotFound(err) {
 		return noJob(namespace, job)
 	} else if err != nil {
-		return fmt.Errorf("delete master pod %s: %w", name, err)
+		return fmt.Errorf("delete Job %s: %w", name, err)
 	}
+	pods := c.cs.CoreV1().Pods(namespace)
 	for {
 		left, err := pods.List(ctx, metav1.ListOptions{LabelSelector: JobSelector(job)})
 		if err == nil && len(left.Items) == 0 {
@@ -284,7 +339,7 @@ func (c *Client) StopJob(ctx context.Context, namespace, job string) error {
 			if left != nil {
 				n = len(left.Items)
 			}
-			return fmt.Errorf("job %s: master pod deleted, %d pods still terminating after %s", job, n, c.timeout)
+			return fmt.Errorf("job %s: Job %s deleted, %d pods still terminating after %s", job, name, n, c.timeout)
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

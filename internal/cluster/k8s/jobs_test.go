@@ -14,12 +14,14 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -53,8 +55,25 @@ func answerRBAC(client *fake.Clientset, denied []string) {
 	})
 }
 
-func masterManifest() *corev1.Pod {
-	return NewPod(MasterPodName("j"), "ns", JobLabels("j", ReplicaMaster), PodSettings{Image: "img", ServiceAccount: "elasticdl"}, []string{"master"}, nil)
+func masterManifest() *batchv1.Job {
+	pod := NewPod("", "ns", JobLabels("j", ReplicaMaster), PodSettings{Image: "img", ServiceAccount: "elasticdl"}, []string{"master"}, nil)
+	return NewMasterJob("j", "ns", pod)
+}
+
+// masterJob is the master Job of job j, with uid.
+func masterJob(uid types.UID) *batchv1.Job {
+	mj := masterManifest()
+	mj.UID = uid
+	return mj
+}
+
+// jobMasterPod is a master pod of job j that the Job jobUID runs.
+func jobMasterPod(name string, jobUID types.UID, phase corev1.PodPhase, created time.Time) *corev1.Pod {
+	p := jobPod(name, ReplicaMaster, "", phase)
+	p.CreationTimestamp = metav1.Time{Time: created}
+	t := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: MasterName("j"), UID: jobUID, Controller: &t}}
+	return p
 }
 
 func serviceAccount() *corev1.ServiceAccount {
@@ -94,7 +113,7 @@ func TestSubmitJob(t *testing.T) {
 		}, []PriorityClassUse{{"ps_pod_priority", "gold"}}, ""},
 		{"created", []runtime.Object{serviceAccount(), high}, rbac(), classes, ""},
 		{"exists", []runtime.Object{serviceAccount(), masterManifest()}, rbac(), nil,
-			"job j exists in namespace ns (pod elasticdl-j-master): `elasticdl stop j --namespace=ns` or choose another --job_name"},
+			"job j exists in namespace ns (Job elasticdl-j-master): `elasticdl stop j --namespace=ns` or choose another --job_name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,8 +129,12 @@ func TestSubmitJob(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cs.CoreV1().Pods("ns").Get(context.Background(), MasterPodName("j"), metav1.GetOptions{}); err != nil {
-				t.Errorf("master pod: %v", err)
+			mj, err := cs.BatchV1().Jobs("ns").Get(context.Background(), MasterName("j"), metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("master Job: %v", err)
+			}
+			if mj.Spec.Template.Spec.ServiceAccountName != "elasticdl" || mj.Spec.PodFailurePolicy == nil {
+				t.Errorf("master Job %+v", mj.Spec)
 			}
 		})
 	}
@@ -125,8 +148,8 @@ func TestSubmitJobNamesTheMissingPriorityClass(t *testing.T) {
 	if !errors.As(err, &pe) || *pe != (PriorityClassError{"worker_pod_priority", "low"}) {
 		t.Fatalf("got %v, want a PriorityClassError for worker_pod_priority", err)
 	}
-	if pods, _ := cs.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{}); len(pods.Items) != 0 {
-		t.Error("the master pod was created despite the failed preflight")
+	if jobs, _ := cs.BatchV1().Jobs("ns").List(context.Background(), metav1.ListOptions{}); len(jobs.Items) != 0 {
+		t.Error("the master Job was created despite the failed preflight")
 	}
 }
 
@@ -135,15 +158,19 @@ func TestJobStatus(t *testing.T) {
 	cs := fake.NewClientset()
 	c := NewClient(cs, time.Second)
 	_, err := c.JobStatus(ctx, "ns", "j")
-	if !errors.Is(err, ErrNoJob) || err.Error() != "no job j in namespace ns (no pod elasticdl-j-master)" {
+	if !errors.Is(err, ErrNoJob) || err.Error() != "no job j in namespace ns (no Job elasticdl-j-master)" {
 		t.Fatalf("unknown job: %v", err)
 	}
 
 	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	mp := jobPod(MasterPodName("j"), ReplicaMaster, "", corev1.PodSucceeded)
+	mj := masterJob("job-uid")
+	mj.Status.StartTime = &metav1.Time{Time: start}
+	mj.Status.Failed, mj.Status.Succeeded = 1, 1
+	// The Job replaced its first master pod, deleted at 10 s.
+	first := jobMasterPod("elasticdl-j-master-aaaaa", "job-uid", corev1.PodFailed, start)
+	mp := jobMasterPod("elasticdl-j-master-bbbbb", "job-uid", corev1.PodSucceeded, start.Add(10*time.Second))
 	mp.Labels[LabelStatus] = StatusFinished
-	mp.Status.StartTime = &metav1.Time{Time: start}
-	objs := []runtime.Object{mp,
+	objs := []runtime.Object{mj, mp, first,
 		jobPod("w0", "worker", "0", corev1.PodRunning), jobPod("w1", "worker", "1", corev1.PodPending),
 		jobPod("w2", "worker", "2", corev1.PodRunning), jobPod("w3", "worker", "3", corev1.PodFailed),
 		jobPod("p0", "ps", "0", corev1.PodRunning),
@@ -156,7 +183,7 @@ func TestJobStatus(t *testing.T) {
 		{Reason: "Created", ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.Time{Time: at(2)}}},
 	} {
 		e.Name, e.Namespace, e.Type = "e"+string(rune('a'+i)), "ns", corev1.EventTypeNormal
-		e.InvolvedObject = corev1.ObjectReference{Kind: "Pod", Name: mp.Name, Namespace: "ns"}
+		e.InvolvedObject = corev1.ObjectReference{Kind: "Job", Name: mj.Name, Namespace: "ns"}
 		objs = append(objs, &e)
 	}
 	cs = fake.NewClientset(objs...)
@@ -165,7 +192,7 @@ func TestJobStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &JobStatus{
-		MasterPod: "elasticdl-j-master", MasterPhase: "Succeeded", Started: start, Result: StatusFinished,
+		MasterPod: mp.Name, MasterPhase: "Succeeded", MasterPodsFailed: 1, Started: start, Result: StatusFinished,
 		Pods: map[cluster.Role][]PhaseCount{
 			cluster.Worker: {{"Pending", 1}, {"Running", 2}, {"Failed", 1}},
 			cluster.PS:     {{"Running", 1}},
@@ -182,12 +209,35 @@ func TestJobStatus(t *testing.T) {
 	}
 }
 
-func TestPodNamesByInstanceID(t *testing.T) {
+// TestJobStatusFailedJob: a Job that gave up (its master pods failed too
+// often) has failed, though no master said so.
+func TestJobStatusFailedJob(t *testing.T) {
+	mj := masterJob("job-uid")
+	mj.Status.Failed = 7
+	mj.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"}}
+	cs := fake.NewClientset(mj, jobMasterPod("elasticdl-j-master-aaaaa", "job-uid", corev1.PodFailed, time.Now()))
+	st, err := NewClient(cs, time.Second).JobStatus(context.Background(), "ns", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Result != StatusFailed || st.Condition != "BackoffLimitExceeded: Job has reached the specified backoff limit" || st.MasterPodsFailed != 7 {
+		t.Errorf("status %+v, want failed with the Job's condition, 7 master pods failed", st)
+	}
+}
+
+func TestPodNames(t *testing.T) {
+	now := time.Now()
 	cs := fake.NewClientset(jobPod("w10", "worker", "10", corev1.PodRunning), jobPod("w2", "worker", "2", corev1.PodRunning),
-		jobPod("w9", "worker", "9", corev1.PodRunning), jobPod("p0", "ps", "0", corev1.PodRunning))
-	names, err := NewClient(cs, time.Second).PodNames(context.Background(), "ns", "j", cluster.Worker)
+		jobPod("w9", "worker", "9", corev1.PodRunning), jobPod("p0", "ps", "0", corev1.PodRunning),
+		jobMasterPod("m-old", "u", corev1.PodFailed, now), jobMasterPod("m-new", "u", corev1.PodRunning, now.Add(time.Second)))
+	c := NewClient(cs, time.Second)
+	names, err := c.PodNames(context.Background(), "ns", "j", cluster.Worker)
 	if err != nil || !reflect.DeepEqual(names, []string{"w2", "w9", "w10"}) {
-		t.Errorf("got %q, %v", names, err)
+		t.Errorf("workers by instance ID: got %q, %v", names, err)
+	}
+	names, err = c.PodNames(context.Background(), "ns", "j", ReplicaMaster)
+	if err != nil || !reflect.DeepEqual(names, []string{"m-new", "m-old"}) {
+		t.Errorf("master pods, the newest first: got %q, %v", names, err)
 	}
 }
 
@@ -208,17 +258,20 @@ func TestStopJob(t *testing.T) {
 	if err := c.StopJob(ctx, "ns", "j"); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("unknown job: %v", err)
 	}
-	// The fake has no garbage collector: a pod of the job other than the
-	// master stays, as a terminating one would.
-	cs := fake.NewClientset(jobPod(MasterPodName("j"), ReplicaMaster, "", corev1.PodRunning), jobPod("w0", "worker", "0", corev1.PodRunning))
+	// The fake has no garbage collector: the job's pods stay, as
+	// terminating ones would.
+	cs := fake.NewClientset(masterJob("u"), jobPod("w0", "worker", "0", corev1.PodRunning))
 	err := NewClient(cs, 300*time.Millisecond).StopJob(ctx, "ns", "j")
-	if err == nil || err.Error() != "job j: master pod deleted, 1 pods still terminating after 300ms" {
+	if err == nil || err.Error() != "job j: Job elasticdl-j-master deleted, 1 pods still terminating after 300ms" {
 		t.Fatalf("pods left: %v", err)
+	}
+	if _, err := cs.BatchV1().Jobs("ns").Get(ctx, MasterName("j"), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Job after stop: %v", err)
 	}
 	if err := cs.CoreV1().Pods("ns").Delete(ctx, "w0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cs.CoreV1().Pods("ns").Create(ctx, jobPod(MasterPodName("j"), ReplicaMaster, "", corev1.PodRunning), metav1.CreateOptions{})
+	cs.BatchV1().Jobs("ns").Create(ctx, masterJob("u"), metav1.CreateOptions{})
 	if err := NewClient(cs, time.Second).StopJob(ctx, "ns", "j"); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
@@ -226,8 +279,8 @@ func TestStopJob(t *testing.T) {
 
 func TestMasterPod(t *testing.T) {
 	ctx := context.Background()
-	mp := jobPod(MasterPodName("j"), ReplicaMaster, "", corev1.PodRunning)
-	mp.UID = "uid-1"
+	mp := jobMasterPod("elasticdl-j-master-x1", "job-uid", corev1.PodRunning, time.Now())
+	mp.UID = "pod-uid"
 	cs := fake.NewClientset(mp)
 	c := NewClient(cs, time.Second)
 	if _, err := c.MasterPod(ctx, "ns", "nope"); err == nil || !strings.HasPrefix(err.Error(), "get own pod ns/nope: ") {
@@ -237,8 +290,18 @@ func TestMasterPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !self.Replaced() || self.RunID() != "job-job-uid" {
+		t.Errorf("replaced %v, run %q: want a pod the Job replaces, in the Job's run", self.Replaced(), self.RunID())
+	}
+	owned := func(what string, o []metav1.OwnerReference) {
+		t.Helper()
+		if len(o) != 1 || o[0].UID != "job-uid" || o[0].Kind != "Job" || o[0].Name != MasterName("j") ||
+			o[0].Controller != nil || o[0].BlockOwnerDeletion == nil || !*o[0].BlockOwnerDeletion {
+			t.Errorf("%s owners %+v, want the master's Job (no controller reference, blocking deletion)", what, o)
+		}
+	}
 
-	// The backend's pods are owned by the master pod, in its namespace.
+	// The backend's pods are owned by the master's Job, in its namespace.
 	be, err := self.NewBackend(ctx, Config{Namespace: "elsewhere", JobName: "j", PSPort: 2222, Worker: PodSettings{Image: "img"}, SyncTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -250,19 +313,46 @@ func TestMasterPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := w.OwnerReferences; len(o) != 1 || o[0].UID != "uid-1" || o[0].Name != mp.Name {
-		t.Errorf("worker pod owners %+v, want the master pod", o)
-	}
+	owned("worker pod", w.OwnerReferences)
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	be.Close(cctx)
+
+	// The master's Service selects whichever master pod runs; a second
+	// master finds it there.
+	for range 2 {
+		host, err := self.EnsureService(ctx, "j", 50001)
+		if err != nil || host != "elasticdl-j-master.ns.svc" {
+			t.Fatalf("master Service host %q, %v", host, err)
+		}
+	}
+	svc, err := cs.CoreV1().Services("ns").Get(ctx, MasterName("j"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(svc.Spec.Selector, JobLabels("j", ReplicaMaster)) || svc.Spec.Ports[0].Port != 50001 {
+		t.Errorf("master Service %+v", svc.Spec)
+	}
+	owned("master Service", svc.OwnerReferences)
+
+	// Events are about the Job, reported by the pod.
+	rec := self.NewRecorder("elasticdl-master", nil)
+	rec.Notify(false, "Test", "hello")
+	rec.Close(ctx)
+	evs, _ := cs.CoreV1().Events("ns").List(ctx, metav1.ListOptions{})
+	if len(evs.Items) != 1 || evs.Items[0].InvolvedObject.Kind != "Job" || evs.Items[0].InvolvedObject.UID != "job-uid" ||
+		evs.Items[0].ReportingInstance != mp.Name {
+		t.Errorf("events %+v, want one about the Job reported by the pod", evs.Items)
+	}
 
 	// The result: summary first (created, then updated), then the label.
 	check := func(summary, status string) {
 		t.Helper()
 		cm, err := cs.CoreV1().ConfigMaps("ns").Get(ctx, SummaryConfigMapName("j"), metav1.GetOptions{})
-		if err != nil || cm.Data[SummaryKey] != summary || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].UID != "uid-1" {
-			t.Errorf("summary ConfigMap %+v, %v; want %q owned by the master pod", cm, err, summary)
+		if err != nil || cm.Data[SummaryKey] != summary {
+			t.Errorf("summary ConfigMap %+v, %v; want %q", cm, err, summary)
+		} else {
+			owned("summary ConfigMap", cm.OwnerReferences)
 		}
 		p, _ := cs.CoreV1().Pods("ns").Get(ctx, mp.Name, metav1.GetOptions{})
 		if p.Labels[LabelStatus] != status {
@@ -282,4 +372,22 @@ func TestMasterPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(`{"status":"succeeded"}`, StatusFailed)
+}
+
+// TestBareMasterPod: a master pod that no Job runs owns the job itself,
+// and nothing replaces it.
+func TestBareMasterPod(t *testing.T) {
+	ctx := context.Background()
+	mp := jobPod("elasticdl-j-master", ReplicaMaster, "", corev1.PodRunning)
+	mp.UID = "pod-uid"
+	self, err := NewClient(fake.NewClientset(mp), time.Second).MasterPod(ctx, "ns", mp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self.Replaced() || self.RunID() != "pod-pod-uid" {
+		t.Errorf("replaced %v, run %q: want a pod nothing replaces, in its own run", self.Replaced(), self.RunID())
+	}
+	if o := self.owner; o.Kind != "Pod" || o.UID != "pod-uid" {
+		t.Errorf("owner %+v, want the pod", o)
+	}
 }

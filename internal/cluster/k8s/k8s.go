@@ -1,9 +1,11 @@
 // Package k8s implements cluster.Backend with Kubernetes pods: each worker
 // and parameter server of a job is a pod (restartPolicy Never) created by
 // the job's master through the API server, watched with a shared informer on
-// the job's labels, and owned by the master pod so that deleting the master
-// garbage-collects the job. Each PS shard has a Service, so its address
-// survives relaunches.
+// the job's labels, and owned by the batch/v1 Job that runs the master, so
+// that a master pod lost takes nothing with it (the Job starts another,
+// which resumes) and deleting the Job garbage-collects the job. Each PS
+// shard has a Service, and so has the master, so their addresses survive
+// relaunches.
 //
 // Pods that cannot be scheduled stay Pending: they are the job's elastic
 // headroom, and join when Kubernetes finds room. A pod preempted or evicted
@@ -13,9 +15,9 @@
 // The package also makes every other call to the API server: Client is
 // what the command line does with a cluster (Connect; submit a job after a
 // preflight of its namespace, read its status and logs, stop it), and
-// MasterPod is the master's own pod, which owns the job's objects, carries
-// its Events and receives its result. The command line only parses flags,
-// prints and calls these.
+// MasterPod is the master's own pod, which finds the Job that owns the
+// job's objects and carries its Events, and receives its result. The
+// command line only parses flags, prints and calls these.
 package k8s
 
 import (
@@ -44,9 +46,9 @@ type Config struct {
 	Client    kubernetes.Interface
 	Namespace string
 	JobName   string
-	// Owner is the master pod; the job's pods and Services are owned by
-	// it. Nil when the master runs outside the cluster (then nothing
-	// garbage-collects them if the master dies).
+	// Owner owns the job's pods and Services: the master's Job (see
+	// JobOwner). Nil when the master runs outside the cluster (then
+	// nothing garbage-collects them if the master dies).
 	Owner *metav1.OwnerReference
 	// Worker and PS are the settings of the job's pods. WorkerPriority[i]
 	// overrides Worker.PriorityClass for worker slot i when not empty.

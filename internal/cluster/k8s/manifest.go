@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,9 +44,12 @@ const (
 	Command = "elasticdl"
 )
 
-// MasterPodName, InstancePodName, PSServiceName and SummaryConfigMapName
+// MasterName, InstancePodName, PSServiceName and SummaryConfigMapName
 // name a job's objects; every name starts with "elasticdl-<job>-".
-func MasterPodName(job string) string { return "elasticdl-" + job + "-master" }
+//
+// MasterName names the batch/v1 Job that runs the master (its pods are
+// named by the Job controller: MasterName-xxxxx) and the master's Service.
+func MasterName(job string) string { return "elasticdl-" + job + "-master" }
 
 // InstancePodName names the pod of one launch of a worker or PS.
 func InstancePodName(job string, role cluster.Role, id int) string {
@@ -242,14 +246,18 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 // newPSService builds the Service that keeps PS shard index reachable at
 // one name across relaunches: it selects whichever pod serves the shard.
 func newPSService(job, namespace string, index, port int, owner *metav1.OwnerReference) *corev1.Service {
-	sel := JobLabels(job, string(cluster.PS))
-	sel[LabelReplicaIndex] = strconv.Itoa(index)
 	labels := JobLabels(job, string(cluster.PS))
 	labels[LabelReplicaIndex] = strconv.Itoa(index)
+	return newService(PSServiceName(job, index), namespace, labels, labels, port, owner)
+}
+
+// newService builds a Service of the job at port, selecting the pods
+// with the labels sel.
+func newService(name, namespace string, labels, sel map[string]string, port int, owner *metav1.OwnerReference) *corev1.Service {
 	svc := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      PSServiceName(job, index),
+			Name:      name,
 			Namespace: namespace,
 			Labels:    labels,
 		},
@@ -269,19 +277,75 @@ func newPSService(job, namespace string, index, port int, owner *metav1.OwnerRef
 	return svc
 }
 
-// OwnerReference makes the master pod the controller of what it creates,
-// so that deleting it garbage-collects the job.
-func OwnerReference(master *corev1.Pod) *metav1.OwnerReference {
+// JobOwner is the owner of what a master creates: the batch/v1 Job that
+// runs master, so that a master pod deleted or evicted takes nothing with
+// it and deleting the Job garbage-collects the whole job; or, for a master
+// pod no Job controls, the pod itself. The reference is no controller
+// reference: the Job controller releases the pods it controls that its
+// selector does not match, which a worker's would not.
+func JobOwner(master *corev1.Pod) *metav1.OwnerReference {
 	t := true
-	return &metav1.OwnerReference{
-		APIVersion:         "v1",
-		Kind:               "Pod",
-		Name:               master.Name,
-		UID:                master.UID,
-		Controller:         &t,
-		BlockOwnerDeletion: &t,
+	if c := metav1.GetControllerOf(master); c != nil && c.Kind == "Job" && strings.HasPrefix(c.APIVersion, "batch/") {
+		return &metav1.OwnerReference{APIVersion: c.APIVersion, Kind: c.Kind, Name: c.Name, UID: c.UID, BlockOwnerDeletion: &t}
+	}
+	return &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: master.Name, UID: master.UID, BlockOwnerDeletion: &t}
+}
+
+// Exit codes of a master pod, as its Job's pod failure policy reads them.
+const (
+	// ExitJobFailed: the job failed (the summary says why).
+	ExitJobFailed = 1
+	// ExitUsage: the command line is wrong; a new pod would fail alike.
+	ExitUsage = 2
+	// ExitHandedOver: the master stopped acting and left the job to the
+	// next master (its pod was deleted, or its state could not be saved).
+	ExitHandedOver = 3
+)
+
+// MasterPodReplacements is how many master pods that failed (not counting
+// those evicted or preempted) a job's Job replaces before it gives up.
+const MasterPodReplacements = 6
+
+// NewMasterJob builds the batch/v1 Job that runs a job's master pod (built
+// by NewPod; its name and owner are not used). The Job replaces a master pod
+// that is deleted, evicted, preempted or that dies, and the new master
+// resumes the job from its state ConfigMap; it does not replace one that
+// ended the job (exit 0, ExitJobFailed) or was given a bad command line.
+// A replacement starts only once the old pod has terminated, so that two
+// masters never act at once.
+func NewMasterJob(job, namespace string, master *corev1.Pod) *batchv1.Job {
+	one, limit := int32(1), int32(MasterPodReplacements)
+	failed := batchv1.Failed
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: master.Labels, Annotations: master.Annotations}, Spec: master.Spec}
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{Name: MasterName(job), Namespace: namespace, Labels: master.Labels},
+		Spec: batchv1.JobSpec{
+			Parallelism:          &one,
+			Completions:          &one,
+			BackoffLimit:         &limit,
+			PodReplacementPolicy: &failed,
+			PodFailurePolicy: &batchv1.PodFailurePolicy{Rules: []batchv1.PodFailurePolicyRule{
+				{
+					Action: batchv1.PodFailurePolicyActionFailJob,
+					OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+						ContainerName: ptrTo(ContainerName),
+						Operator:      batchv1.PodFailurePolicyOnExitCodesOpIn,
+						Values:        []int32{ExitJobFailed, ExitUsage},
+					},
+				},
+				{
+					// Evicted, preempted, drained: no fault of the master's.
+					Action:          batchv1.PodFailurePolicyActionIgnore,
+					OnPodConditions: []batchv1.PodFailurePolicyOnPodConditionsPattern{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}},
+				},
+			}},
+			Template: tmpl,
+		},
 	}
 }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // ParseResources parses "cpu=1,memory=2Gi,ephemeral-storage=1Gi" (the
 // format of ElasticDL's --*_resource_request flags; "gpu=1" means

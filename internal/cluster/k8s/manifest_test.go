@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -82,7 +83,7 @@ func TestCheckJobName(t *testing.T) {
 }
 
 func TestInstancePod(t *testing.T) {
-	owner := OwnerReference(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elasticdl-j-master", UID: "u1"}})
+	owner := JobOwner(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elasticdl-j-master", UID: "u1"}})
 	b := &Backend{cfg: Config{
 		Namespace: "ns", JobName: "j", Owner: owner, MasterAddr: "10.0.0.1:50001", PSPort: 2222,
 		Worker:         PodSettings{Image: "img", ServiceAccount: "", PriorityClass: "default-class"},
@@ -99,7 +100,7 @@ func TestInstancePod(t *testing.T) {
 	if p.Spec.PriorityClassName != "hi" || p.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("priority %q restart %q", p.Spec.PriorityClassName, p.Spec.RestartPolicy)
 	}
-	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != "u1" || !*p.OwnerReferences[0].Controller {
+	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != "u1" || !*p.OwnerReferences[0].BlockOwnerDeletion {
 		t.Errorf("owner %+v", p.OwnerReferences)
 	}
 	c := p.Spec.Containers[0]
@@ -205,5 +206,57 @@ func TestPodIsRestrictedAndMountsVolumes(t *testing.T) {
 		len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/data" || !c.VolumeMounts[0].ReadOnly ||
 		c.VolumeMounts[0].Name != p.Spec.Volumes[0].Name {
 		t.Errorf("volumes %+v mounts %+v", p.Spec.Volumes, c.VolumeMounts)
+	}
+}
+
+// TestMasterJob: the master's Job replaces a lost master pod only after it
+// has terminated, never one that ended the job or had a bad command line,
+// and does not count evictions and preemptions against its limit.
+func TestMasterJob(t *testing.T) {
+	pod := NewPod("", "ns", JobLabels("j", ReplicaMaster), PodSettings{Image: "img", ServiceAccount: "elasticdl"}, []string{"master"}, nil)
+	mj := NewMasterJob("j", "ns", pod)
+	if mj.Name != "elasticdl-j-master" || mj.Namespace != "ns" || !reflect.DeepEqual(mj.Labels, JobLabels("j", ReplicaMaster)) ||
+		!reflect.DeepEqual(mj.Spec.Template.Labels, JobLabels("j", ReplicaMaster)) {
+		t.Errorf("Job %s/%s labels %v, template labels %v", mj.Namespace, mj.Name, mj.Labels, mj.Spec.Template.Labels)
+	}
+	sp := mj.Spec
+	if *sp.Parallelism != 1 || *sp.Completions != 1 || *sp.BackoffLimit != MasterPodReplacements ||
+		sp.PodReplacementPolicy == nil || *sp.PodReplacementPolicy != batchv1.Failed {
+		t.Errorf("spec %+v: want one pod at a time, replaced once terminated", sp)
+	}
+	if sp.Template.Spec.RestartPolicy != corev1.RestartPolicyNever { // a pod failure policy needs it
+		t.Errorf("restartPolicy %q", sp.Template.Spec.RestartPolicy)
+	}
+	// What the Job controller does with a failed master pod, by the
+	// first rule that matches (none: counted against the limit).
+	action := func(exit int32, condition corev1.PodConditionType) batchv1.PodFailurePolicyAction {
+		for _, r := range sp.PodFailurePolicy.Rules {
+			if r.OnExitCodes != nil && *r.OnExitCodes.ContainerName == ContainerName && r.OnExitCodes.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn &&
+				slices.Contains(r.OnExitCodes.Values, exit) {
+				return r.Action
+			}
+			for _, c := range r.OnPodConditions {
+				if c.Type == condition && c.Status == corev1.ConditionTrue {
+					return r.Action
+				}
+			}
+		}
+		return batchv1.PodFailurePolicyActionCount
+	}
+	for _, c := range []struct {
+		exit      int32
+		condition corev1.PodConditionType
+		want      batchv1.PodFailurePolicyAction
+	}{
+		{ExitJobFailed, "", batchv1.PodFailurePolicyActionFailJob},
+		{ExitUsage, "", batchv1.PodFailurePolicyActionFailJob},
+		{ExitHandedOver, "", batchv1.PodFailurePolicyActionCount},
+		{137, "", batchv1.PodFailurePolicyActionCount}, // OOM-killed
+		{ExitHandedOver, corev1.DisruptionTarget, batchv1.PodFailurePolicyActionIgnore},
+		{143, corev1.DisruptionTarget, batchv1.PodFailurePolicyActionIgnore},
+	} {
+		if got := action(c.exit, c.condition); got != c.want {
+			t.Errorf("master pod failed with exit %d, condition %q: %s, want %s", c.exit, c.condition, got, c.want)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,12 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// MasterPod is a job master's own pod, seen from inside it: the owner of
-// the job's pods and Services, the subject of the job's Events, and where
-// the job's result is published when it ends.
+// MasterPod is a job master's own pod, seen from inside it. The Job that
+// runs it (JobOwner) owns the job's pods, Services and ConfigMaps and is
+// the subject of the job's Events, so that they outlive the pod: a master
+// pod deleted or evicted is replaced by the Job, and the new master resumes
+// the job. The job's result is published on the pod when it ends.
 type MasterPod struct {
-	c   *Client
-	pod *corev1.Pod
+	c     *Client
+	pod   *corev1.Pod
+	owner *metav1.OwnerReference
 }
 
 // MasterPod gets the pod the master runs in (the downward API gives it
@@ -29,24 +33,50 @@ func (c *Client) MasterPod(ctx context.Context, namespace, name string) (*Master
 	if err != nil {
 		return nil, fmt.Errorf("get own pod %s/%s: %w", namespace, name, err)
 	}
-	return &MasterPod{c: c, pod: p}, nil
+	return &MasterPod{c: c, pod: p, owner: JobOwner(p)}, nil
 }
 
-// NewRecorder returns a running Recorder of Events about the master pod.
+// Replaced says whether a Job runs this pod, and so replaces it when it is
+// lost: only then may the master leave the job to the next one when its
+// pod is deleted.
+func (m *MasterPod) Replaced() bool { return m.owner.Kind == "Job" }
+
+// RunID names the run of the job: the Job's UID, which every master pod
+// of the job shares (or, with no Job, the pod's).
+func (m *MasterPod) RunID() string {
+	return strings.ToLower(m.owner.Kind) + "-" + string(m.owner.UID)
+}
+
+// NewRecorder returns a running Recorder of Events about the job: about
+// its Job, which all its master pods share, or the pod when there is none.
 func (m *MasterPod) NewRecorder(component string, logger *slog.Logger) *Recorder {
-	return NewRecorder(m.c.cs, m.pod, component, logger)
+	subject := corev1.ObjectReference{APIVersion: m.owner.APIVersion, Kind: m.owner.Kind, Namespace: m.pod.Namespace, Name: m.owner.Name, UID: m.owner.UID}
+	return NewRecorder(m.c.cs, subject, m.pod.Name, component, logger)
+}
+
+// EnsureService creates the master's Service (MasterName; selecting
+// whichever master pod of the job runs) unless it exists, and returns the
+// host by which the job's pods reach the master across master pods.
+func (m *MasterPod) EnsureService(ctx context.Context, job string, port int) (string, error) {
+	ctx, cancel := m.c.bounded(ctx)
+	defer cancel()
+	svc := newService(MasterName(job), m.pod.Namespace, JobLabels(job, ReplicaMaster), JobLabels(job, ReplicaMaster), port, m.owner)
+	if _, err := m.c.cs.CoreV1().Services(m.pod.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create the master's Service %s: %w", svc.Name, err)
+	}
+	return svc.Name + "." + m.pod.Namespace + ".svc", nil
 }
 
 // NewBackend is New with the master pod's client and namespace, and the
 // master pod as the owner of what the backend creates; cfg's Client,
 // Namespace and Owner are replaced.
 func (m *MasterPod) NewBackend(ctx context.Context, cfg Config) (*Backend, error) {
-	cfg.Client, cfg.Namespace, cfg.Owner = m.c.cs, m.pod.Namespace, OwnerReference(m.pod)
+	cfg.Client, cfg.Namespace, cfg.Owner = m.c.cs, m.pod.Namespace, m.owner
 	return New(ctx, cfg)
 }
 
 // PublishResult writes summary (job_summary.json; nil: none) to the job's
-// summary ConfigMap, owned by the master pod, and then labels the master
+// summary ConfigMap, owned by the job, and then labels the master
 // pod LabelStatus=StatusFailed or StatusFinished, so that whoever sees the
 // label finds the summary. It is bounded by the Client's timeout.
 func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byte, failed bool) error {
@@ -59,7 +89,7 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 				Name:            SummaryConfigMapName(job),
 				Namespace:       m.pod.Namespace,
 				Labels:          JobLabels(job, ReplicaMaster),
-				OwnerReferences: []metav1.OwnerReference{*OwnerReference(m.pod)},
+				OwnerReferences: []metav1.OwnerReference{*m.owner},
 			},
 			Data: map[string]string{SummaryKey: string(summary)},
 		}
@@ -83,6 +113,3 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 	}
 	return errors.Join(errs...)
 }
-
-// UID is the master pod's UID: a pod restarted in place keeps it.
-func (m *MasterPod) UID() types.UID { return m.pod.UID }

@@ -11,14 +11,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// Recorder writes Kubernetes Events about one pod (the master's), so that
-// `kubectl describe pod` and `kubectl get events` show the job's story:
+// Recorder writes Kubernetes Events about one object (the master's Job), so
+// that `kubectl describe job` and `kubectl get events` show the job's story:
 // relaunches, preemptions, epoch ends, the job's end. Notify never blocks
 // the caller: events are written by one goroutine, and dropped (logged) if
 // the API server falls far behind.
 type Recorder struct {
 	client    kubernetes.Interface
-	pod       corev1.ObjectReference
+	subject   corev1.ObjectReference
+	instance  string
 	component string
 	log       *slog.Logger
 
@@ -30,17 +31,16 @@ type Recorder struct {
 // recorderBacklog is how many events may wait for the API server.
 const recorderBacklog = 256
 
-// NewRecorder returns a running Recorder for pod; Close flushes it.
-func NewRecorder(client kubernetes.Interface, pod *corev1.Pod, component string, logger *slog.Logger) *Recorder {
+// NewRecorder returns a running Recorder of Events about subject, reported
+// by instance (the master pod's name); Close flushes it.
+func NewRecorder(client kubernetes.Interface, subject corev1.ObjectReference, instance, component string, logger *slog.Logger) *Recorder {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	r := &Recorder{
-		client: client,
-		pod: corev1.ObjectReference{
-			APIVersion: "v1", Kind: "Pod",
-			Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		},
+		client:    client,
+		subject:   subject,
+		instance:  instance,
 		component: component,
 		log:       logger,
 		ch:        make(chan corev1.Event, recorderBacklog),
@@ -59,10 +59,10 @@ func (r *Recorder) Notify(warning bool, reason, message string) {
 	now := metav1.NewTime(time.Now())
 	ev := corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: r.pod.Name + ".",
-			Namespace:    r.pod.Namespace,
+			GenerateName: r.subject.Name + ".",
+			Namespace:    r.subject.Namespace,
 		},
-		InvolvedObject:      r.pod,
+		InvolvedObject:      r.subject,
 		Reason:              reason,
 		Message:             message,
 		Type:                typ,
@@ -71,7 +71,7 @@ func (r *Recorder) Notify(warning bool, reason, message string) {
 		LastTimestamp:       now,
 		Count:               1,
 		ReportingController: "elasticdl.io/" + r.component,
-		ReportingInstance:   r.pod.Name,
+		ReportingInstance:   r.instance,
 	}
 	select {
 	case r.ch <- ev:
@@ -84,7 +84,7 @@ func (r *Recorder) run() {
 	defer close(r.done)
 	for ev := range r.ch {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := r.client.CoreV1().Events(r.pod.Namespace).Create(ctx, &ev, metav1.CreateOptions{})
+		_, err := r.client.CoreV1().Events(r.subject.Namespace).Create(ctx, &ev, metav1.CreateOptions{})
 		cancel()
 		if err != nil {
 			r.log.Warn("write event", "reason", ev.Reason, "err", err)

@@ -45,7 +45,7 @@ type StateStore struct {
 }
 
 // OpenStateStore takes over the state of job for holder (a name unique to
-// this master process), creating the ConfigMap, owned by the master pod,
+// this master process), creating the ConfigMap, owned by the job,
 // if there is none. What a previous master saved is Load's.
 func (m *MasterPod) OpenStateStore(ctx context.Context, job, holder string) (*StateStore, error) {
 	s := &StateStore{c: m.c, cs: m.c.cs, ns: m.pod.Namespace, name: StateConfigMapName(job), holder: holder}
@@ -58,7 +58,7 @@ func (m *MasterPod) OpenStateStore(ctx context.Context, job, holder string) (*St
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name: s.name, Namespace: s.ns, Labels: JobLabels(job, ReplicaMaster),
 			Annotations:     map[string]string{AnnotationStateHolder: holder},
-			OwnerReferences: []metav1.OwnerReference{*OwnerReference(m.pod)},
+			OwnerReferences: []metav1.OwnerReference{*m.owner},
 		}}
 		if cm, err = cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("state store: create ConfigMap %s: %w", s.name, err)

@@ -2,6 +2,7 @@ package job
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -57,6 +58,7 @@ func (j *Job) resumed(now time.Time, ev Resumed) {
 	for _, in := range j.ps {
 		known[key{cluster.PS, in.id}] = in.index
 	}
+	adopted := 0
 	for _, e := range ev.Instances {
 		k := key{e.Role, e.ID}
 		if _, ok := known[k]; !ok {
@@ -68,8 +70,13 @@ func (j *Job) resumed(now time.Time, ev Resumed) {
 			continue
 		}
 		delete(known, k)
+		if e.Phase != cluster.Exited {
+			adopted++
+		}
 		j.instanceEvent(now, e)
 	}
+	j.notice(false, "MasterResumed", fmt.Sprintf("a new master resumed the job (takeover %d) in phase %s, adopting %d running instances; %d were gone",
+		j.summary.MasterRestarts, j.phase, adopted, len(known)))
 	var gone []cluster.Event
 	for k, index := range known {
 		gone = append(gone, cluster.Event{Role: k.role, ID: k.id, Index: index})
