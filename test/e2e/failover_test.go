@@ -151,6 +151,9 @@ func TestK8sMasterPodLost(t *testing.T) {
 	if s.MasterRestarts != 2 || len(s.Failovers) != 2 || s.Failovers[0].FirstTaskAt == nil || s.Failovers[1].FirstTaskAt == nil {
 		t.Fatalf("master_restarts %d, failovers %+v: want two takeovers that handed out work", s.MasterRestarts, s.Failovers)
 	}
+	for i, f := range s.Failovers {
+		t.Logf("takeover %d: resumed → first task handed out %.2fs", i+1, f.FirstTaskAt.Sub(f.ResumedAt).Seconds())
+	}
 	if s.Workers.Launched != 2 || s.Workers.Lost != 0 || s.PS.Launched != 1 || s.PS.Lost != 0 {
 		t.Errorf("workers %+v, ps %+v: want the 2 workers and the PS adopted, none lost or relaunched", s.Workers, s.PS)
 	}
