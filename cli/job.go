@@ -26,7 +26,8 @@ const (
 // minibatchHelp says what a minibatch is for this command.
 func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchHelp string) {
 	fs.StringVar(&cfg.JobName, "job_name", cfg.JobName, "name of the job")
-	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers")
+	fs.IntVar(&cfg.NumWorkers, "num_workers", cfg.NumWorkers, "number of workers: the most the job runs (`elasticdl scale` and an autoscaler may ask for fewer)")
+	fs.IntVar(&cfg.MinWorkers, "min_workers", cfg.MinWorkers, "the fewest workers the job is scaled down to, and how many must run before training starts (0: 1)")
 	fs.IntVar(&cfg.NumPS, "num_ps_pods", cfg.NumPS, "number of parameter servers")
 	fs.IntVar(&cfg.MinibatchSize, "minibatch_size", cfg.MinibatchSize, minibatchHelp)
 	fs.IntVar(&cfg.NumMinibatchesPerTask, "num_minibatches_per_task", cfg.NumMinibatchesPerTask, "minibatches per task")

@@ -169,6 +169,27 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// runScale asks a job to run --workers workers: it annotates the master's
+// Job, which the master watches and applies within the job's bounds,
+// letting workers go once they have reported their task.
+func runScale(ctx context.Context, env Env, args []string) error {
+	workers := -1
+	c, client, err := newJobCtl(env, "scale", args, func(fs *flag.FlagSet) {
+		fs.IntVar(&workers, "workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")
+	})
+	if err != nil {
+		return err
+	}
+	if workers < 0 {
+		return usageError{errors.New("--workers: required, a number of workers (0 or more)")}
+	}
+	if err := client.ScaleJob(ctx, c.o.namespace, c.job, workers); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "job %s: asked for %d workers (the master keeps within the job's bounds; `elasticdl status %s` shows the result)\n", c.job, workers, c.job)
+	return nil
+}
+
 // runStop deletes the job's master Job; Kubernetes garbage-collects the
 // job's pods, Services and ConfigMaps with it. It waits until they are
 // gone (bounded by --api_timeout).

@@ -172,7 +172,20 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis, HandOver: self.Replaced()})
+	targets := make(chan master.Target, 16)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go self.WatchTarget(wctx, func(n int) {
+		select {
+		case targets <- master.Target{Workers: n, Source: "annotation " + k8s.AnnotationTargetWorkers}:
+		case <-wctx.Done():
+		}
+	}, func(v string) {
+		logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
+		rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
+	})
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
+		HandOver: self.Replaced(), Targets: targets})
 	if err == nil && cfg.MetricsPort > 0 {
 		var stop func()
 		if stop, err = startMasterMetrics(m, portAddr("", cfg.MetricsPort), logger); err == nil {

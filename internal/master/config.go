@@ -43,7 +43,10 @@ type Config struct {
 	NumMinibatchesPerTask int
 	NumEpochs             int
 	NumWorkers            int
-	NumPS                 int
+	// MinWorkers (0: 1) is the fewest workers the job is scaled down to,
+	// and how many must run before training starts; NumWorkers the most.
+	MinWorkers int
+	NumPS      int
 	// Optimizer overrides the model's default optimizer spec when set.
 	Optimizer string
 	Seed      int64
@@ -223,6 +226,9 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 		if p.v < 1 {
 			bad(p.flag, "must be at least 1, got %d", p.v)
 		}
+	}
+	if c.MinWorkers < 0 || c.MinWorkers > c.NumWorkers {
+		bad("min_workers", "must be between 0 and --num_workers (%d), got %d", c.NumWorkers, c.MinWorkers)
 	}
 	if c.RelaunchOnWorkerFailure < 0 {
 		bad("relaunch_on_worker_failure", "must not be negative, got %d", c.RelaunchOnWorkerFailure)

@@ -38,6 +38,8 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			return err
 		case <-tick.C:
 			m.tick(ctx)
+		case t := <-m.targets:
+			m.step(ctx, job.SetTarget{Workers: t.Workers, Source: t.Source})
 		case <-progressC:
 			m.logProgress()
 		case <-m.ended:

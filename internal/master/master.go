@@ -57,6 +57,16 @@ type Deps struct {
 	// resumes. For a master whose pod something replaces when it is
 	// deleted or evicted (a Kubernetes Job); it needs Store.
 	HandOver bool
+	// Targets, when set, carries the cluster's wishes for the number of
+	// workers (an autoscaler, `elasticdl scale`); Run applies each, within
+	// the job's bounds, once the job has started or resumed.
+	Targets <-chan Target
+}
+
+// Target is a wish for the number of workers a job runs, and who has it.
+type Target struct {
+	Workers int
+	Source  string
 }
 
 // Notifier receives notable job events (Kubernetes Events on the master
@@ -102,6 +112,7 @@ type Master struct {
 	store    StateStore
 	listener net.Listener
 	handOver bool
+	targets  <-chan Target
 	// resuming: the core was rebuilt from persisted state (failover).
 	resuming bool
 	persist  *persister
@@ -191,6 +202,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		ended:     make(chan struct{}),
 		store:     deps.Store,
 		handOver:  deps.HandOver,
+		targets:   deps.Targets,
 		listener:  deps.Listener,
 		resuming:  resuming,
 	}
@@ -217,6 +229,7 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		EvaluationSteps:  cfg.EvaluationSteps,
 		NumClasses:       spec.NumClasses,
 		NumWorkers:       cfg.NumWorkers,
+		MinWorkers:       cfg.MinWorkers,
 		NumPS:            cfg.NumPS,
 		SyncSGD:          !cfg.UseAsync && !cfg.allReduce(),
 		HeartbeatTimeout: cfg.HeartbeatTimeout,

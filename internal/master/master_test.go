@@ -395,3 +395,41 @@ func TestRefusedRelaunchFailsTheJob(t *testing.T) {
 		t.Fatalf("the other worker: %v %v, want DONE", resp, err)
 	}
 }
+
+// TestRunAppliesTargets: a target from Deps.Targets reaches the core once
+// the job has started: idle workers are let go (stopped, not relaunched).
+func TestRunAppliesTargets(t *testing.T) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.ModelDef, cfg.TrainingData, cfg.Output = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir()
+	cfg.NumWorkers, cfg.NumPS = 3, 1
+	fb := newFakeBackend()
+	targets := make(chan Target, 1)
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Targets: targets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go m.Run(ctx)
+	targets <- Target{Workers: 1, Source: "test"}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fb.mu.Lock()
+		n := len(fb.stopped)
+		fb.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stopped %d workers, want the 2 idle ones let go", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := len(fb.launches()); l != 4 {
+		t.Errorf("launched %d instances, want the PS and 3 workers, none relaunched", l)
+	}
+}

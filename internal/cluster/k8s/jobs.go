@@ -99,15 +99,15 @@ func (c *Client) preflight(ctx context.Context, ns, sa string, classes []Priorit
 func (c *Client) checkMasterRBAC(ctx context.Context, ns, sa string) error {
 	user := "system:serviceaccount:" + ns + ":" + sa
 	var missing []string
-	for _, a := range []struct{ verb, resource string }{
-		{"create", "pods"}, {"watch", "pods"}, {"delete", "pods"}, {"patch", "pods"},
-		{"create", "services"}, {"create", "events"}, {"create", "configmaps"},
+	for _, a := range []struct{ verb, resource, group string }{
+		{"create", "pods", ""}, {"watch", "pods", ""}, {"delete", "pods", ""}, {"patch", "pods", ""},
+		{"create", "services", ""}, {"create", "events", ""}, {"create", "configmaps", ""}, {"watch", "jobs", "batch"},
 	} {
 		r, err := c.cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{
 				User:               user,
 				Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: a.verb, Resource: a.resource},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: a.verb, Resource: a.resource, Group: a.group},
 			},
 		}, metav1.CreateOptions{})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +391,66 @@ func TestBareMasterPod(t *testing.T) {
 	if o := self.owner; o.Kind != "Pod" || o.UID != "pod-uid" {
 		t.Errorf("owner %+v, want the pod", o)
 	}
+}
+
+// TestScaleAndWatchTarget: `elasticdl scale` annotates the master's Job;
+// the master sees each new value (a bad one apart), once.
+func TestScaleAndWatchTarget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mj := masterJob("job-uid")
+	mp := jobMasterPod("elasticdl-j-master-x1", "job-uid", corev1.PodRunning, time.Now())
+	cs := fake.NewClientset(mj, mp)
+	c := NewClient(cs, time.Second)
+	if err := c.ScaleJob(ctx, "ns", "nope", 2); !errors.Is(err, ErrNoJob) {
+		t.Fatalf("scale an unknown job: %v", err)
+	}
+	self, err := c.MasterPod(ctx, "ns", mp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 10)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		self.WatchTarget(wctx, func(n int) { got <- strconv.Itoa(n) }, func(v string) { got <- "bad " + v })
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case g := <-got:
+			if g != want {
+				t.Fatalf("watched %q, want %q", g, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("watched nothing, want %q", want)
+		}
+	}
+	for _, v := range []string{"3", "x", "1"} {
+		if v == "x" {
+			patch := `{"metadata":{"annotations":{"` + AnnotationTargetWorkers + `":"x"}}}`
+			if _, err := cs.BatchV1().Jobs("ns").Patch(ctx, mj.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			next("bad x")
+			continue
+		}
+		n, _ := strconv.Atoi(v)
+		if err := c.ScaleJob(ctx, "ns", "j", n); err != nil {
+			t.Fatal(err)
+		}
+		next(v)
+	}
+	// A change to something else of the Job is no new target.
+	if _, err := cs.BatchV1().Jobs("ns").Patch(ctx, mj.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case g := <-got:
+		t.Fatalf("watched %q after an unrelated change", g)
+	case <-time.After(200 * time.Millisecond):
+	}
+	stop()
+	<-done
 }

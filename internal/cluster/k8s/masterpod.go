@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 // MasterPod is a job master's own pod, seen from inside it. The Job that
@@ -112,4 +116,62 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 		errs = append(errs, fmt.Errorf("label pod %s %s=%s: %w", m.pod.Name, LabelStatus, status, err))
 	}
 	return errors.Join(errs...)
+}
+
+// AnnotationTargetWorkers on a job's master Job is the number of workers
+// the job is asked to run (by `elasticdl scale`, or an autoscaler); the
+// master clamps it to the job's bounds.
+const AnnotationTargetWorkers = "elasticdl.io/target-workers"
+
+// WatchTarget calls set with the master Job's AnnotationTargetWorkers each
+// time it is set or changes, until ctx ends; a value that is not a
+// non-negative integer goes to bad instead. A pod no Job runs has no
+// target to watch: WatchTarget returns at once.
+func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad func(value string)) {
+	if !m.Replaced() {
+		return
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(m.c.cs, 0, informers.WithNamespace(m.pod.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + m.owner.Name }))
+	last := ""
+	on := func(obj any) {
+		j, ok := obj.(*batchv1.Job)
+		if !ok || j.UID != m.owner.UID {
+			return
+		}
+		v, ok := j.Annotations[AnnotationTargetWorkers]
+		if !ok || v == last {
+			return
+		}
+		last = v
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			bad(v)
+			return
+		}
+		set(n)
+	}
+	f.Batch().V1().Jobs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    on,
+		UpdateFunc: func(_, obj any) { on(obj) },
+	})
+	f.Start(ctx.Done())
+	<-ctx.Done()
+	f.Shutdown()
+}
+
+// ScaleJob asks job to run workers workers: it sets the master Job's
+// AnnotationTargetWorkers, which the master watches. An unknown job is an
+// error wrapping ErrNoJob.
+func (c *Client) ScaleJob(ctx context.Context, namespace, job string, workers int) error {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationTargetWorkers, strconv.Itoa(workers))
+	_, err := c.cs.BatchV1().Jobs(namespace).Patch(ctx, MasterName(job), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return noJob(namespace, job)
+	} else if err != nil {
+		return fmt.Errorf("annotate Job %s: %w", MasterName(job), err)
+	}
+	return nil
 }

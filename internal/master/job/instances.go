@@ -175,6 +175,8 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	switch {
 	case decision.FailJob:
 		j.fail(fmt.Errorf("%s %s: %s", name, ev.Reason, decision.Reason))
+	case decision.Relaunch && ev.Role == cluster.Worker && !j.relaunchWanted():
+		j.log.Info("lost worker not replaced: the job runs its target", "instance", name, "target", j.target)
 	case decision.Relaunch && ev.Role == cluster.Worker:
 		j.launchWorker(now, in.index, name+" "+ev.Reason.String())
 		j.summary.Workers.Relaunched++
@@ -183,11 +185,16 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 		j.summary.PS.Relaunched++
 		j.psRelaunched()
 	}
+	if ev.Role == cluster.Worker && j.cfg.training() && j.trainingStart.IsZero() && !j.phase.over() && len(j.workers) < j.minWorkers() {
+		// Training waits for MinWorkers, which can no longer run.
+		j.fail(fmt.Errorf("%d workers left of the %d training waits for (--min_workers) after %s %s", len(j.workers), j.minWorkers(), name, ev.Reason))
+	}
 }
 
 func (j *Job) forget(r cluster.Role, in *instance) {
 	if r == cluster.Worker {
 		delete(j.workers, in.id)
+		delete(j.draining, in.id)
 	} else {
 		delete(j.ps, in.index)
 	}

@@ -105,7 +105,12 @@ type Config struct {
 	PredictionOutputs string
 	NumClasses        int
 
+	// NumWorkers is the most workers the job runs, and the number it aims
+	// at until told otherwise (SetTarget); MinWorkers (at least 1) the
+	// fewest it is scaled down to, and how many must run before training
+	// starts.
 	NumWorkers, NumPS int
+	MinWorkers        int
 	// SyncSGD: the PS apply the average of the live workers' pushes, so
 	// they must be told how many workers are live (Ready.LiveWorkers).
 	SyncSGD bool
@@ -169,6 +174,11 @@ type Job struct {
 	ps           map[int]*instance // live PS by shard index
 	nextWorkerID int
 	nextPSID     int
+	// target is how many workers the job aims to run (SetTarget);
+	// draining the workers being let go, by when, which finish their task
+	// first (see scale.go).
+	target   int
+	draining map[int]time.Time
 
 	evalScheduled bool                  // the final pass is queued
 	evalPending   map[int64]evalMetrics // by task ID, until the task succeeds
@@ -232,6 +242,8 @@ func New(cfg Config) (*Job, error) {
 		policy:      policy.New(cfg.Policy),
 		workers:     map[int]*instance{},
 		ps:          map[int]*instance{},
+		target:      cfg.NumWorkers,
+		draining:    map[int]time.Time{},
 		evalPending: map[int64]evalMetrics{},
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
@@ -280,6 +292,8 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		j.start(now)
 	case Tick:
 		j.tick(now)
+	case SetTarget:
+		j.setTarget(now, ev)
 	case Resumed:
 		j.resumed(now, ev)
 	case Fail:
@@ -386,7 +400,7 @@ func (j *Job) start(now time.Time) {
 	for i := 0; i < j.cfg.NumPS; i++ {
 		j.launchPS(now, i, "")
 	}
-	for i := 0; i < j.cfg.NumWorkers; i++ {
+	for i := 0; i < j.target; i++ { // NumWorkers, unless told otherwise already
 		j.launchWorker(now, i, "")
 	}
 	j.liveSending = true

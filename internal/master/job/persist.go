@@ -27,7 +27,11 @@ type State struct {
 	Workers      []InstanceState `json:"workers,omitempty"`
 	PS           []InstanceState `json:"ps,omitempty"`
 	NextWorkerID int             `json:"next_worker_id"`
-	NextPSID     int             `json:"next_ps_id"`
+	// Target is the worker count the job aims at (0 in states written
+	// before targets: NumWorkers); Draining the workers being let go.
+	Target   int               `json:"target,omitempty"`
+	Draining map[int]time.Time `json:"draining,omitempty"`
+	NextPSID int               `json:"next_ps_id"`
 
 	EvalScheduled bool                   `json:"eval_scheduled"`
 	EvalPending   map[int64]MetricsState `json:"eval_pending,omitempty"`
@@ -141,7 +145,7 @@ type MeterState struct {
 func (j *Job) State() State {
 	s := State{
 		Phase: j.phase, Dispatcher: j.disp.Snapshot(), Policy: j.policy.State(),
-		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID,
+		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID, Target: j.target,
 		EvalScheduled: j.evalScheduled, FinalKey: j.finalKey, TrainVersion: j.trainVersion, NextEvalAt: j.nextEvalAt,
 		UploadingSince: j.uploadingSince, LiveGen: j.liveGen, LiveSending: j.liveSending,
 		Summary: j.summary, Saved: j.saved, PendingSave: j.pendingSave,
@@ -157,6 +161,9 @@ func (j *Job) State() State {
 		s.Saved.Err = nil
 	}
 	s.Workers, s.PS = instanceStates(j.workers), instanceStates(j.ps)
+	if len(j.draining) > 0 {
+		s.Draining = maps.Clone(j.draining)
+	}
 	if len(j.evalPending) > 0 {
 		s.EvalPending = map[int64]MetricsState{}
 		for id, m := range j.evalPending {
@@ -249,6 +256,15 @@ func Resume(cfg Config, s State) (*Job, error) {
 	}
 	j.workers, j.ps = instances(s.Workers, false), instances(s.PS, true)
 	j.nextWorkerID, j.nextPSID = s.NextWorkerID, s.NextPSID
+	if s.Target > 0 {
+		j.target = s.Target
+	}
+	j.draining = map[int]time.Time{}
+	for id, at := range s.Draining {
+		if _, ok := j.workers[id]; ok {
+			j.draining[id] = at
+		}
+	}
 	j.evalScheduled, j.finalKey, j.trainVersion, j.nextEvalAt = s.EvalScheduled, s.FinalKey, s.TrainVersion, s.NextEvalAt
 	j.evalPending = map[int64]evalMetrics{}
 	for id, m := range s.EvalPending {

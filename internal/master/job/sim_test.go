@@ -62,7 +62,7 @@ func TestSimulatedJobs(t *testing.T) {
 	// from happening shows.
 	t.Logf("%d jobs: %+v", simJobs, total)
 	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs ||
-		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 {
+		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 || total.ScaledDown < simJobs {
 		t.Errorf("too few faults: %+v", total)
 	}
 }
@@ -73,11 +73,14 @@ type simStats struct {
 	// RolledBack: records a PS lost to a checkpoint restore and the check
 	// sent back to training.
 	RolledBack, Reopened int64
+	// ScaledDown: workers let go because the target dropped.
+	ScaledDown int64
 }
 
 func (a *simStats) add(b simStats) {
 	a.Steps += b.Steps
 	a.WorkersLost += b.WorkersLost
+	a.ScaledDown += b.ScaledDown
 	a.PSLost += b.PSLost
 	a.Requeued += b.Requeued
 	a.Silent += b.Silent
@@ -226,6 +229,9 @@ func simConfig(rng *rand.Rand) Config {
 		// Pushes name their minibatches; the core checks what the PS hold.
 		cfg.CheckApplied, cfg.MinibatchSize = true, 1+rng.Intn(16)
 	}
+	if rng.Intn(4) == 0 {
+		cfg.MinWorkers = rng.Intn(workers + 1) // training starts with this many
+	}
 	switch r := rng.Intn(10); {
 	case r < 2:
 		cfg.Mode = ModeEvaluate
@@ -267,6 +273,7 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		st.WorkersLost, st.PSLost, st.Requeued = int64(sum.Workers.Lost), int64(sum.PS.Lost), sum.Tasks.Requeued
 		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
 		st.RolledBack, st.Reopened = sum.RecordsRequeuedForRollback, sum.Tasks.Reopened
+		st.ScaledDown = int64(sum.Workers.ScaledDown)
 	}()
 	if _, err := s.step(Start{}); err != nil {
 		return st, err
@@ -310,6 +317,9 @@ func (s *sim) step(ev Event) (Reply, error) {
 func (s *sim) apply(ev Event) (Reply, error) {
 	r, err := s.j.Step(s.now, ev)
 	s.log("%v %T%+v -> %+v %v", s.now.Unix(), ev, ev, r.Assignment, err)
+	if n := len(s.j.workers); n > s.cfg.NumWorkers {
+		return r, fmt.Errorf("%d workers live, more than NumWorkers %d", n, s.cfg.NumWorkers)
+	}
 	rd := s.j.Ready()
 	for _, st := range rd.Stop {
 		w := s.workers[st.ID]
@@ -399,6 +409,11 @@ func (s *sim) act() error {
 		x := s.rng.Intn(len(s.shards))
 		s.ckpts[x] = cloneHeld(s.shards[x])
 		return nil
+	case r < 86:
+		// The cluster's wish changes: an autoscaler, a user (0 and above
+		// NumWorkers are clamped).
+		_, err := s.step(SetTarget{Workers: s.rng.Intn(s.cfg.NumWorkers + 2), Source: "sim"})
+		return err
 	case r < 90 && s.question != nil:
 		return s.answer()
 	default:

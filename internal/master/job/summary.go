@@ -129,6 +129,10 @@ type WorkerCounts struct {
 	// higher-priority work; MaxRunning is the most that ran at once.
 	Preempted  int `json:"preempted"`
 	MaxRunning int `json:"max_running"`
+	// ScaledUp and ScaledDown count workers launched and let go because
+	// the job's target changed (SetTarget).
+	ScaledUp   int `json:"scaled_up,omitempty"`
+	ScaledDown int `json:"scaled_down,omitempty"`
 }
 
 // PSCounts counts parameter-server instances over the job's life.

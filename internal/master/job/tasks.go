@@ -57,6 +57,9 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 	if j.phase.over() || j.phase == Starting {
 		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
 	}
+	if a, leaving := j.drainOnGetTask(now, ev.Worker); leaving && a.Kind == task.KindDone {
+		return Reply{Assignment: a}, nil
+	}
 	if ev.Held != nil {
 		for _, t := range j.disp.Held(ev.Worker) {
 			if !slices.Contains(ev.Held, t.ID) {
@@ -65,6 +68,13 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 				return Reply{Assignment: task.Assignment{Kind: task.KindTask, Task: t}}, nil
 			}
 		}
+	}
+	if _, leaving := j.draining[ev.Worker]; leaving {
+		return Reply{Assignment: task.Assignment{Kind: task.KindWait}}, nil // its task first
+	}
+	if j.trainingStart.IsZero() && j.cfg.training() && j.runningWorkers() < j.minWorkers() {
+		// Training starts with MinWorkers running (a gang of the bound).
+		return Reply{Assignment: task.Assignment{Kind: task.KindWait}}, nil
 	}
 	a := j.disp.Get(ev.Worker, now)
 	if a.Kind == task.KindDone && j.checkOpen() {

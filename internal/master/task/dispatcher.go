@@ -614,6 +614,18 @@ func (d *Dispatcher) Held(worker int) []Task {
 	return out
 }
 
+// HeldSince returns when worker got the oldest of the tasks it holds, and
+// whether it holds any.
+func (d *Dispatcher) HeldSince(worker int) (time.Time, bool) {
+	var oldest time.Time
+	for _, id := range d.byWorker[worker] {
+		if s := d.lookup(id).since; oldest.IsZero() || s.Before(oldest) {
+			oldest = s
+		}
+	}
+	return oldest, len(d.byWorker[worker]) > 0
+}
+
 // Evaluation returns the aggregated successful results of the evaluation
 // pass queued for version, and whether such a pass exists.
 func (d *Dispatcher) Evaluation(version int64) (EvalStats, bool) {

@@ -1,0 +1,159 @@
+package job
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/task"
+)
+
+// SetTarget asks the job to run Workers workers (the cluster's wish: an
+// autoscaler, a user's `elasticdl scale`). It is clamped to the job's
+// bounds, [MinWorkers, NumWorkers]. A higher target launches workers; a
+// lower one lets workers go gracefully: those pending or idle at once, and
+// a worker holding a task once it has reported it (see rescale).
+type SetTarget struct {
+	Workers int
+	// Source says who asked, for the log and the Event.
+	Source string
+}
+
+func (SetTarget) isEvent() {}
+
+// minWorkers is the job's lower bound (at least 1).
+func (j *Job) minWorkers() int { return max(1, min(j.cfg.MinWorkers, j.cfg.NumWorkers)) }
+
+// Target is the number of workers the job aims to run now.
+func (j *Job) Target() int { return j.target }
+
+func (j *Job) setTarget(now time.Time, ev SetTarget) {
+	want := min(max(ev.Workers, j.minWorkers()), j.cfg.NumWorkers)
+	if want == j.target {
+		return
+	}
+	msg := fmt.Sprintf("target %d → %d workers (asked %d by %s; bounds %d..%d)", j.target, want, ev.Workers, ev.Source, j.minWorkers(), j.cfg.NumWorkers)
+	j.log.Info("worker target changed", "from", j.target, "to", want, "asked", ev.Workers, "source", ev.Source)
+	j.notice(false, "TargetChanged", msg)
+	j.target = want
+	j.rescale(now)
+}
+
+// active are the workers the job counts toward its target: live and not
+// being let go.
+func (j *Job) active() int { return len(j.workers) - len(j.draining) }
+
+// rescale launches or lets go of workers until the active ones meet the
+// target. Workers are let go by the least work they would leave unfinished:
+// pending ones (they hold nothing and never ran), then running ones that
+// hold no task, then those whose held tasks started the longest ago (the
+// closest to done); a worker holding a task finishes it first (it is told
+// DONE once it has reported, see drainOnGetTask). Ties go to the newest
+// worker, so the oldest, warmest ones stay.
+func (j *Job) rescale(now time.Time) {
+	if j.phase == Starting || j.phase.over() {
+		return
+	}
+	// Workers still finishing their last task are kept first: they run.
+	for j.active() < j.target && len(j.draining) > 0 {
+		id := slices.Max(slices.Collect(maps.Keys(j.draining)))
+		delete(j.draining, id)
+		j.log.Info("worker kept after all (scale up)", "worker", id)
+	}
+	for j.active() < j.target {
+		slot, ok := j.freeSlot()
+		if !ok {
+			break // every slot is taken by a worker still leaving
+		}
+		j.launchWorker(now, slot, "")
+		j.summary.Workers.ScaledUp++
+	}
+	excess := j.active() - j.target
+	if excess <= 0 {
+		return
+	}
+	type candidate struct {
+		id      int
+		rank    int       // 0 pending, 1 idle, 2 holding tasks
+		since   time.Time // the oldest held task's start
+		running bool
+	}
+	var cs []candidate
+	for id, w := range j.workers {
+		if _, leaving := j.draining[id]; leaving {
+			continue
+		}
+		c := candidate{id: id, running: w.running}
+		switch since, holds := j.disp.HeldSince(id); {
+		case !w.running && !holds:
+			c.rank = 0
+		case !holds:
+			c.rank = 1
+		default:
+			c.rank, c.since = 2, since
+		}
+		cs = append(cs, c)
+	}
+	slices.SortFunc(cs, func(a, b candidate) int {
+		return cmp.Or(cmp.Compare(a.rank, b.rank), a.since.Compare(b.since), cmp.Compare(b.id, a.id))
+	})
+	for _, c := range cs[:excess] {
+		if c.rank < 2 {
+			j.letGo(now, c.id, "scaled down")
+			continue
+		}
+		j.draining[c.id] = now
+		j.log.Info("worker leaves once its task is reported (scale down)", "worker", c.id)
+	}
+}
+
+// freeSlot is the lowest worker slot no live worker has.
+func (j *Job) freeSlot() (int, bool) {
+	used := map[int]bool{}
+	for _, w := range j.workers {
+		used[w.index] = true
+	}
+	for i := 0; i < j.cfg.NumWorkers; i++ {
+		if !used[i] {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// letGo stops worker id, which holds nothing, at the job's wish: not a
+// loss, not relaunched.
+func (j *Job) letGo(now time.Time, id int, why string) {
+	w := j.workers[id]
+	if w == nil {
+		return
+	}
+	j.summary.Workers.ScaledDown++
+	delete(j.draining, id)
+	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
+	j.exited(now, cluster.Event{
+		Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,
+		Message: why + ": stopped by the master", Requested: true,
+	})
+}
+
+// drainOnGetTask answers a worker being let go that asks for work: once
+// it holds nothing it is told DONE and stopped; until then (a task handed
+// out again) it gets no new task.
+func (j *Job) drainOnGetTask(now time.Time, worker int) (task.Assignment, bool) {
+	if _, leaving := j.draining[worker]; !leaving {
+		return task.Assignment{}, false
+	}
+	if len(j.disp.Held(worker)) > 0 {
+		return task.Assignment{Kind: task.KindWait}, true
+	}
+	j.letGo(now, worker, "scaled down after its last task")
+	return task.Assignment{Kind: task.KindDone}, true
+}
+
+// relaunchWanted says whether a lost worker is to be replaced: only while
+// the job runs fewer workers than its target.
+func (j *Job) relaunchWanted() bool { return j.active() < j.target }

@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestK8sScaleWorkers scales a running job with `elasticdl scale`: 3 → 1
+// worker (two let go, the one with a task once it has reported it), then
+// back to 2; a bad annotation is ignored with an Event. The job finishes
+// with every record trained exactly once, no worker counted lost.
+func TestK8sScaleWorkers(t *testing.T) {
+	timeTest(t)
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-s", 2, "4", "8Gi")
+	j := submit(t, ns, "scale", label, "--minibatch_size=8", "--num_workers=3", "--min_workers=1")
+	j.waitWorkers(30*time.Second, 3, 0)
+	j.waitTraining(30 * time.Second)
+
+	scale := func(n string) {
+		t.Helper()
+		out, code, _ := cli(t, nil, 30*time.Second, "scale", j.name, "--namespace", ns, "--workers="+n)
+		if code != 0 {
+			t.Fatalf("elasticdl scale --workers=%s exited %d:\n%s", n, code, out)
+		}
+	}
+	if out, code, _ := cli(t, nil, 30*time.Second, "scale", j.name, "--namespace", ns); code != 2 || !strings.Contains(out, "--workers") {
+		t.Errorf("elasticdl scale without --workers: exit %d, want 2 naming --workers:\n%s", code, out)
+	}
+
+	asked := time.Now()
+	scale("1")
+	took := waitFor(t, 60*time.Second, "1 worker left after scaling to 1", func() (bool, string) {
+		ws := j.pods("worker")
+		return len(ws) == 1 && ws[0].running(), fmt.Sprint(ws)
+	})
+	t.Logf("scaled 3 → 1 worker in %.1fs", took.Seconds())
+	before := j.recordsDone()
+	time.Sleep(5 * time.Second)
+	if after := j.recordsDone(); after <= before {
+		t.Errorf("no training progress with one worker: %d records done, %d 5 s later", before, after)
+	}
+
+	kubectl(t, "annotate", "job", "-n", ns, j.masterJob(), "elasticdl.io/target-workers=many", "--overwrite")
+	waitFor(t, 20*time.Second, "an Event about the bad target", func() (bool, string) {
+		for _, e := range j.events() {
+			if e.Reason == "TargetInvalid" {
+				return true, ""
+			}
+		}
+		return false, "none"
+	})
+
+	scale("2")
+	took = waitFor(t, 60*time.Second, "2 workers running after scaling to 2", func() (bool, string) {
+		ws := j.pods("worker")
+		n, _ := countRunning(ws)
+		return n == 2, fmt.Sprint(ws)
+	})
+	t.Logf("scaled 1 → 2 workers in %.1fs (%.1fs after the first scale)", took.Seconds(), time.Since(asked).Seconds())
+
+	r := waitSucceeded(t, j, 4*time.Minute)
+	assertTrained(t, r, 1, minAccuracy)
+	w := r.Summary.Workers
+	if w.ScaledDown != 2 || w.ScaledUp != 1 || w.Lost != 0 || w.Relaunched != 0 {
+		t.Errorf("summary workers %+v: want 2 scaled down, 1 up, none lost or relaunched", w)
+	}
+	reasons := map[string]int{}
+	for _, e := range j.events() {
+		reasons[e.Reason]++
+	}
+	if reasons["TargetChanged"] != 2 {
+		t.Errorf("events %v: want TargetChanged twice", reasons)
+	}
+}
