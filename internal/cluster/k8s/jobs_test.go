@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -401,6 +403,14 @@ func TestScaleAndWatchTarget(t *testing.T) {
 	mj := masterJob("job-uid")
 	mp := jobMasterPod("elasticdl-j-master-x1", "job-uid", corev1.PodRunning, time.Now())
 	cs := fake.NewClientset(mj, mp)
+	// The fake sends a watch only what happens after it started: changes
+	// wait for the informer's watch.
+	watching := make(chan struct{})
+	var once sync.Once
+	cs.PrependWatchReactor("jobs", func(k8stesting.Action) (bool, watch.Interface, error) {
+		once.Do(func() { close(watching) })
+		return false, nil, nil
+	})
 	c := NewClient(cs, time.Second)
 	if err := c.ScaleJob(ctx, "ns", "nope", 2); !errors.Is(err, ErrNoJob) {
 		t.Fatalf("scale an unknown job: %v", err)
@@ -416,6 +426,12 @@ func TestScaleAndWatchTarget(t *testing.T) {
 		defer close(done)
 		self.WatchTarget(wctx, func(n int) { got <- strconv.Itoa(n) }, func(v string) { got <- "bad " + v })
 	}()
+	select {
+	case <-watching:
+		time.Sleep(100 * time.Millisecond) // the reactor runs before the watch is registered
+	case <-ctx.Done():
+		t.Fatal("the master never watched its Job")
+	}
 	next := func(want string) {
 		t.Helper()
 		select {
