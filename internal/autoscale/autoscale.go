@@ -1,0 +1,202 @@
+// Package autoscale decides how many workers each elastic training job of
+// a cluster should run: a pure function from a snapshot of the cluster
+// (nodes, every pod's requests, the jobs and their bounds) to a target per
+// job. Training fills the capacity that other pods leave, shared max-min
+// fairly between jobs, and gives it back before the scheduler has to
+// preempt: pods waiting to be scheduled that are not training workers
+// (an online service growing) are placed first.
+//
+// The decision simulates placement node by node (first fit), so that a
+// worker is only counted where one fits whole; it does not move pods, and
+// the scheduler remains free to place them as it likes.
+package autoscale
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Resources are requests or capacities: CPU in millicores, memory in bytes.
+type Resources struct {
+	MilliCPU, Memory int64
+}
+
+func (r Resources) add(o Resources) Resources {
+	return Resources{r.MilliCPU + o.MilliCPU, r.Memory + o.Memory}
+}
+
+func (r Resources) sub(o Resources) Resources {
+	return Resources{r.MilliCPU - o.MilliCPU, r.Memory - o.Memory}
+}
+
+// fits reports whether o fits into r.
+func (r Resources) fits(o Resources) bool { return o.MilliCPU <= r.MilliCPU && o.Memory <= r.Memory }
+
+// Node is a node pods may be scheduled to.
+type Node struct {
+	Name        string
+	Allocatable Resources
+	// Schedulable: Ready and not cordoned; other nodes are left out (the
+	// pods bound to them still count where they are).
+	Schedulable bool
+}
+
+// Pod is any pod of the cluster that holds or wants resources (not
+// finished ones).
+type Pod struct {
+	// Node is where it is bound; "" while it waits to be scheduled.
+	Node    string
+	Request Resources
+	// Job is the key of the elastic job whose worker the pod is; "" for
+	// any other pod (services, masters, parameter servers, other work).
+	Job string
+	// Priority is the pod's scheduling priority.
+	Priority int32
+}
+
+// Job is an elastic training job the autoscaler sizes.
+type Job struct {
+	// Key names the job (namespace/name).
+	Key string
+	// Min and Max bound its workers (--min_workers, --num_workers).
+	Min, Max int
+	// Worker is what one worker pod requests.
+	Worker Resources
+	// Weight scales the job's fair share (e.g. by priority class); 0
+	// means 1.
+	Weight float64
+	// Priority is its worker pods' scheduling priority.
+	Priority int32
+}
+
+// Snapshot is what the autoscaler sees of the cluster.
+type Snapshot struct {
+	Nodes []Node
+	Pods  []Pod
+	Jobs  []Job
+}
+
+// Decision is a job's target and how it came about.
+type Decision struct {
+	Key    string
+	Target int
+	// Placed is how many of the target fit in the capacity left; fewer
+	// than Target when even the job's minimum does not fit.
+	Placed int
+}
+
+// Decide returns a target for every job of s, in s.Jobs' order:
+//
+//  1. capacity is each schedulable node's allocatable less the requests of
+//     the pods bound to it that are not the jobs' workers;
+//  2. pods waiting to be scheduled that are not the jobs' workers, of a
+//     higher priority than some job's workers (which the scheduler would
+//     preempt for them), are placed first, largest first: training makes
+//     room for them;
+//  3. every job gets its minimum (it runs with no fewer);
+//  4. the rest goes one worker at a time to the job with the smallest
+//     weighted dominant share (its workers' largest fraction of a
+//     resource of the cluster), until no job below its maximum has a
+//     worker that fits.
+func Decide(s Snapshot) []Decision {
+	free := map[string]Resources{}
+	var order []string
+	var total Resources
+	for _, n := range s.Nodes {
+		if n.Schedulable {
+			free[n.Name] = n.Allocatable
+			order = append(order, n.Name)
+			total = total.add(n.Allocatable)
+		}
+	}
+	slices.Sort(order)
+	lowest := int32(0)
+	for i, j := range s.Jobs {
+		if i == 0 || j.Priority < lowest {
+			lowest = j.Priority
+		}
+	}
+	var waiting []Resources
+	for _, p := range s.Pods {
+		if p.Job != "" && jobIndex(s.Jobs, p.Job) >= 0 {
+			continue // the jobs' own workers are what is decided
+		}
+		if p.Node == "" {
+			if p.Priority > lowest {
+				waiting = append(waiting, p.Request)
+			}
+			continue
+		}
+		if f, ok := free[p.Node]; ok {
+			free[p.Node] = f.sub(p.Request)
+		}
+	}
+	// Largest first: a big service pod is the hardest to fit later.
+	slices.SortStableFunc(waiting, func(a, b Resources) int {
+		return cmp.Or(cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+	})
+	place := func(r Resources) bool {
+		for _, name := range order {
+			if f := free[name]; f.fits(r) {
+				free[name] = f.sub(r)
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range waiting {
+		place(r)
+	}
+
+	out := make([]Decision, len(s.Jobs))
+	for i, j := range s.Jobs {
+		out[i] = Decision{Key: j.Key}
+		lo := max(1, min(j.Min, j.Max))
+		for range lo {
+			if place(j.Worker) {
+				out[i].Placed++
+			}
+		}
+		out[i].Target = lo
+	}
+	share := func(i int) float64 {
+		j := s.Jobs[i]
+		w := j.Weight
+		if w <= 0 {
+			w = 1
+		}
+		var sh float64
+		if total.MilliCPU > 0 {
+			sh = max(sh, float64(int64(out[i].Target)*j.Worker.MilliCPU)/float64(total.MilliCPU))
+		}
+		if total.Memory > 0 {
+			sh = max(sh, float64(int64(out[i].Target)*j.Worker.Memory)/float64(total.Memory))
+		}
+		return sh / w
+	}
+	full := make([]bool, len(s.Jobs)) // at its maximum, or its worker fits nowhere
+	for {
+		best := -1
+		for i := range s.Jobs {
+			if full[i] || out[i].Target >= s.Jobs[i].Max {
+				continue
+			}
+			if best < 0 || share(i) < share(best) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		if !place(s.Jobs[best].Worker) {
+			full[best] = true
+			continue
+		}
+		out[best].Target++
+		out[best].Placed++
+	}
+}
+
+func jobIndex(jobs []Job, key string) int {
+	return slices.IndexFunc(jobs, func(j Job) bool { return j.Key == key })
+}
