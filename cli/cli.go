@@ -54,6 +54,7 @@ func commands() []command {
 		{"predict", "write a saved model's predictions for --prediction_data to a CSV file, in input order", runPredict},
 		{"status", "show a Kubernetes job: its pods, summary and events", runStatus},
 		{"logs", "print the log of a Kubernetes job's master (or --role=worker|ps --id=N)", runLogs},
+		{"autoscaler", "size every elastic job of a Kubernetes cluster to share what other pods leave (deploy/autoscaler.yaml)", runAutoscaler},
 		{"scale", "ask a Kubernetes job to run N workers (within its --min_workers..--num_workers): --workers=N", runScale},
 		{"stop", "stop a Kubernetes job: delete its master Job, which garbage-collects the rest", runStop},
 		{"master", "a job's master (the command of the master pod that train --backend=k8s creates)", runMaster},

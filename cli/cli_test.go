@@ -127,7 +127,8 @@ func TestYAMLForwardsTheJobFlags(t *testing.T) {
 	}
 	for _, want := range []string{"kind: Job", "apiVersion: batch/v1", "name: elasticdl-t1-master", "namespace: team", "- master", "- --job_type=train", "- --num_workers=4",
 		"- --worker_pod_priority=0.5", "elasticdl.io/replica-type: master", "fieldPath: status.podIP", "restartPolicy: Never",
-		"podReplacementPolicy: Failed", "podFailurePolicy:"} {
+		"podReplacementPolicy: Failed", "podFailurePolicy:",
+		"elasticdl.io/max-workers: \"4\"", "elasticdl.io/min-workers: \"0\"", "elasticdl.io/worker-request: cpu=1,memory=1Gi"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("manifest lacks %q:\n%s", want, out)
 		}

@@ -186,7 +186,14 @@ func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*batchv1.Job,
 		s.Annotations = k8s.ScrapeAnnotations(cfg.MetricsPort)
 	}
 	pod := k8s.NewPod("", o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
-	return k8s.NewMasterJob(cfg.JobName, o.namespace, pod), nil
+	mj := k8s.NewMasterJob(cfg.JobName, o.namespace, pod)
+	// What an autoscaler needs to size the job.
+	mj.Annotations = map[string]string{
+		k8s.AnnotationMinWorkers:    strconv.Itoa(cfg.MinWorkers),
+		k8s.AnnotationMaxWorkers:    strconv.Itoa(cfg.NumWorkers),
+		k8s.AnnotationWorkerRequest: o.workerRequest,
+	}
+	return mj, nil
 }
 
 // submitK8s creates the job's master Job (or prints it, with --yaml).

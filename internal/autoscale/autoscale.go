@@ -21,7 +21,8 @@ type Resources struct {
 	MilliCPU, Memory int64
 }
 
-func (r Resources) add(o Resources) Resources {
+// Add is r plus o.
+func (r Resources) Add(o Resources) Resources {
 	return Resources{r.MilliCPU + o.MilliCPU, r.Memory + o.Memory}
 }
 
@@ -106,7 +107,7 @@ func Decide(s Snapshot) []Decision {
 		if n.Schedulable {
 			free[n.Name] = n.Allocatable
 			order = append(order, n.Name)
-			total = total.add(n.Allocatable)
+			total = total.Add(n.Allocatable)
 		}
 	}
 	slices.Sort(order)

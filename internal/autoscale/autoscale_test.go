@@ -115,12 +115,12 @@ func TestDecideInvariants(t *testing.T) {
 			if d.Key != j.Key || d.Target < lo || d.Target > max(lo, j.Max) || d.Placed > d.Target {
 				t.Fatalf("job %+v: decision %+v out of bounds", j, d)
 			}
-			placed = placed.add(Resources{int64(d.Placed) * j.Worker.MilliCPU, int64(d.Placed) * j.Worker.Memory})
+			placed = placed.Add(Resources{int64(d.Placed) * j.Worker.MilliCPU, int64(d.Placed) * j.Worker.Memory})
 		}
 		var capacity Resources
 		for _, n := range s.Nodes {
 			if n.Schedulable {
-				capacity = capacity.add(n.Allocatable)
+				capacity = capacity.Add(n.Allocatable)
 			}
 		}
 		if !capacity.fits(placed) {

@@ -1,0 +1,212 @@
+package k8s
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"elasticdl/internal/autoscale"
+	"elasticdl/internal/cluster"
+)
+
+// Annotations `elasticdl train --backend=k8s` puts on a job's master Job,
+// for an autoscaler: the job's worker bounds and what one worker requests.
+const (
+	AnnotationMinWorkers    = "elasticdl.io/min-workers"
+	AnnotationMaxWorkers    = "elasticdl.io/max-workers"
+	AnnotationWorkerRequest = "elasticdl.io/worker-request"
+)
+
+// AutoscalerConfig configures RunAutoscaler.
+type AutoscalerConfig struct {
+	// Interval between decisions (default 5 s).
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// autoscaler sees the whole cluster through informers: nodes, every pod,
+// and the elastic jobs' master Jobs.
+type autoscaler struct {
+	c     *Client
+	log   *slog.Logger
+	nodes corelisters.NodeLister
+	pods  corelisters.PodLister
+	jobs  batchlisters.JobLister
+}
+
+// RunAutoscaler sizes every elastic job of the cluster until ctx ends:
+// each Interval it decides targets (package autoscale) from what the
+// cluster holds and sets AnnotationTargetWorkers on the master Jobs whose
+// target changed. Jobs without AnnotationMaxWorkers, and jobs that ended,
+// are left alone.
+func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	all := informers.NewSharedInformerFactory(c.cs, 0)
+	masters := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = LabelApp + "=" + AppName + "," + LabelReplicaType + "=" + ReplicaMaster
+	}))
+	a := &autoscaler{c: c, log: cfg.Logger,
+		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: masters.Batch().V1().Jobs().Lister()}
+	all.Start(ctx.Done())
+	masters.Start(ctx.Done())
+	defer all.Shutdown()
+	defer masters.Shutdown()
+	sctx, cancel := c.bounded(ctx)
+	synced := cache.WaitForCacheSync(sctx.Done(), all.Core().V1().Nodes().Informer().HasSynced,
+		all.Core().V1().Pods().Informer().HasSynced, masters.Batch().V1().Jobs().Informer().HasSynced)
+	cancel()
+	if !synced {
+		return fmt.Errorf("autoscaler: the cluster's nodes, pods and jobs not listed within %s (RBAC: deploy/autoscaler.yaml)", c.timeout)
+	}
+	a.log.Info("autoscaler watching the cluster", "interval", cfg.Interval)
+	tick := time.NewTicker(cfg.Interval)
+	defer tick.Stop()
+	for {
+		if _, err := a.round(ctx); err != nil {
+			a.log.Warn("autoscaler round", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// round decides once and annotates the jobs whose target changed.
+func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
+	s, jobs, err := a.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	ds := autoscale.Decide(s)
+	for i, d := range ds {
+		j := jobs[i]
+		if j.Annotations[AnnotationTargetWorkers] == strconv.Itoa(d.Target) {
+			continue
+		}
+		job := j.Labels[LabelJob]
+		if err := a.c.ScaleJob(ctx, j.Namespace, job, d.Target); err != nil {
+			a.log.Warn("setting a job's target", "job", d.Key, "target", d.Target, "err", err)
+			continue
+		}
+		a.log.Info("job target", "job", d.Key, "from", j.Annotations[AnnotationTargetWorkers], "to", d.Target, "fits", d.Placed)
+	}
+	return ds, nil
+}
+
+// snapshot builds the decision's input, and the Jobs in the order of its
+// jobs.
+func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
+	var s autoscale.Snapshot
+	nodes, err := a.nodes.List(labels.Everything())
+	if err != nil {
+		return s, nil, err
+	}
+	for _, n := range nodes {
+		s.Nodes = append(s.Nodes, autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n)})
+	}
+	all, err := a.jobs.List(labels.Everything())
+	if err != nil {
+		return s, nil, err
+	}
+	var jobs []*batchv1.Job
+	index := map[string]int{}
+	for _, j := range all {
+		job, ok := autoscaledJob(j)
+		if !ok {
+			continue
+		}
+		index[job.Key] = len(s.Jobs)
+		s.Jobs = append(s.Jobs, job)
+		jobs = append(jobs, j)
+	}
+	pods, err := a.pods.List(labels.Everything())
+	if err != nil {
+		return s, nil, err
+	}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		ap := autoscale.Pod{Node: p.Spec.NodeName, Request: podRequest(p)}
+		if p.Spec.Priority != nil {
+			ap.Priority = *p.Spec.Priority
+		}
+		if p.Labels[LabelApp] == AppName && p.Labels[LabelReplicaType] == string(cluster.Worker) {
+			key := p.Namespace + "/" + p.Labels[LabelJob]
+			if i, ok := index[key]; ok {
+				ap.Job = key
+				// A job's workers' priority is its own (the lowest, if
+				// they differ).
+				if s.Jobs[i].Priority == 0 || ap.Priority < s.Jobs[i].Priority {
+					s.Jobs[i].Priority = ap.Priority
+				}
+			}
+		}
+		s.Pods = append(s.Pods, ap)
+	}
+	return s, jobs, nil
+}
+
+// autoscaledJob reads an elastic job's bounds from its master Job; ok is
+// false for a job that ended or does not say its bounds.
+func autoscaledJob(j *batchv1.Job) (autoscale.Job, bool) {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return autoscale.Job{}, false
+		}
+	}
+	hi, err := strconv.Atoi(j.Annotations[AnnotationMaxWorkers])
+	if err != nil || hi < 1 {
+		return autoscale.Job{}, false
+	}
+	lo, _ := strconv.Atoi(j.Annotations[AnnotationMinWorkers])
+	req, err := ParseResources(j.Annotations[AnnotationWorkerRequest])
+	if err != nil {
+		return autoscale.Job{}, false
+	}
+	return autoscale.Job{Key: j.Namespace + "/" + j.Labels[LabelJob], Min: lo, Max: hi, Worker: resources(req)}, true
+}
+
+func resources(l corev1.ResourceList) autoscale.Resources {
+	return autoscale.Resources{MilliCPU: l.Cpu().MilliValue(), Memory: l.Memory().Value()}
+}
+
+// podRequest is what a pod asks of its node: its containers' requests.
+func podRequest(p *corev1.Pod) autoscale.Resources {
+	var r autoscale.Resources
+	for _, c := range p.Spec.Containers {
+		r = r.Add(resources(c.Resources.Requests))
+	}
+	return r
+}
+
+// schedulable: a node pods may go to now (Ready, not cordoned).
+func schedulable(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,102 @@
+package k8s
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"elasticdl/internal/cluster"
+)
+
+func testNode(name, cpu string, ready bool) *corev1.Node {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Gi")},
+		Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st}},
+	}}
+}
+
+func autoscaledMasterJob(ns, job string, lo, hi int, request string) *batchv1.Job {
+	pod := NewPod("", ns, JobLabels(job, ReplicaMaster), PodSettings{Image: "img"}, []string{"master"}, nil)
+	mj := NewMasterJob(job, ns, pod)
+	mj.Annotations = map[string]string{AnnotationMinWorkers: itoa(lo), AnnotationMaxWorkers: itoa(hi), AnnotationWorkerRequest: request}
+	return mj
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func requesting(p *corev1.Pod, cpu string, node string, priority int32) *corev1.Pod {
+	p.Spec.NodeName, p.Spec.Priority = node, &priority
+	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}
+	return p
+}
+
+// TestAutoscalerRound: the autoscaler reads the jobs' bounds from their
+// master Jobs and the room other pods leave, and sets each job's target
+// annotation; an ended job and one without bounds are left alone.
+func TestAutoscalerRound(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ended := autoscaledMasterJob("ns", "old", 1, 4, "cpu=1")
+	ended.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	unbounded := autoscaledMasterJob("ns", "manual", 1, 4, "cpu=1")
+	unbounded.Annotations = nil
+	worker := jobPod("elasticdl-a-worker-0", string(cluster.Worker), "0", corev1.PodRunning)
+	worker.Labels[LabelJob] = "a"
+	service := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "svc"}}
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-2", Namespace: "svc"}}
+	cs := fake.NewClientset(
+		testNode("n0", "4", true), testNode("n1", "4", true), testNode("down", "4", false),
+		autoscaledMasterJob("ns", "a", 1, 8, "cpu=1,memory=1Gi"), autoscaledMasterJob("team", "b", 2, 8, "cpu=1,memory=1Gi"), ended, unbounded,
+		requesting(worker, "1", "n0", 100),
+		requesting(service, "1", "n0", 1000), // bound: its room is taken
+		requesting(waiting, "1", "", 1000),   // waiting, higher priority: placed first
+	)
+	c := NewClient(cs, 5*time.Second)
+	all := informers.NewSharedInformerFactory(cs, 0)
+	a := &autoscaler{c: c, log: slog.New(slog.DiscardHandler), nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: all.Batch().V1().Jobs().Lister()}
+	stop := make(chan struct{})
+	all.Start(stop)
+	defer all.Shutdown()
+	defer close(stop) // before Shutdown, which waits for the informers
+	if !cache.WaitForCacheSync(ctx.Done(), all.Core().V1().Nodes().Informer().HasSynced, all.Core().V1().Pods().Informer().HasSynced, all.Batch().V1().Jobs().Informer().HasSynced) {
+		t.Fatal("informers not synced")
+	}
+	ds, err := a.round(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 8 CPUs on the ready nodes, 2 for the service: 6 workers, 3 each.
+	got := map[string]int{}
+	for _, d := range ds {
+		got[d.Key] = d.Target
+	}
+	if len(got) != 2 || got["ns/a"] != 3 || got["team/b"] != 3 {
+		t.Fatalf("decisions %+v, want ns/a and team/b at 3 each", ds)
+	}
+	for ns, job := range map[string]string{"ns": "a", "team": "b"} {
+		mj, err := cs.BatchV1().Jobs(ns).Get(ctx, MasterName(job), metav1.GetOptions{})
+		if err != nil || mj.Annotations[AnnotationTargetWorkers] != "3" {
+			t.Errorf("job %s/%s target annotation %q, %v; want 3", ns, job, mj.Annotations[AnnotationTargetWorkers], err)
+		}
+	}
+	for _, job := range []string{"old", "manual"} {
+		mj, _ := cs.BatchV1().Jobs("ns").Get(ctx, MasterName(job), metav1.GetOptions{})
+		if _, ok := mj.Annotations[AnnotationTargetWorkers]; ok {
+			t.Errorf("job %s was given a target", job)
+		}
+	}
+}
