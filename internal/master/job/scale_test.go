@@ -85,19 +85,28 @@ func TestScaleDownLetsGoTheLeastUnfinishedWork(t *testing.T) {
 	assertEpochExact(t, s, 1000)
 }
 
+// leavingAfterTask is a 4-worker job scaled to 1: workers 2 and 3 (idle)
+// stopped, worker 0 (the older task, t0) leaving once it reports it,
+// worker 1 kept.
+func leavingAfterTask(t *testing.T) (*harness, task.Task) {
+	t.Helper()
+	h := newHarness(t, scaleConfig)
+	h.runAll()
+	t0 := h.get(0)
+	h.advance(time.Second)
+	h.get(1)
+	h.step(SetTarget{Workers: 1, Source: "test"})
+	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{2, 3}) {
+		t.Fatalf("stopped %v, want the idle workers 2 and 3", got)
+	}
+	return h, t0
+}
+
 // TestScaleUpKeepsLeavingWorkersFirst: a target raised while workers are
 // leaving keeps them (they run) before it launches new ones, into the
 // lowest free slots.
 func TestScaleUpKeepsLeavingWorkersFirst(t *testing.T) {
-	h := newHarness(t, scaleConfig)
-	h.runAll()
-	h.get(0)
-	h.advance(time.Second)
-	h.get(1)
-	h.step(SetTarget{Workers: 1, Source: "test"}) // 2, 3 go; 0 leaves after its task
-	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{2, 3}) {
-		t.Fatalf("stopped %v", got)
-	}
+	h, _ := leavingAfterTask(t)
 	h.step(SetTarget{Workers: 3, Source: "test"})
 	rd := h.take()
 	ls := launchedWorkers(rd)
@@ -143,13 +152,7 @@ func TestLostWorkersAndTheTarget(t *testing.T) {
 // is not replaced when the job runs its target without it; its task goes
 // back to the queue.
 func TestLeavingWorkerLostIsNotReplaced(t *testing.T) {
-	h := newHarness(t, scaleConfig)
-	h.runAll()
-	h.get(0)
-	h.advance(time.Second)
-	h.get(1)
-	h.step(SetTarget{Workers: 1, Source: "test"}) // 2, 3 go; 0 leaves after its task
-	h.take()
+	h, _ := leavingAfterTask(t)
 	h.exit(cluster.Worker, 0, cluster.Preempted)
 	rd := h.take()
 	if len(launchedWorkers(rd)) != 0 {
@@ -178,13 +181,7 @@ func TestMinWorkersGateTheStart(t *testing.T) {
 // TestScaleStateSurvivesFailover: the target and the leaving workers are
 // part of the persisted state.
 func TestScaleStateSurvivesFailover(t *testing.T) {
-	h := newHarness(t, scaleConfig)
-	h.runAll()
-	t0 := h.get(0)
-	h.advance(time.Second)
-	h.get(1)
-	h.step(SetTarget{Workers: 1, Source: "test"}) // 2, 3 go; 0 leaves after its task
-	h.take()
+	h, t0 := leavingAfterTask(t)
 	h.failover(running(cluster.PS, 0), running(cluster.Worker, 0), running(cluster.Worker, 1))
 	if h.j.Target() != 1 {
 		t.Fatalf("target %d after the failover, want 1", h.j.Target())
