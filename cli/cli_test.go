@@ -77,6 +77,12 @@ func TestCommands(t *testing.T) {
 		{k8sTrain("--volume=claim_name=data"), 2, "", "--volume: volume"},
 		{k8sTrain("--kubeconfig=/nonexistent/kubeconfig"), 1, "", "/nonexistent/kubeconfig"},
 		{[]string{"status"}, 2, "", "usage: elasticdl status JOB"},
+		// Job commands check their flags before they contact the cluster.
+		{[]string{"scale", "j", "--kubeconfig=/nonexistent/kubeconfig"}, 2, "", "--workers: required"},
+		{[]string{"scale", "j", "--workers=-1", "--kubeconfig=/nonexistent/kubeconfig"}, 2, "", "--workers: required"},
+		{[]string{"logs", "j", "--role=chief", "--kubeconfig=/nonexistent/kubeconfig"}, 2, "", "--role=chief: want master, worker or ps"},
+		{[]string{"scale", "j", "--workers=2", "--kubeconfig=/nonexistent/kubeconfig"}, 1, "", "/nonexistent/kubeconfig"},
+		{[]string{"autoscaler", "--interval=0"}, 2, "", "--interval and --api_timeout must be positive"},
 		{[]string{"master", "--job_type=fly"}, 2, "", "--job_type=fly"},
 		{[]string{"master", "--image=i", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o"}, 2, "", "POD_NAME, POD_NAMESPACE and POD_IP must be set"},
 	}

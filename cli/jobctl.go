@@ -19,14 +19,18 @@ type jobCtl struct {
 	job string
 }
 
-func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)) (*jobCtl, *k8s.Client, error) {
+// newJobCtl parses a job command's flags (extra registers its own and
+// returns their check, which runs before the cluster is contacted) and
+// connects to the cluster.
+func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet) (check func() error)) (*jobCtl, *k8s.Client, error) {
 	c := &jobCtl{}
 	fs := newFlagSet(env, name)
 	fs.StringVar(&c.o.namespace, "namespace", "default", "namespace of the job")
 	fs.StringVar(&c.o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	fs.DurationVar(&c.o.apiTimeout, "api_timeout", 30*time.Second, "how long to wait for the API server")
+	var check func() error
 	if extra != nil {
-		extra(fs)
+		check = extra(fs)
 	}
 	// The job name may come before or after the flags.
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
@@ -42,6 +46,11 @@ func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)
 	}
 	if c.job == "" {
 		return nil, nil, usageError{errors.New("usage: elasticdl " + name + " JOB [--namespace NS]")}
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, nil, usageError{err}
+		}
 	}
 	client, err := k8s.Connect(c.o.kubeconfig, c.o.apiTimeout)
 	if err != nil {
@@ -119,10 +128,16 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	var role string
 	var id int
 	var follow bool
-	c, client, err := newJobCtl(env, "logs", args, func(fs *flag.FlagSet) {
+	c, client, err := newJobCtl(env, "logs", args, func(fs *flag.FlagSet) func() error {
 		fs.StringVar(&role, "role", k8s.ReplicaMaster, "master, worker or ps")
 		fs.IntVar(&id, "id", -1, "instance ID of the worker or PS (see `elasticdl status` or the master's log); default: all of that role")
 		fs.BoolVar(&follow, "f", false, "follow the log")
+		return func() error {
+			if role != k8s.ReplicaMaster && role != string(cluster.Worker) && role != string(cluster.PS) {
+				return fmt.Errorf("--role=%s: want master, worker or ps", role)
+			}
+			return nil
+		}
 	})
 	if err != nil {
 		return err
@@ -136,14 +151,9 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		if len(names) == 0 {
-			if _, err := client.JobStatus(ctx, ns, c.job); err != nil {
-				return err // no such job
-			}
 			return fmt.Errorf("job %s has no master pod in namespace %s yet", c.job, ns)
 		}
 		names = names[:1]
-	case role != string(cluster.Worker) && role != string(cluster.PS):
-		return usageError{fmt.Errorf("--role=%s: want master, worker or ps", role)}
 	case id >= 0:
 		names = []string{k8s.InstancePodName(c.job, cluster.Role(role), id)}
 	default:
@@ -174,14 +184,17 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 // letting workers go once they have reported their task.
 func runScale(ctx context.Context, env Env, args []string) error {
 	workers := -1
-	c, client, err := newJobCtl(env, "scale", args, func(fs *flag.FlagSet) {
+	c, client, err := newJobCtl(env, "scale", args, func(fs *flag.FlagSet) func() error {
 		fs.IntVar(&workers, "workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")
+		return func() error {
+			if workers < 0 {
+				return errors.New("--workers: required, a number of workers (0 or more)")
+			}
+			return nil
+		}
 	})
 	if err != nil {
 		return err
-	}
-	if workers < 0 {
-		return usageError{errors.New("--workers: required, a number of workers (0 or more)")}
 	}
 	if err := client.ScaleJob(ctx, c.o.namespace, c.job, workers); err != nil {
 		return err

@@ -175,15 +175,22 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	targets := make(chan master.Target, 16)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go self.WatchTarget(wctx, func(n int) {
-		select {
-		case targets <- master.Target{Workers: n, Source: "annotation " + k8s.AnnotationTargetWorkers}:
-		case <-wctx.Done():
+	go func() {
+		err := self.WatchTarget(wctx, func(n int) {
+			select {
+			case targets <- master.Target{Workers: n, Source: "annotation " + k8s.AnnotationTargetWorkers}:
+			case <-wctx.Done():
+			}
+		}, func(v string) {
+			logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
+			rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
+		})
+		if err != nil {
+			// The job runs on, at the target it has.
+			logger.Warn("the job cannot be scaled", "err", err)
+			rec.Notify(true, "TargetUnwatched", err.Error()+": the job keeps its worker target")
 		}
-	}, func(v string) {
-		logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
-		rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
-	})
+	}()
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
 		HandOver: self.Replaced(), Targets: targets})
 	if err == nil && cfg.MetricsPort > 0 {

@@ -117,9 +117,13 @@ func Decide(s Snapshot) []Decision {
 			lowest = j.Priority
 		}
 	}
+	managed := make(map[string]bool, len(s.Jobs))
+	for _, j := range s.Jobs {
+		managed[j.Key] = true
+	}
 	var waiting []Resources
 	for _, p := range s.Pods {
-		if p.Job != "" && jobIndex(s.Jobs, p.Job) >= 0 {
+		if managed[p.Job] {
 			continue // the jobs' own workers are what is decided
 		}
 		if p.Node == "" {
@@ -196,8 +200,4 @@ func Decide(s Snapshot) []Decision {
 		out[best].Target++
 		out[best].Placed++
 	}
-}
-
-func jobIndex(jobs []Job, key string) int {
-	return slices.IndexFunc(jobs, func(j Job) bool { return j.Key == key })
 }

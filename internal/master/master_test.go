@@ -399,12 +399,8 @@ func TestRefusedRelaunchFailsTheJob(t *testing.T) {
 // TestRunAppliesTargets: a target from Deps.Targets reaches the core once
 // the job has started: idle workers are let go (stopped, not relaunched).
 func TestRunAppliesTargets(t *testing.T) {
-	reg := model.NewRegistry()
-	if err := zoo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ModelDef, cfg.TrainingData, cfg.Output = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir()
+	reg := zooRegistry(t)
+	cfg := mlpJobConfig(t)
 	cfg.NumWorkers, cfg.NumPS = 3, 1
 	fb := newFakeBackend()
 	targets := make(chan Target, 1)
@@ -432,4 +428,22 @@ func TestRunAppliesTargets(t *testing.T) {
 	if l := len(fb.launches()); l != 4 {
 		t.Errorf("launched %d instances, want the PS and 3 workers, none relaunched", l)
 	}
+}
+
+// zooRegistry is a registry of the model zoo.
+func zooRegistry(t *testing.T) *model.Registry {
+	t.Helper()
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// mlpJobConfig is the default job of fashion_mnist.mlp on 1000 records,
+// with an --output of its own.
+func mlpJobConfig(t *testing.T) Config {
+	cfg := DefaultConfig()
+	cfg.ModelDef, cfg.TrainingData, cfg.Output = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir()
+	return cfg
 }

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"elasticdl/internal/master/job"
-	"elasticdl/model"
-	"elasticdl/model/zoo"
 )
 
 // memStore is a StateStore in memory; saves block while gate is held and
@@ -223,12 +221,9 @@ func TestPredictionFileResume(t *testing.T) {
 // launch, no stop, no summary — and returns ErrStateLost for its
 // supervisor to start the next one.
 func TestRunStopsWhenTheStateCannotBePersisted(t *testing.T) {
-	reg := model.NewRegistry()
-	if err := zoo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ModelDef, cfg.TrainingData, cfg.Output, cfg.RunID = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir(), "run1"
+	reg := zooRegistry(t)
+	cfg := mlpJobConfig(t)
+	cfg.RunID = "run1"
 	fb := newFakeBackend()
 	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Store: &memStore{failWith: errors.New("disk full")}})
 	if err != nil {
@@ -255,12 +250,9 @@ func TestRunStopsWhenTheStateCannotBePersisted(t *testing.T) {
 // instance, writes no summary, leaves its last state persisted, and
 // returns ErrHandedOver; the next master resumes from that state.
 func TestRunHandsOver(t *testing.T) {
-	reg := model.NewRegistry()
-	if err := zoo.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	cfg := DefaultConfig()
-	cfg.ModelDef, cfg.TrainingData, cfg.Output, cfg.RunID = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir(), "run1"
+	reg := zooRegistry(t)
+	cfg := mlpJobConfig(t)
+	cfg.RunID = "run1"
 	cfg.NumWorkers, cfg.NumPS = 2, 1
 	fb := newFakeBackend()
 	store := &memStore{}

@@ -43,6 +43,8 @@ type autoscaler struct {
 	nodes corelisters.NodeLister
 	pods  corelisters.PodLister
 	jobs  batchlisters.JobLister
+	// warned: jobs whose bounds could not be read, said once.
+	warned map[string]bool
 }
 
 // RunAutoscaler sizes every elastic job of the cluster until ctx ends:
@@ -61,7 +63,7 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	masters := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelApp + "=" + AppName + "," + LabelReplicaType + "=" + ReplicaMaster
 	}))
-	a := &autoscaler{c: c, log: cfg.Logger,
+	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{},
 		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: masters.Batch().V1().Jobs().Lister()}
 	all.Start(ctx.Done())
 	masters.Start(ctx.Done())
@@ -129,7 +131,11 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 	var jobs []*batchv1.Job
 	index := map[string]int{}
 	for _, j := range all {
-		job, ok := autoscaledJob(j)
+		job, ok, err := autoscaledJob(j)
+		if err != nil && !a.warned[j.Namespace+"/"+j.Name] {
+			a.warned[j.Namespace+"/"+j.Name] = true
+			a.log.Warn("job left alone: its bounds cannot be read", "job", j.Namespace+"/"+j.Name, "err", err)
+		}
 		if !ok {
 			continue
 		}
@@ -141,6 +147,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 	if err != nil {
 		return s, nil, err
 	}
+	seen := make([]bool, len(s.Jobs)) // a worker's priority known
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
@@ -155,8 +162,8 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 				ap.Job = key
 				// A job's workers' priority is its own (the lowest, if
 				// they differ).
-				if s.Jobs[i].Priority == 0 || ap.Priority < s.Jobs[i].Priority {
-					s.Jobs[i].Priority = ap.Priority
+				if !seen[i] || ap.Priority < s.Jobs[i].Priority {
+					s.Jobs[i].Priority, seen[i] = ap.Priority, true
 				}
 			}
 		}
@@ -166,23 +173,33 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 }
 
 // autoscaledJob reads an elastic job's bounds from its master Job; ok is
-// false for a job that ended or does not say its bounds.
-func autoscaledJob(j *batchv1.Job) (autoscale.Job, bool) {
+// false for a job that ended, does not say its bounds (not autoscaled), or
+// says them wrong (err).
+func autoscaledJob(j *batchv1.Job) (job autoscale.Job, ok bool, err error) {
 	for _, c := range j.Status.Conditions {
 		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
-			return autoscale.Job{}, false
+			return job, false, nil
 		}
 	}
-	hi, err := strconv.Atoi(j.Annotations[AnnotationMaxWorkers])
-	if err != nil || hi < 1 {
-		return autoscale.Job{}, false
+	v, set := j.Annotations[AnnotationMaxWorkers]
+	if !set {
+		return job, false, nil
 	}
-	lo, _ := strconv.Atoi(j.Annotations[AnnotationMinWorkers])
+	hi, err := strconv.Atoi(v)
+	if err != nil || hi < 1 {
+		return job, false, fmt.Errorf("%s=%q: not a number of workers", AnnotationMaxWorkers, v)
+	}
+	lo := 0
+	if v, set := j.Annotations[AnnotationMinWorkers]; set {
+		if lo, err = strconv.Atoi(v); err != nil || lo < 0 {
+			return job, false, fmt.Errorf("%s=%q: not a number of workers", AnnotationMinWorkers, v)
+		}
+	}
 	req, err := ParseResources(j.Annotations[AnnotationWorkerRequest])
 	if err != nil {
-		return autoscale.Job{}, false
+		return job, false, fmt.Errorf("%s: %w", AnnotationWorkerRequest, err)
 	}
-	return autoscale.Job{Key: j.Namespace + "/" + j.Labels[LabelJob], Min: lo, Max: hi, Worker: resources(req)}, true
+	return autoscale.Job{Key: j.Namespace + "/" + j.Labels[LabelJob], Min: lo, Max: hi, Worker: resources(req)}, true, nil
 }
 
 func resources(l corev1.ResourceList) autoscale.Resources {

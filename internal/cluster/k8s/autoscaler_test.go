@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,20 +55,22 @@ func TestAutoscalerRound(t *testing.T) {
 	ended.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 	unbounded := autoscaledMasterJob("ns", "manual", 1, 4, "cpu=1")
 	unbounded.Annotations = nil
+	garbled := autoscaledMasterJob("ns", "garbled", 1, 4, "cpu=lots")
 	worker := jobPod("elasticdl-a-worker-0", string(cluster.Worker), "0", corev1.PodRunning)
 	worker.Labels[LabelJob] = "a"
 	service := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "svc"}}
 	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-2", Namespace: "svc"}}
 	cs := fake.NewClientset(
 		testNode("n0", "4", true), testNode("n1", "4", true), testNode("down", "4", false),
-		autoscaledMasterJob("ns", "a", 1, 8, "cpu=1,memory=1Gi"), autoscaledMasterJob("team", "b", 2, 8, "cpu=1,memory=1Gi"), ended, unbounded,
+		autoscaledMasterJob("ns", "a", 1, 8, "cpu=1,memory=1Gi"), autoscaledMasterJob("team", "b", 2, 8, "cpu=1,memory=1Gi"), ended, unbounded, garbled,
 		requesting(worker, "1", "n0", 100),
 		requesting(service, "1", "n0", 1000), // bound: its room is taken
 		requesting(waiting, "1", "", 1000),   // waiting, higher priority: placed first
 	)
 	c := NewClient(cs, 5*time.Second)
 	all := informers.NewSharedInformerFactory(cs, 0)
-	a := &autoscaler{c: c, log: slog.New(slog.DiscardHandler), nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: all.Batch().V1().Jobs().Lister()}
+	var logged strings.Builder
+	a := &autoscaler{c: c, log: slog.New(slog.NewTextHandler(&logged, nil)), warned: map[string]bool{}, nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: all.Batch().V1().Jobs().Lister()}
 	stop := make(chan struct{})
 	all.Start(stop)
 	defer all.Shutdown()
@@ -93,7 +96,14 @@ func TestAutoscalerRound(t *testing.T) {
 			t.Errorf("job %s/%s target annotation %q, %v; want 3", ns, job, mj.Annotations[AnnotationTargetWorkers], err)
 		}
 	}
-	for _, job := range []string{"old", "manual"} {
+	if n := strings.Count(logged.String(), "bounds cannot be read"); n != 1 || !strings.Contains(logged.String(), "ns/elasticdl-garbled-master") {
+		t.Errorf("the garbled job warned %d times, want once:\n%s", n, logged.String())
+	}
+	a.round(ctx) // said once
+	if n := strings.Count(logged.String(), "bounds cannot be read"); n != 1 {
+		t.Errorf("the garbled job warned %d times after two rounds, want once", n)
+	}
+	for _, job := range []string{"old", "manual", "garbled"} {
 		mj, _ := cs.BatchV1().Jobs("ns").Get(ctx, MasterName(job), metav1.GetOptions{})
 		if _, ok := mj.Annotations[AnnotationTargetWorkers]; ok {
 			t.Errorf("job %s was given a target", job)

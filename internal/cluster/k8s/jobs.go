@@ -273,7 +273,8 @@ func eventTime(e corev1.Event) time.Time {
 
 // PodNames lists the names of a job's pods of one role: workers and PS by
 // instance ID; master pods the newest first (the one running the job,
-// then those it replaced).
+// then those it replaced), or an error wrapping ErrNoJob when the job has
+// no master Job.
 func (c *Client) PodNames(ctx context.Context, namespace, job string, role cluster.Role) ([]string, error) {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
@@ -282,6 +283,12 @@ func (c *Client) PodNames(ctx context.Context, namespace, job string, role clust
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	if role == ReplicaMaster {
+		if len(pods.Items) == 0 {
+			// No master pod yet, or no job at all.
+			if _, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, MasterName(job), metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				return nil, noJob(namespace, job)
+			}
+		}
 		sortNewestFirst(pods.Items)
 	} else {
 		sort.Slice(pods.Items, func(i, j int) bool {

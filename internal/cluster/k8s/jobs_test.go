@@ -242,6 +242,14 @@ func TestPodNames(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(names, []string{"m-new", "m-old"}) {
 		t.Errorf("master pods, the newest first: got %q, %v", names, err)
 	}
+	// No master pod: none yet, or no job at all.
+	empty := NewClient(fake.NewClientset(masterJob("u")), time.Second)
+	if names, err := empty.PodNames(context.Background(), "ns", "j", ReplicaMaster); err != nil || len(names) != 0 {
+		t.Errorf("a job with no master pod yet: %q, %v", names, err)
+	}
+	if _, err := empty.PodNames(context.Background(), "ns", "nope", ReplicaMaster); !errors.Is(err, ErrNoJob) {
+		t.Errorf("master pods of an unknown job: %v, want ErrNoJob", err)
+	}
 }
 
 func TestLogs(t *testing.T) {
@@ -424,7 +432,9 @@ func TestScaleAndWatchTarget(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		self.WatchTarget(wctx, func(n int) { got <- strconv.Itoa(n) }, func(v string) { got <- "bad " + v })
+		if err := self.WatchTarget(wctx, func(n int) { got <- strconv.Itoa(n) }, func(v string) { got <- "bad " + v }); err != nil {
+			t.Error(err)
+		}
 	}()
 	select {
 	case <-watching:
@@ -469,4 +479,23 @@ func TestScaleAndWatchTarget(t *testing.T) {
 	}
 	stop()
 	<-done
+}
+
+// TestWatchTargetForbidden: a master that may not watch its Job says so
+// (the job runs on, unscaled) instead of waiting silently.
+func TestWatchTargetForbidden(t *testing.T) {
+	ctx := context.Background()
+	mp := jobMasterPod("elasticdl-j-master-x1", "job-uid", corev1.PodRunning, time.Now())
+	cs := fake.NewClientset(masterJob("job-uid"), mp)
+	cs.PrependReactor("list", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "", nil)
+	})
+	self, err := NewClient(cs, 300*time.Millisecond).MasterPod(ctx, "ns", mp.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = self.WatchTarget(ctx, func(int) { t.Error("a target without a watch") }, func(string) {})
+	if err == nil || !strings.Contains(err.Error(), "RBAC") {
+		t.Fatalf("WatchTarget without RBAC: %v, want an error naming RBAC", err)
+	}
 }

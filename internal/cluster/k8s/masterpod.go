@@ -125,11 +125,13 @@ const AnnotationTargetWorkers = "elasticdl.io/target-workers"
 
 // WatchTarget calls set with the master Job's AnnotationTargetWorkers each
 // time it is set or changes, until ctx ends; a value that is not a
-// non-negative integer goes to bad instead. A pod no Job runs has no
-// target to watch: WatchTarget returns at once.
-func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad func(value string)) {
+// non-negative integer goes to bad instead. It returns an error when the
+// Job cannot be watched (RBAC: get, list, watch jobs) within the Client's
+// timeout. A pod no Job runs has no target to watch: WatchTarget returns
+// nil at once.
+func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad func(value string)) error {
 	if !m.Replaced() {
-		return
+		return nil
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(m.c.cs, 0, informers.WithNamespace(m.pod.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + m.owner.Name }))
@@ -151,13 +153,23 @@ func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad 
 		}
 		set(n)
 	}
-	f.Batch().V1().Jobs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	inf := f.Batch().V1().Jobs().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    on,
 		UpdateFunc: func(_, obj any) { on(obj) },
 	})
-	f.Start(ctx.Done())
+	stop := make(chan struct{})
+	f.Start(stop)
+	defer f.Shutdown()
+	defer close(stop) // before Shutdown, which waits for the informer
+	sctx, cancel := m.c.bounded(ctx)
+	synced := cache.WaitForCacheSync(sctx.Done(), inf.HasSynced)
+	cancel()
+	if !synced && ctx.Err() == nil {
+		return fmt.Errorf("watch Job %s for the worker target: not listed within %s (RBAC: get, list, watch jobs; deploy/rbac.yaml)", m.owner.Name, m.c.timeout)
+	}
 	<-ctx.Done()
-	f.Shutdown()
+	return nil
 }
 
 // ScaleJob asks job to run workers workers: it sets the master Job's

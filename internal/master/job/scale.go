@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"elasticdl/internal/cluster"
-	"elasticdl/internal/master/task"
 )
 
 // SetTarget asks the job to run Workers workers (the cluster's wish: an
@@ -76,17 +75,16 @@ func (j *Job) rescale(now time.Time) {
 		return
 	}
 	type candidate struct {
-		id      int
-		rank    int       // 0 pending, 1 idle, 2 holding tasks
-		since   time.Time // the oldest held task's start
-		running bool
+		id    int
+		rank  int       // 0 pending, 1 idle, 2 holding tasks
+		since time.Time // the oldest held task's start
 	}
 	var cs []candidate
 	for id, w := range j.workers {
 		if _, leaving := j.draining[id]; leaving {
 			continue
 		}
-		c := candidate{id: id, running: w.running}
+		c := candidate{id: id}
 		switch since, holds := j.disp.HeldSince(id); {
 		case !w.running && !holds:
 			c.rank = 0
@@ -140,18 +138,15 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 	})
 }
 
-// drainOnGetTask answers a worker being let go that asks for work: once
-// it holds nothing it is told DONE and stopped; until then (a task handed
-// out again) it gets no new task.
-func (j *Job) drainOnGetTask(now time.Time, worker int) (task.Assignment, bool) {
-	if _, leaving := j.draining[worker]; !leaving {
-		return task.Assignment{}, false
-	}
-	if len(j.disp.Held(worker)) > 0 {
-		return task.Assignment{Kind: task.KindWait}, true
+// leavesNow lets go of a leaving worker that asks for work and holds
+// nothing any more (it is to be told DONE); one that still holds a task
+// gets no new one (see getTask).
+func (j *Job) leavesNow(now time.Time, worker int) bool {
+	if _, leaving := j.draining[worker]; !leaving || len(j.disp.Held(worker)) > 0 {
+		return false
 	}
 	j.letGo(now, worker, "scaled down after its last task")
-	return task.Assignment{Kind: task.KindDone}, true
+	return true
 }
 
 // relaunchWanted says whether a lost worker is to be replaced: only while

@@ -57,8 +57,8 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 	if j.phase.over() || j.phase == Starting {
 		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
 	}
-	if a, leaving := j.drainOnGetTask(now, ev.Worker); leaving && a.Kind == task.KindDone {
-		return Reply{Assignment: a}, nil
+	if j.leavesNow(now, ev.Worker) {
+		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
 	}
 	if ev.Held != nil {
 		for _, t := range j.disp.Held(ev.Worker) {
