@@ -16,12 +16,14 @@ import (
 // tasks, launch a replacement and finish with every record trained once.
 func TestSilentWorkerIsReplaced(t *testing.T) {
 	needData(t)
-	j := startJob(t, append(mlpArgs("1"), "--worker_heartbeat_timeout=3s")...)
+	j := startJob(t, append(mlpArgs("3"), "--worker_heartbeat_timeout=3s")...)
 	var frozen int
+	// Freeze while at least an epoch is left, so the job cannot end before
+	// the master notices the silence (progress is logged every 5 s).
 	waitFor(t, 2*time.Minute, "training progress", func() bool {
-		_, done := j.epochRecordsDone()
+		done := j.recordsDone()
 		w := j.children("worker")
-		if done < 5000 || len(w) != 2 {
+		if done < 5000 || done > 120000 || len(w) != 2 {
 			return false
 		}
 		frozen = w[0]
@@ -34,7 +36,7 @@ func TestSilentWorkerIsReplaced(t *testing.T) {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
 	s := j.summary()
-	assertExactlyOnce(t, s, 1, 60000)
+	assertExactlyOnce(t, s, 3, 60000)
 	if s.Workers.Lost != 1 || s.Workers.Relaunched != 1 {
 		t.Errorf("workers %+v, want 1 lost and 1 relaunched", s.Workers)
 	}
