@@ -6,9 +6,10 @@
 // preempt: pods waiting to be scheduled that are not training workers
 // (an online service growing) are placed first.
 //
-// The decision simulates placement node by node (first fit), so that a
-// worker is only counted where one fits whole; it does not move pods, and
-// the scheduler remains free to place them as it likes.
+// The decision simulates placement node by node (first fit, among the
+// nodes a pod's node selector allows), so that a worker is only counted
+// where one fits whole; it does not move pods, and the scheduler remains
+// free to place them as it likes.
 package autoscale
 
 import (
@@ -40,6 +41,21 @@ type Node struct {
 	// Schedulable: Ready and not cordoned; other nodes are left out (the
 	// pods bound to them still count where they are).
 	Schedulable bool
+	// Labels are what node selectors match.
+	Labels map[string]string
+}
+
+// Selector is a node selector: the labels a node must have (nil: any node).
+type Selector map[string]string
+
+// matches reports whether n has every label of s.
+func (s Selector) matches(n Node) bool {
+	for k, v := range s {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
 }
 
 // Pod is any pod of the cluster that holds or wants resources (not
@@ -53,6 +69,8 @@ type Pod struct {
 	Job string
 	// Priority is the pod's scheduling priority.
 	Priority int32
+	// NodeSelector limits where a waiting pod may go.
+	NodeSelector Selector
 }
 
 // Job is an elastic training job the autoscaler sizes.
@@ -68,6 +86,9 @@ type Job struct {
 	Weight float64
 	// Priority is its worker pods' scheduling priority.
 	Priority int32
+	// NodeSelector is its workers' node selector: only the capacity of
+	// the nodes it matches counts for the job.
+	NodeSelector Selector
 }
 
 // Snapshot is what the autoscaler sees of the cluster.
@@ -100,17 +121,32 @@ type Decision struct {
 //     resource of the cluster), until no job below its maximum has a
 //     worker that fits.
 func Decide(s Snapshot) []Decision {
-	free := map[string]Resources{}
-	var order []string
+	var order []Node
 	var total Resources
 	for _, n := range s.Nodes {
 		if n.Schedulable {
-			free[n.Name] = n.Allocatable
-			order = append(order, n.Name)
+			order = append(order, n)
 			total = total.Add(n.Allocatable)
 		}
 	}
-	slices.Sort(order)
+	// First fit tries the nodes fewest jobs may use first, so that a job
+	// that may go anywhere leaves a pool to the jobs limited to it.
+	claims := map[string]int{}
+	for _, n := range order {
+		for _, j := range s.Jobs {
+			if j.NodeSelector.matches(n) {
+				claims[n.Name]++
+			}
+		}
+	}
+	slices.SortFunc(order, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(claims[a.Name], claims[b.Name]), cmp.Compare(a.Name, b.Name))
+	})
+	free := make([]Resources, len(order)) // by order's index
+	at := make(map[string]int, len(order))
+	for i, n := range order {
+		free[i], at[n.Name] = n.Allocatable, i
+	}
 	lowest := int32(0)
 	for i, j := range s.Jobs {
 		if i == 0 || j.Priority < lowest {
@@ -121,36 +157,36 @@ func Decide(s Snapshot) []Decision {
 	for _, j := range s.Jobs {
 		managed[j.Key] = true
 	}
-	var waiting []Resources
+	var waiting []Pod
 	for _, p := range s.Pods {
 		if managed[p.Job] {
 			continue // the jobs' own workers are what is decided
 		}
 		if p.Node == "" {
 			if p.Priority > lowest {
-				waiting = append(waiting, p.Request)
+				waiting = append(waiting, p)
 			}
 			continue
 		}
-		if f, ok := free[p.Node]; ok {
-			free[p.Node] = f.sub(p.Request)
+		if i, ok := at[p.Node]; ok {
+			free[i] = free[i].sub(p.Request)
 		}
 	}
 	// Largest first: a big service pod is the hardest to fit later.
-	slices.SortStableFunc(waiting, func(a, b Resources) int {
-		return cmp.Or(cmp.Compare(b.MilliCPU, a.MilliCPU), cmp.Compare(b.Memory, a.Memory))
+	slices.SortStableFunc(waiting, func(a, b Pod) int {
+		return cmp.Or(cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
 	})
-	place := func(r Resources) bool {
-		for _, name := range order {
-			if f := free[name]; f.fits(r) {
-				free[name] = f.sub(r)
+	place := func(r Resources, sel Selector) bool {
+		for i := range order {
+			if free[i].fits(r) && sel.matches(order[i]) {
+				free[i] = free[i].sub(r)
 				return true
 			}
 		}
 		return false
 	}
-	for _, r := range waiting {
-		place(r)
+	for _, p := range waiting {
+		place(p.Request, p.NodeSelector)
 	}
 
 	out := make([]Decision, len(s.Jobs))
@@ -158,7 +194,7 @@ func Decide(s Snapshot) []Decision {
 		out[i] = Decision{Key: j.Key}
 		lo := max(1, min(j.Min, j.Max))
 		for range lo {
-			if place(j.Worker) {
+			if place(j.Worker, j.NodeSelector) {
 				out[i].Placed++
 			}
 		}
@@ -193,7 +229,7 @@ func Decide(s Snapshot) []Decision {
 		if best < 0 {
 			return out
 		}
-		if !place(s.Jobs[best].Worker) {
+		if !place(s.Jobs[best].Worker, s.Jobs[best].NodeSelector) {
 			full[best] = true
 			continue
 		}

@@ -23,6 +23,16 @@ func job(key string, lo, hi int, workerCPU int64) Job {
 	return Job{Key: key, Min: lo, Max: hi, Worker: cpu(workerCPU), Priority: 100}
 }
 
+// pools: n00 in pool train, n01 and n02 in pool web; 4 CPUs each.
+func pools() []Node {
+	ns := nodes(3, 4000)
+	ns[0].Labels = map[string]string{"pool": "train"}
+	for i := 1; i < 3; i++ {
+		ns[i].Labels = map[string]string{"pool": "web", "zone": "a"}
+	}
+	return ns
+}
+
 func targets(ds []Decision) []int {
 	var t []int
 	for _, d := range ds {
@@ -67,6 +77,11 @@ func TestDecide(t *testing.T) {
 		{"room split across nodes counts only where a worker fits whole",
 			Snapshot{Nodes: nodes(3, 3000), Pods: append(append(service(1, "n00", 1500), service(1, "n01", 1500)...), service(1, "n02", 500)...),
 				Jobs: []Job{job("a", 1, 20, 2000)}}, []int{1}},
+		{"a job's node selector limits it to its pool",
+			Snapshot{Nodes: pools(), Jobs: []Job{{Key: "a", Min: 1, Max: 20, Worker: cpu(1000), NodeSelector: Selector{"pool": "train"}}, job("b", 1, 20, 1000)}}, []int{4, 8}},
+		{"a waiting pod takes room only where its selector lets it go",
+			Snapshot{Nodes: pools(), Pods: []Pod{{Request: cpu(4000), Priority: 1000, NodeSelector: Selector{"pool": "web"}}},
+				Jobs: []Job{{Key: "a", Min: 1, Max: 20, Worker: cpu(1000), NodeSelector: Selector{"pool": "train"}}}}, []int{4}},
 		{"a job finishing frees its share", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("b", 1, 20, 1000)}}, []int{8}},
 	}
 	for _, c := range cases {

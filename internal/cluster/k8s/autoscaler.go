@@ -122,7 +122,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 		return s, nil, err
 	}
 	for _, n := range nodes {
-		s.Nodes = append(s.Nodes, autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n)})
+		s.Nodes = append(s.Nodes, autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n), Labels: n.Labels})
 	}
 	all, err := a.jobs.List(labels.Everything())
 	if err != nil {
@@ -152,7 +152,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		ap := autoscale.Pod{Node: p.Spec.NodeName, Request: podRequest(p)}
+		ap := autoscale.Pod{Node: p.Spec.NodeName, Request: podRequest(p), NodeSelector: p.Spec.NodeSelector}
 		if p.Spec.Priority != nil {
 			ap.Priority = *p.Spec.Priority
 		}
@@ -199,7 +199,9 @@ func autoscaledJob(j *batchv1.Job) (job autoscale.Job, ok bool, err error) {
 	if err != nil {
 		return job, false, fmt.Errorf("%s: %w", AnnotationWorkerRequest, err)
 	}
-	return autoscale.Job{Key: j.Namespace + "/" + j.Labels[LabelJob], Min: lo, Max: hi, Worker: resources(req)}, true, nil
+	// Every pod of a job has the node selector of its master (--node_selector).
+	return autoscale.Job{Key: j.Namespace + "/" + j.Labels[LabelJob], Min: lo, Max: hi, Worker: resources(req),
+		NodeSelector: j.Spec.Template.Spec.NodeSelector}, true, nil
 }
 
 func resources(l corev1.ResourceList) autoscale.Resources {

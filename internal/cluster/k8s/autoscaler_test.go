@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"elasticdl/internal/autoscale"
 	"elasticdl/internal/cluster"
 )
 
@@ -56,13 +57,16 @@ func TestAutoscalerRound(t *testing.T) {
 	unbounded := autoscaledMasterJob("ns", "manual", 1, 4, "cpu=1")
 	unbounded.Annotations = nil
 	garbled := autoscaledMasterJob("ns", "garbled", 1, 4, "cpu=lots")
+	// team/b's pods may go only to nodes of a pool the cluster lacks.
+	pooled := autoscaledMasterJob("team", "b", 2, 8, "cpu=1,memory=1Gi")
+	pooled.Spec.Template.Spec.NodeSelector = map[string]string{"pool": "gpu"}
 	worker := jobPod("elasticdl-a-worker-0", string(cluster.Worker), "0", corev1.PodRunning)
 	worker.Labels[LabelJob] = "a"
 	service := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "svc"}}
 	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-2", Namespace: "svc"}}
 	cs := fake.NewClientset(
 		testNode("n0", "4", true), testNode("n1", "4", true), testNode("down", "4", false),
-		autoscaledMasterJob("ns", "a", 1, 8, "cpu=1,memory=1Gi"), autoscaledMasterJob("team", "b", 2, 8, "cpu=1,memory=1Gi"), ended, unbounded, garbled,
+		autoscaledMasterJob("ns", "a", 1, 8, "cpu=1,memory=1Gi"), pooled, ended, unbounded, garbled,
 		requesting(worker, "1", "n0", 100),
 		requesting(service, "1", "n0", 1000), // bound: its room is taken
 		requesting(waiting, "1", "", 1000),   // waiting, higher priority: placed first
@@ -82,18 +86,19 @@ func TestAutoscalerRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 8 CPUs on the ready nodes, 2 for the service: 6 workers, 3 each.
-	got := map[string]int{}
+	// 8 CPUs on the ready nodes, 2 for the service: 6 workers, all for
+	// ns/a, as team/b's node selector matches no node (its minimum, unplaced).
+	got := map[string]autoscale.Decision{}
 	for _, d := range ds {
-		got[d.Key] = d.Target
+		got[d.Key] = d
 	}
-	if len(got) != 2 || got["ns/a"] != 3 || got["team/b"] != 3 {
-		t.Fatalf("decisions %+v, want ns/a and team/b at 3 each", ds)
+	if len(got) != 2 || got["ns/a"].Target != 6 || got["team/b"].Target != 2 || got["team/b"].Placed != 0 {
+		t.Fatalf("decisions %+v, want ns/a at 6 and team/b at 2 with none placed", ds)
 	}
 	for ns, job := range map[string]string{"ns": "a", "team": "b"} {
 		mj, err := cs.BatchV1().Jobs(ns).Get(ctx, MasterName(job), metav1.GetOptions{})
-		if err != nil || mj.Annotations[AnnotationTargetWorkers] != "3" {
-			t.Errorf("job %s/%s target annotation %q, %v; want 3", ns, job, mj.Annotations[AnnotationTargetWorkers], err)
+		if want := strconv.Itoa(got[ns+"/"+job].Target); err != nil || mj.Annotations[AnnotationTargetWorkers] != want {
+			t.Errorf("job %s/%s target annotation %q, %v; want %s", ns, job, mj.Annotations[AnnotationTargetWorkers], err, want)
 		}
 	}
 	if n := strings.Count(logged.String(), "bounds cannot be read"); n != 1 || !strings.Contains(logged.String(), "ns/elasticdl-garbled-master") {
