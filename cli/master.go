@@ -141,6 +141,12 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
+	masterReq, err := k8s.ParseResources(o.masterRequest)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RequestedCPU = master.RequestedCPU{Master: masterReq.Cpu().AsApproximateFloat64(),
+		Worker: workerPods.Resources.Requests.Cpu().AsApproximateFloat64(), PS: psPods.Resources.Requests.Cpu().AsApproximateFloat64()}
 	masterHost := podIP
 	if self.Replaced() {
 		// Master pods come and go; the job's pods reach whichever runs,

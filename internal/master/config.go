@@ -104,6 +104,14 @@ type Config struct {
 	// MetricsPort+1+i (the master's own, on MetricsPort, are served by
 	// its caller: see Master.RegisterMetrics).
 	MetricsPort int
+	// RequestedCPU is what the job's pods request, in CPU cores (0:
+	// unknown, as for local processes): the denominator of goodput.
+	RequestedCPU RequestedCPU
+}
+
+// RequestedCPU is the CPU cores each kind of the job's pods requests.
+type RequestedCPU struct {
+	Master, Worker, PS float64
 }
 
 // DefaultConfig holds ElasticDL's defaults where it had one.

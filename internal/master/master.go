@@ -127,6 +127,9 @@ type Master struct {
 	// ringRecovery: AllReduce, from a membership change to the next
 	// committed step (nil until RegisterMetrics).
 	ringRecovery prometheus.Histogram
+	// resizeTime: from a worker lost or a target change to training at
+	// the job's new size, by cause.
+	resizeTime *prometheus.HistogramVec
 }
 
 // New checks the configuration, the model and the data, so that a bad job

@@ -1,6 +1,9 @@
 package master
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"elasticdl/internal/cluster"
@@ -17,7 +20,18 @@ type metricsCollector struct {
 	instances, records, corrupt, epoch, version  *prometheus.Desc
 	finished, ringVersion, worldSize             *prometheus.Desc
 	arOps, arBytes, arSeconds                    *prometheus.Desc
+	target, bounds, requested, goodput           *prometheus.Desc
+
+	// goodput is measured over the time between scrapes, at least
+	// goodputWindow: the last sample and value.
+	mu          sync.Mutex
+	lastRecords int64
+	lastAt      time.Time
+	lastGoodput float64
 }
+
+// goodputWindow is the shortest time goodput is measured over.
+const goodputWindow = 10 * time.Second
 
 func newDesc(name, help string, labels []string, job string) *prometheus.Desc {
 	return prometheus.NewDesc("elasticdl_master_"+name, help, labels, prometheus.Labels{"job": job})
@@ -45,6 +59,10 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		arOps:       newDesc("allreduce_ops_total", "AllReduce: collective operations, summed over the workers (as of their last heartbeat).", nil, job),
 		arBytes:     newDesc("allreduce_bytes_total", "AllReduce: bytes the workers sent to their ring neighbours.", nil, job),
 		arSeconds:   newDesc("allreduce_seconds_total", "AllReduce: seconds the workers spent inside collectives.", nil, job),
+		target:      newDesc("target_workers", "The workers the job aims to run now (--num_workers, or what elasticdl scale or the autoscaler asked, within the bounds).", nil, job),
+		bounds:      newDesc("worker_bounds", "The job's worker bounds: --min_workers (bound=min) and --num_workers (bound=max).", []string{"bound"}, job),
+		requested:   newDesc("requested_cpu_cores", "CPU cores the job's running pods request (Kubernetes; absent where unknown).", nil, job),
+		goodput:     newDesc("goodput_records_per_cpu_second", "Training records per second per requested CPU core of the job's running pods, over the time since the previous scrape (at least 10 s).", nil, job),
 	}
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
@@ -55,27 +73,34 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 	if err := reg.Register(c); err != nil {
 		return err
 	}
+	resize := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "elasticdl", Subsystem: "master", Name: "resize_seconds",
+		Help:        "Time to recover: from a worker lost (cause=lost) or a new worker target (cause=target) to training with every worker the job aims for running.",
+		Buckets:     prometheus.ExponentialBuckets(0.1, 2, 12), // 0.1 s .. 205 s
+		ConstLabels: prometheus.Labels{"job": job},
+	}, []string{"cause"})
 	rec := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "ring_recovery_seconds",
 		Help:        "AllReduce: from a membership change (a worker lost, joined, or a ring reported broken) to the next committed step.",
 		Buckets:     prometheus.ExponentialBuckets(0.05, 2, 12), // 50 ms .. 102 s
 		ConstLabels: prometheus.Labels{"job": job},
 	})
-	for i, col := range []prometheus.Collector{lat, rec} {
+	cols := []prometheus.Collector{lat, rec, resize}
+	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
 			reg.Unregister(c)
-			if i > 0 {
-				reg.Unregister(lat)
+			for _, done := range cols[:i] {
+				reg.Unregister(done)
 			}
 			return err
 		}
 	}
-	m.getTaskLatency, m.ringRecovery = lat, rec
+	m.getTaskLatency, m.ringRecovery, m.resizeTime = lat, rec, resize
 	return nil
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput} {
 		ch <- d
 	}
 }
@@ -84,6 +109,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
 	snap := m.job.Snapshot()
+	target := m.job.Target()
 	m.mu.Unlock()
 	s, pr := snap.Summary, snap.Progress
 	wRun, wPend := float64(snap.WorkersRunning), float64(snap.WorkersPending)
@@ -121,6 +147,14 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		f = 1
 	}
 	gauge(c.finished, f)
+	gauge(c.target, float64(target))
+	gauge(c.bounds, float64(max(1, min(m.cfg.MinWorkers, m.cfg.NumWorkers))), "min")
+	gauge(c.bounds, float64(m.cfg.NumWorkers), "max")
+	if req := m.cfg.RequestedCPU; req.Worker > 0 {
+		cores := req.Master + wRun*req.Worker + pRun*req.PS
+		gauge(c.requested, cores)
+		gauge(c.goodput, c.measureGoodput(m.now(), pr.RecordsDone, cores))
+	}
 	if m.cfg.allReduce() {
 		gauge(c.ringVersion, float64(snap.RingVersion))
 		gauge(c.worldSize, float64(snap.WorldSize))
@@ -128,4 +162,22 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.arBytes, float64(snap.Allreduce.Bytes))
 		counter(c.arSeconds, snap.Allreduce.Seconds)
 	}
+}
+
+// measureGoodput is the records per second per requested core since the
+// previous sample, a new sample being taken at most every goodputWindow.
+func (c *metricsCollector) measureGoodput(now time.Time, records int64, cores float64) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch dt := now.Sub(c.lastAt); {
+	case c.lastAt.IsZero():
+	case dt < goodputWindow:
+		return c.lastGoodput
+	case cores > 0:
+		c.lastGoodput = float64(records-c.lastRecords) / dt.Seconds() / cores
+	default:
+		c.lastGoodput = 0
+	}
+	c.lastRecords, c.lastAt = records, now
+	return c.lastGoodput
 }

@@ -2,13 +2,16 @@ package master
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"elasticdl/internal/master/job"
 	"elasticdl/proto/masterpb"
 )
 
@@ -93,5 +96,68 @@ func TestLaunchPSPassesMetricsAddr(t *testing.T) {
 	_, fb, _ = newTestMaster(t, nil)
 	if args := strings.Join(fb.launches()[0].Args, " "); strings.Contains(args, "metrics") {
 		t.Errorf("metrics flag passed without --metrics_port: %s", args)
+	}
+}
+
+// TestElasticityMetrics: the target and bounds, the CPU the running pods
+// request, goodput over the time between scrapes, and the time to train at
+// a new size after the target changes.
+func TestElasticityMetrics(t *testing.T) {
+	m, _, clk := newTestMaster(t, func(c *Config) {
+		c.MinWorkers = 1
+		c.RequestedCPU = RequestedCPU{Master: 0.5, Worker: 1, PS: 0.25}
+	})
+	reg := prometheus.NewRegistry()
+	if err := m.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string, labels map[string]string) float64 {
+		t.Helper()
+		v, ok := metricValue(t, reg, name, labels)
+		if !ok {
+			t.Fatalf("no metric %s%v", name, labels)
+		}
+		return v
+	}
+	if g := value("elasticdl_master_goodput_records_per_cpu_second", nil); g != 0 {
+		t.Errorf("goodput %v before any training, want 0", g)
+	}
+	ctx := context.Background()
+	tk := getTask(t, m, 0)
+	m.step(ctx, job.SetTarget{Workers: 1, Source: "test"}) // worker 1 goes
+	clk.t = clk.t.Add(12 * time.Second)
+	n := tk.Shard.End - tk.Shard.Start
+	if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: 0, TaskId: tk.Id, Records: n, Steps: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"elasticdl_master_target_workers", nil, 1},
+		{"elasticdl_master_worker_bounds", map[string]string{"bound": "min"}, 1},
+		{"elasticdl_master_worker_bounds", map[string]string{"bound": "max"}, 2},
+		{"elasticdl_master_resize_seconds", map[string]string{"cause": "target"}, 1}, // one observation
+	} {
+		if got := value(c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	cores := value("elasticdl_master_requested_cpu_cores", nil)
+	running, _ := metricValue(t, reg, "elasticdl_master_instances", map[string]string{"role": "ps", "state": "running"})
+	if want := 0.5 + 1 + 0.25*running; cores != want {
+		t.Errorf("requested cores %v, want %v (master, 1 worker, %v PS)", cores, want, running)
+	}
+	want := float64(n) / 12 / cores
+	if g := value("elasticdl_master_goodput_records_per_cpu_second", nil); math.Abs(g-want) > 1e-9 {
+		t.Errorf("goodput %v, want %v", g, want)
+	}
+	clk.t = clk.t.Add(time.Second) // within the window: the same value
+	if g := value("elasticdl_master_goodput_records_per_cpu_second", nil); math.Abs(g-want) > 1e-9 {
+		t.Errorf("goodput %v a second later, want %v still", g, want)
+	}
+	if s := summaryOf(m); len(s.Resizes) != 1 || s.Resizes[0].Cause != "target" || s.Resizes[0].Seconds != 12 {
+		t.Errorf("summary resizes %+v, want one of 12 s", s.Resizes)
 	}
 }

@@ -85,7 +85,8 @@ func lazy(ev job.Event) bool {
 
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
-		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil
+		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil &&
+		len(rd.Resized) == 0
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
@@ -107,6 +108,11 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	if m.ringRecovery != nil {
 		for _, d := range rd.RingRecovered {
 			m.ringRecovery.Observe(d.Seconds())
+		}
+	}
+	if m.resizeTime != nil {
+		for _, r := range rd.Resized {
+			m.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
 		}
 	}
 	if rd.Ended {

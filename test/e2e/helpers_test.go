@@ -246,7 +246,8 @@ func newNamespace(t *testing.T) string {
 
 // startProcNodes starts n process nodes PREFIX-0..n-1 with cpu and mem
 // (Kubernetes quantities), labelled e2e=PREFIX, whose containers of image
-// elasticdl run the binary under test. It returns the label value (use it
+// elasticdl run the binary under test (and of image websvc, the web server
+// of test/e2e/websvc). It returns the label value (use it
 // as --node_selector=e2e=VALUE). Cleanup deletes the pods still on them,
 // stops exactly these procnodes and deletes their Node objects.
 func startProcNodes(t *testing.T, prefix string, n int, cpu, mem string) string {
@@ -261,7 +262,7 @@ func startProcNodesLabelled(t *testing.T, prefix, label string, n int, cpu, mem 
 	start := time.Now()
 	_, err := script([]string{
 		"K8S_RIG_PROCNODE_PREFIX=" + prefix,
-		"K8S_RIG_PROCNODE_IMAGE_MAP=elasticdl=" + elasticdl,
+		"K8S_RIG_PROCNODE_IMAGE_MAP=elasticdl=" + elasticdl + ",websvc=" + websvc,
 		"K8S_RIG_PROCNODE_ARGS=--labels e2e=" + label,
 	}, "hack/k8s-rig/procnodes.sh", fmt.Sprint(n), cpu, mem)
 	if err != nil {

@@ -33,6 +33,7 @@ const dataDir = "/usr/share/datasets/fashion-mnist"
 var (
 	repoRoot   string // the repository root
 	elasticdl  string // the elasticdl binary under test (also what elasticdl:e2e maps to)
+	websvc     string // the online service's web server (websvc:e2e maps to it)
 	rigBin     string // bin dir of the rig: kubectl, ...
 	rigState   string // K8S_RIG_STATE of the rig the tests use
 	kubeconfig string // its admin kubeconfig
@@ -110,6 +111,14 @@ func run(m *testing.M) (code int) {
 		return 1
 	}
 	logf("built %s (tags %q) in %.1fs", elasticdl, strings.TrimSpace(string(tags)), time.Since(step).Seconds())
+	websvc = filepath.Join(tmp, "bin", "websvc")
+	build = exec.Command("go", "build", "-o", websvc, "./test/e2e/websvc")
+	build.Dir = repoRoot
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		logf("build websvc: %v", err)
+		return 1
+	}
 	help, _ := exec.Command(elasticdl, "train", "-h").CombinedOutput()
 	if k8sCLI = strings.Contains(string(help), "-image"); !k8sCLI {
 		logf("elasticdl train has no --image flag: the Kubernetes backend is missing, the job tests will fail")

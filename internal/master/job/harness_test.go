@@ -83,6 +83,7 @@ func (h *harness) try(ev Event) (Reply, error) {
 	h.ready.Notices = append(h.ready.Notices, rd.Notices...)
 	h.ready.PredictionRows = append(h.ready.PredictionRows, rd.PredictionRows...)
 	h.ready.RingRecovered = append(h.ready.RingRecovered, rd.RingRecovered...)
+	h.ready.Resized = append(h.ready.Resized, rd.Resized...)
 	if rd.CheckApplied != nil {
 		h.ready.CheckApplied = rd.CheckApplied
 	}

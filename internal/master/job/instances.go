@@ -143,6 +143,9 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	lost := j.countLoss(ev)
 	j.forget(ev.Role, in)
 	if ev.Role == cluster.Worker {
+		if lost {
+			j.noteResize(now, "lost")
+		}
 		if j.cfg.AllReduce && j.ring.everMember[ev.ID] && len(j.disp.Held(ev.ID)) > 0 {
 			// The survivors may owe it commits: its tasks wait for them.
 			j.ring.unsettled[ev.ID] = now.Add(j.settleTimeout())

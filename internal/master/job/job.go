@@ -179,6 +179,8 @@ type Job struct {
 	// first (see scale.go).
 	target   int
 	draining map[int]time.Time
+	// resize: the change of size being timed (resize.go).
+	resize resizeTiming
 
 	evalScheduled bool                  // the final pass is queued
 	evalPending   map[int64]evalMetrics // by task ID, until the task succeeds

@@ -32,6 +32,9 @@ type State struct {
 	Target   int               `json:"target,omitempty"`
 	Draining map[int]time.Time `json:"draining,omitempty"`
 	NextPSID int               `json:"next_ps_id"`
+	// ResizeStart and ResizeCause: the change of size being timed.
+	ResizeStart time.Time `json:"resize_start,omitzero"`
+	ResizeCause string    `json:"resize_cause,omitempty"`
 
 	EvalScheduled bool                   `json:"eval_scheduled"`
 	EvalPending   map[int64]MetricsState `json:"eval_pending,omitempty"`
@@ -146,6 +149,7 @@ func (j *Job) State() State {
 	s := State{
 		Phase: j.phase, Dispatcher: j.disp.Snapshot(), Policy: j.policy.State(),
 		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID, Target: j.target,
+		ResizeStart: j.resize.start, ResizeCause: j.resize.cause,
 		EvalScheduled: j.evalScheduled, FinalKey: j.finalKey, TrainVersion: j.trainVersion, NextEvalAt: j.nextEvalAt,
 		UploadingSince: j.uploadingSince, LiveGen: j.liveGen, LiveSending: j.liveSending,
 		Summary: j.summary, Saved: j.saved, PendingSave: j.pendingSave,
@@ -259,6 +263,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 	if s.Target > 0 {
 		j.target = s.Target
 	}
+	j.resize = resizeTiming{start: s.ResizeStart, cause: s.ResizeCause}
 	j.draining = map[int]time.Time{}
 	for id, at := range s.Draining {
 		if _, ok := j.workers[id]; ok {

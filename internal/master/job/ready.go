@@ -109,4 +109,6 @@ type Ready struct {
 	// RingRecovered: AllReduce membership changes that just ended, each
 	// with the time from the change to the next committed step (metrics).
 	RingRecovered []time.Duration
+	// Resized: changes of the job's size that just ended (resize.go).
+	Resized []ResizeDone
 }

@@ -38,6 +38,7 @@ func (j *Job) setTarget(now time.Time, ev SetTarget) {
 	j.log.Info("worker target changed", "from", j.target, "to", want, "asked", ev.Workers, "source", ev.Source)
 	j.notice(false, "TargetChanged", msg)
 	j.target = want
+	j.noteResize(now, "target")
 	j.rescale(now)
 }
 

@@ -183,8 +183,8 @@ func TestMinWorkersGateTheStart(t *testing.T) {
 func TestScaleStateSurvivesFailover(t *testing.T) {
 	h, t0 := leavingAfterTask(t)
 	h.failover(running(cluster.PS, 0), running(cluster.Worker, 0), running(cluster.Worker, 1))
-	if h.j.Target() != 1 {
-		t.Fatalf("target %d after the failover, want 1", h.j.Target())
+	if h.j.Target() != 1 || h.j.resize.cause != "target" {
+		t.Fatalf("target %d, resize %+v after the failover, want 1 and the target change still timed", h.j.Target(), h.j.resize)
 	}
 	h.train(0, t0, 1)
 	if k := h.kind(0); k != task.KindDone {
@@ -230,5 +230,45 @@ func TestMinWorkersOutOfReachFailsTheJob(t *testing.T) {
 	h.exit(cluster.Worker, 3, cluster.Failed) // not relaunched: no failure relaunches
 	if h.j.Phase() != Failed || h.j.Err() == nil || !strings.Contains(h.j.Err().Error(), "--min_workers") {
 		t.Fatalf("phase %v, err %v: want the job failed naming --min_workers", h.j.Phase(), h.j.Err())
+	}
+}
+
+// TestResizeTiming: a loss opens a resize, and so does a target change;
+// changes that follow before the job trains at its size count as one; a
+// resize ends on the first training report with every worker the job aims
+// for running and none leaving — not while the replacement is pending.
+func TestResizeTiming(t *testing.T) {
+	h := newHarness(t, scaleConfig)
+	h.runAll()
+	t0, t1 := h.get(0), h.get(1)
+	h.get(2)
+	h.get(3)
+	h.exit(cluster.Worker, 3, cluster.Preempted) // relaunched as worker 4, pending
+	h.take()
+	h.advance(2 * time.Second)
+	h.train(0, t0, 1) // worker 4 pending: not at size yet
+	if rd := h.take(); len(rd.Resized) != 0 {
+		t.Fatalf("resize ended with the replacement pending: %+v", rd.Resized)
+	}
+	h.advance(time.Second)
+	h.step(SetTarget{Workers: 3, Source: "test"}) // the pending replacement goes: one resize still
+	h.take()
+	h.advance(time.Second)
+	h.train(1, t1, 2)
+	rd := h.take()
+	if len(rd.Resized) != 1 || rd.Resized[0].Cause != "lost" || rd.Resized[0].Duration != 4*time.Second {
+		t.Fatalf("resized %+v, want one, caused by the loss, of 4 s", rd.Resized)
+	}
+	h.step(SetTarget{Workers: 4, Source: "test"}) // a new worker, pending
+	h.take()
+	h.running(cluster.Worker, 5)
+	h.advance(1500 * time.Millisecond)
+	h.train(0, h.get(0), 3)
+	rd = h.take()
+	if len(rd.Resized) != 1 || rd.Resized[0].Cause != "target" || rd.Resized[0].Duration != 1500*time.Millisecond {
+		t.Fatalf("resized %+v, want one, caused by the target, of 1.5 s", rd.Resized)
+	}
+	if s := h.summary(); len(s.Resizes) != 2 || s.Resizes[0].Seconds != 4 || s.Resizes[1].Cause != "target" {
+		t.Fatalf("summary resizes %+v", s.Resizes)
 	}
 }

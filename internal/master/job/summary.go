@@ -53,6 +53,9 @@ type Summary struct {
 	RecordsRequeuedForRollback int64 `json:"records_requeued_for_rollback"`
 	// Ring is the rendezvous of an AllReduce job.
 	Ring *RingSummary `json:"ring,omitempty"`
+	// Resizes time how soon the job trained at its new size after a
+	// worker was lost or its target changed (the latest 200).
+	Resizes []Resize `json:"resizes,omitempty"`
 }
 
 // Failover is one master taking the job over from one that died.

@@ -138,6 +138,7 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		}
 		j.announceEpochs()
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
+		j.trainedAt(now)
 		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
 		j.maybeEvaluate()
 	case task.Evaluation:

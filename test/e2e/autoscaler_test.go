@@ -1,0 +1,324 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+)
+
+// startAutoscaler runs `elasticdl autoscaler` the way deploy/autoscaler.yaml
+// does — its ServiceAccount, ClusterRole and binding as they are, its
+// Deployment with the image under test, --interval=1s and a node selector
+// of the test's nodes — and waits for its pod to run. Cleanup removes it.
+// It returns a function that reads the autoscaler's log.
+func startAutoscaler(t *testing.T, label string) (logs func() string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "autoscaler.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest := string(raw)
+	for old, new := range map[string]string{
+		"image: registry.example.com/team/elasticdl:v1": "image: elasticdl:e2e",
+		`"--interval=5s"`:                          `"--interval=1s"`,
+		"serviceAccountName: elasticdl-autoscaler": "serviceAccountName: elasticdl-autoscaler\n      nodeSelector: {e2e: " + label + "}",
+	} {
+		if !strings.Contains(manifest, old) {
+			t.Fatalf("deploy/autoscaler.yaml no longer has %q: update this test", old)
+		}
+		manifest = strings.Replace(manifest, old, new, 1)
+	}
+	kubectlCmd(context.Background(), "", "create", "namespace", "elasticdl-system")
+	kubectlApply(t, manifest)
+	t.Cleanup(func() {
+		if out, err := kubectlCmd(context.Background(), manifest, "delete", "-f", "-", "--ignore-not-found", "--wait", "--timeout=40s"); err != nil {
+			t.Logf("cleanup: deleting the autoscaler: %v\n%s", err, out)
+		}
+	})
+	var p pod
+	autoscalerPod := func() bool {
+		var list struct{ Items []pod }
+		getJSON(t, &list, "pods", "-n", "elasticdl-system", "-l", "app.kubernetes.io/name=elasticdl-autoscaler")
+		for _, q := range list.Items {
+			if q.running() {
+				p = q
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, 30*time.Second, "the autoscaler's pod to run", func() (bool, string) { return autoscalerPod(), p.String() })
+	logs = func() string {
+		out, _ := kubectlCmd(context.Background(), "", "logs", "-n", "elasticdl-system", p.Metadata.Name)
+		return out
+	}
+	waitFor(t, 30*time.Second, "the autoscaler to watch the cluster", func() (bool, string) {
+		l := logs()
+		return strings.Contains(l, "autoscaler watching the cluster"), tail(l, 3)
+	})
+	return logs
+}
+
+// podWaits records, for every pod of a namespace with a label selector, how
+// long it waited from when it was first seen (created) to when it ran,
+// watching the API server (so to the watch's latency, not to the second of
+// the pods' timestamps).
+type podWaits struct {
+	mu      sync.Mutex
+	created map[string]time.Time
+	waited  map[string]time.Duration
+}
+
+func watchPodWaits(t *testing.T, ns, selector string) *podWaits {
+	t.Helper()
+	w := &podWaits{created: map[string]time.Time{}, waited: map[string]time.Duration{}}
+	f := informers.NewSharedInformerFactoryWithOptions(scaleClient(t), 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	observe := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if _, seen := w.created[p.Name]; !seen {
+			w.created[p.Name] = now
+		}
+		if _, ran := w.waited[p.Name]; !ran && p.Status.Phase == corev1.PodRunning {
+			w.waited[p.Name] = now.Sub(w.created[p.Name])
+		}
+	}
+	inf := f.Core().V1().Pods().Informer()
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }})
+	stop := make(chan struct{})
+	f.Start(stop)
+	t.Cleanup(func() { close(stop); f.Shutdown() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("pod informer not synced")
+	}
+	return w
+}
+
+// waits returns how long the pods that ran waited, and how many pods have
+// not run yet.
+func (w *podWaits) waits() (ran []time.Duration, waiting int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name := range w.created {
+		if d, ok := w.waited[name]; ok {
+			ran = append(ran, d)
+		} else {
+			waiting++
+		}
+	}
+	slices.Sort(ran)
+	return ran, waiting
+}
+
+// serviceManifest is the online service: a Deployment of the websvc web
+// server at elasticdl-high, 400m a pod, on the test's nodes.
+func serviceManifest(ns, label string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: %s}
+spec:
+  replicas: %d
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      priorityClassName: elasticdl-high
+      nodeSelector: {e2e: %s}
+      terminationGracePeriodSeconds: 2
+      containers:
+      - name: web
+        image: websvc:e2e
+        env:
+        - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        resources: {requests: {cpu: 400m, memory: 64Mi}}
+`, ns, replicas, label)
+}
+
+// servicePods returns the service's pods that run, after checking that
+// each answers HTTP with its own name (a real web server, not a sleeping
+// process).
+func servicePods(t *testing.T, ns string, check bool) (running int) {
+	t.Helper()
+	var list struct{ Items []pod }
+	getJSON(t, &list, "pods", "-n", ns, "-l", "app=web")
+	client := &http.Client{Timeout: 2 * time.Second}
+	for _, p := range list.Items {
+		if !p.running() {
+			continue
+		}
+		running++
+		if !check {
+			continue
+		}
+		resp, err := client.Get("http://" + p.Status.PodIP + ":8080/")
+		if err != nil {
+			t.Errorf("service pod %s at %s: %v", p.Metadata.Name, p.Status.PodIP, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.TrimSpace(string(body)) != p.Metadata.Name {
+			t.Errorf("service pod %s answered %q", p.Metadata.Name, body)
+		}
+	}
+	return running
+}
+
+// TestK8sAutoscalerBesideService is the seeds' online-service experiment on
+// the control plane: a web service at elasticdl-high grows 2 → 20 replicas
+// and shrinks back to 2 beside a training job at elasticdl-low (workers
+// 1..6) sized by `elasticdl autoscaler` (deploy/autoscaler.yaml). Training
+// gives the room up as the service grows and takes it back as it shrinks;
+// no service pod waits more than a few seconds; the job finishes with every
+// record trained exactly once.
+//
+// Two nodes of 5 CPUs; master and PS 250m, autoscaler 100m, workers 500m,
+// service pods 400m: with 2 service pods the job runs its 6 workers, with
+// 20 (8 CPUs) at most 2.
+func TestK8sAutoscalerBesideService(t *testing.T) {
+	timeTest(t)
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-as", 2, "5", "16Gi")
+	autoscalerLog := startAutoscaler(t, label)
+	waits := watchPodWaits(t, ns, "app=web")
+	kubectlApply(t, serviceManifest(ns, label, 2))
+	waitFor(t, 30*time.Second, "2 service pods running", func() (bool, string) {
+		n := servicePods(t, ns, false)
+		return n == 2, fmt.Sprint(n)
+	})
+
+	j := submit(t, ns, "beside", label, "--num_workers=6", "--min_workers=1", "--num_epochs=3",
+		"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high")
+	j.waitWorkers(60*time.Second, 6, 0)
+	j.waitTraining(30 * time.Second)
+
+	workersRunning := func() int {
+		n, _ := countRunning(j.pods("worker"))
+		return n
+	}
+	scaleService := func(n int) {
+		t.Helper()
+		kubectl(t, "scale", "deployment", "web", "-n", ns, fmt.Sprintf("--replicas=%d", n))
+	}
+	// The load rises: 2 → 20 in steps of 6 every 3 s.
+	grown := time.Now()
+	for _, n := range []int{8, 14, 20} {
+		scaleService(n)
+		time.Sleep(3 * time.Second)
+	}
+	waitFor(t, 60*time.Second, "20 service pods running", func() (bool, string) {
+		n := servicePods(t, ns, false)
+		return n == 20, fmt.Sprint(n)
+	})
+	t.Logf("20 service pods running %.1fs after the service began to grow", time.Since(grown).Seconds())
+	servicePods(t, ns, true)
+	waitFor(t, 30*time.Second, "training down to at most 2 workers", func() (bool, string) {
+		n := workersRunning()
+		return n >= 1 && n <= 2, fmt.Sprint(j.pods("worker"))
+	})
+	before := j.recordsDone()
+	time.Sleep(6 * time.Second)
+	var mj masterJobState
+	getJSON(t, &mj, "job", "-n", ns, j.masterJob())
+	if mj.ended() != "" {
+		t.Fatal("the job ended while the service was at 20: make it longer")
+	}
+	if after := j.recordsDone(); after <= before {
+		t.Errorf("no training progress beside 20 service pods: %d records, %d 6 s later", before, after)
+	}
+
+	// The load falls: 20 → 2.
+	shrunk := time.Now()
+	for _, n := range []int{14, 8, 2} {
+		scaleService(n)
+		time.Sleep(2 * time.Second)
+	}
+	waitFor(t, 60*time.Second, "training back at 6 workers", func() (bool, string) {
+		return workersRunning() == 6, fmt.Sprint(j.pods("worker"))
+	})
+	t.Logf("training back at 6 workers %.1fs after the service began to shrink", time.Since(shrunk).Seconds())
+
+	ran, waiting := waits.waits()
+	if waiting != 0 || len(ran) < 20 {
+		t.Errorf("service pods: %d ran, %d still waiting; want all of at least 20 run", len(ran), waiting)
+	}
+	if len(ran) > 0 {
+		t.Logf("service pods, created → running (%d): median %s, p90 %s, max %s", len(ran),
+			ran[len(ran)/2].Round(time.Millisecond), ran[len(ran)*9/10].Round(time.Millisecond), ran[len(ran)-1].Round(time.Millisecond))
+		if worst := ran[len(ran)-1]; worst > 10*time.Second {
+			t.Errorf("a service pod waited %s to run: training did not make room in time", worst)
+		}
+	}
+
+	r := waitSucceeded(t, j, 6*time.Minute)
+	assertTrained(t, r, 3, minAccuracy)
+	w := r.Summary.Workers
+	t.Logf("workers: %+v", w)
+	if w.ScaledDown+w.Preempted < 4 || w.ScaledUp+w.Relaunched < 4 {
+		t.Errorf("summary workers %+v: want at least 4 given up (scaled down or preempted) and 4 taken back", w)
+	}
+	if l := autoscalerLog(); !strings.Contains(l, "job target") {
+		t.Errorf("the autoscaler never set a target:\n%s", tail(l, 20))
+	}
+}
+
+// TestK8sAutoscalerFairShare: three jobs (workers 1..8 of 1 CPU) arrive one
+// after another on two nodes of 5 CPUs sized by `elasticdl autoscaler`;
+// each time, the jobs that run end up within one worker of their fair
+// share (the CPUs that masters, PS and the autoscaler leave, split evenly),
+// the first ones giving workers up for the newcomers.
+func TestK8sAutoscalerFairShare(t *testing.T) {
+	timeTest(t)
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-fs", 2, "5", "16Gi")
+	startAutoscaler(t, label)
+	const nodeCPU, overhead, jobCPU = 10.0, 0.1, 0.5 // the autoscaler; master + PS per job
+	var jobs []*job
+	for i, name := range []string{"fair-a", "fair-b", "fair-c"} {
+		j := submit(t, ns, name, label, "--num_workers=8", "--min_workers=1", "--num_epochs=50",
+			"--worker_resource_request=cpu=1,memory=256Mi",
+			"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high")
+		t.Cleanup(j.delete)
+		jobs = append(jobs, j)
+		share := min(8, int((nodeCPU-overhead-jobCPU*float64(i+1))/float64(i+1)))
+		var counts []int
+		took := waitFor(t, 90*time.Second, fmt.Sprintf("%d job(s) within one worker of a fair share of %d", i+1, share), func() (bool, string) {
+			counts = counts[:0]
+			ok := true
+			for _, j := range jobs {
+				n, _ := countRunning(j.pods("worker"))
+				counts = append(counts, n)
+				ok = ok && n >= share-1 && n <= share+1
+			}
+			return ok, fmt.Sprint(counts)
+		})
+		t.Logf("%d job(s): workers %v (fair share %d) %.1fs after %s was submitted", i+1, counts, share, took.Seconds(), name)
+	}
+	for _, j := range jobs {
+		if l := j.podLog(j.masterPod()); !strings.Contains(l, "records=") {
+			t.Errorf("job %s never trained:\n%s", j.name, tail(l, 10))
+		}
+	}
+}
