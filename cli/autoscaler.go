@@ -3,8 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"elasticdl/internal/cluster/k8s"
 )
@@ -17,19 +20,34 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 	interval := fs.Duration("interval", 5*time.Second, "time between decisions")
 	apiTimeout := fs.Duration("api_timeout", 30*time.Second, "how long to wait for the API server")
 	verbose := fs.Bool("verbose", false, "debug logging")
+	metricsPort := fs.Int("metrics_port", 0, "serve Prometheus metrics at :PORT/metrics (0: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *interval <= 0 || *apiTimeout <= 0 {
 		return usageError{errors.New("--interval and --api_timeout must be positive")}
 	}
+	if *metricsPort < 0 || *metricsPort > 65535 {
+		return usageError{fmt.Errorf("--metrics_port must be a port number, got %d", *metricsPort)}
+	}
 	level := slog.LevelInfo
 	if *verbose {
 		level = slog.LevelDebug
 	}
+	log := newLogger(env.Stderr, level)
 	client, err := k8s.Connect(*kubeconfig, *apiTimeout)
 	if err != nil {
 		return err
 	}
-	return client.RunAutoscaler(ctx, k8s.AutoscalerConfig{Interval: *interval, Logger: newLogger(env.Stderr, level)})
+	cfg := k8s.AutoscalerConfig{Interval: *interval, Logger: log}
+	if *metricsPort > 0 {
+		reg := prometheus.NewRegistry()
+		cfg.Registry = reg
+		stop, err := serveMetrics(fmt.Sprintf(":%d", *metricsPort), reg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return client.RunAutoscaler(ctx, cfg)
 }

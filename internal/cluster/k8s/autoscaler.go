@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,8 @@ type AutoscalerConfig struct {
 	// Interval between decisions (default 5 s).
 	Interval time.Duration
 	Logger   *slog.Logger
+	// Registry, if set, gets the autoscaler's metrics (autoscalermetrics.go).
+	Registry prometheus.Registerer
 }
 
 // autoscaler sees the whole cluster through informers: nodes, every pod,
@@ -45,6 +48,8 @@ type autoscaler struct {
 	jobs  batchlisters.JobLister
 	// warned: jobs whose bounds could not be read, said once.
 	warned map[string]bool
+	// metrics: nil without a registry.
+	metrics *autoscalerMetrics
 }
 
 // RunAutoscaler sizes every elastic job of the cluster until ctx ends:
@@ -65,6 +70,13 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	}))
 	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{},
 		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: masters.Batch().V1().Jobs().Lister()}
+	if cfg.Registry != nil {
+		m, err := newAutoscalerMetrics(cfg.Registry)
+		if err != nil {
+			return err
+		}
+		a.metrics = m
+	}
 	all.Start(ctx.Done())
 	masters.Start(ctx.Done())
 	defer all.Shutdown()
@@ -93,11 +105,13 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 
 // round decides once and annotates the jobs whose target changed.
 func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
-	s, jobs, err := a.snapshot()
+	s, jobs, usage, err := a.snapshot()
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
 	ds := autoscale.Decide(s)
+	a.metrics.observe(time.Since(start), usage, ds)
 	for i, d := range ds {
 		j := jobs[i]
 		if j.Annotations[AnnotationTargetWorkers] == strconv.Itoa(d.Target) {
@@ -113,20 +127,23 @@ func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 	return ds, nil
 }
 
-// snapshot builds the decision's input, and the Jobs in the order of its
-// jobs.
-func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
+// snapshot builds the decision's input, the Jobs in the order of its
+// jobs, and what the cluster's pods use (for the metrics).
+func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsage, error) {
 	var s autoscale.Snapshot
+	usage := newClusterUsage()
 	nodes, err := a.nodes.List(labels.Everything())
 	if err != nil {
-		return s, nil, err
+		return s, nil, usage, err
 	}
 	for _, n := range nodes {
-		s.Nodes = append(s.Nodes, autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n), Labels: n.Labels})
+		node := autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n), Labels: n.Labels}
+		s.Nodes = append(s.Nodes, node)
+		usage.addNode(node)
 	}
 	all, err := a.jobs.List(labels.Everything())
 	if err != nil {
-		return s, nil, err
+		return s, nil, usage, err
 	}
 	var jobs []*batchv1.Job
 	index := map[string]int{}
@@ -145,7 +162,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 	}
 	pods, err := a.pods.List(labels.Everything())
 	if err != nil {
-		return s, nil, err
+		return s, nil, usage, err
 	}
 	seen := make([]bool, len(s.Jobs)) // a worker's priority known
 	for _, p := range pods {
@@ -168,8 +185,9 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, error) {
 			}
 		}
 		s.Pods = append(s.Pods, ap)
+		usage.addPod(ap, p.Labels[LabelApp] == AppName)
 	}
-	return s, jobs, nil
+	return s, jobs, usage, nil
 }
 
 // autoscaledJob reads an elastic job's bounds from its master Job; ok is

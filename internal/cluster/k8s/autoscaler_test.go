@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,6 +77,11 @@ func TestAutoscalerRound(t *testing.T) {
 	all := informers.NewSharedInformerFactory(cs, 0)
 	var logged strings.Builder
 	a := &autoscaler{c: c, log: slog.New(slog.NewTextHandler(&logged, nil)), warned: map[string]bool{}, nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: all.Batch().V1().Jobs().Lister()}
+	reg := prometheus.NewRegistry()
+	var err error
+	if a.metrics, err = newAutoscalerMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
 	stop := make(chan struct{})
 	all.Start(stop)
 	defer all.Shutdown()
@@ -85,6 +92,27 @@ func TestAutoscalerRound(t *testing.T) {
 	ds, err := a.round(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The metrics: 8 CPUs schedulable, 1 used by the worker, 1 by the
+	// service, 1 service pod waiting.
+	for _, c := range []struct {
+		metric *prometheus.GaugeVec
+		labels []string
+		want   float64
+	}{
+		{a.metrics.capacity, []string{"cpu"}, 8},
+		{a.metrics.requested, []string{"cpu", kindTraining}, 1},
+		{a.metrics.requested, []string{"cpu", kindServices}, 1},
+		{a.metrics.utilization, []string{"cpu"}, 0.25},
+		{a.metrics.pending, []string{kindServices}, 1},
+		{a.metrics.pending, []string{kindTraining}, 0},
+		{a.metrics.target, []string{"ns/a"}, 6},
+		{a.metrics.workers, []string{"ns/a", "bound"}, 1},
+		{a.metrics.workers, []string{"team/b", "pending"}, 0},
+	} {
+		if got := testutil.ToFloat64(c.metric.WithLabelValues(c.labels...)); got != c.want {
+			t.Errorf("metric %v = %v, want %v", c.labels, got, c.want)
+		}
 	}
 	// 8 CPUs on the ready nodes, 2 for the service: 6 workers, all for
 	// ns/a, as team/b's node selector matches no node (its minimum, unplaced).
