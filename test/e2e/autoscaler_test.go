@@ -23,8 +23,7 @@ import (
 // does — its ServiceAccount, ClusterRole and binding as they are, its
 // Deployment with the image under test, --interval=1s and a node selector
 // of the test's nodes — and waits for its pod to run. Cleanup removes it.
-// It returns a function that reads the autoscaler's log.
-func startAutoscaler(t *testing.T, label string) (logs func() string) {
+func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "autoscaler.yaml"))
 	if err != nil {
@@ -49,7 +48,7 @@ func startAutoscaler(t *testing.T, label string) (logs func() string) {
 		}
 	})
 	var p pod
-	autoscalerPod := func() bool {
+	runningPod := func() bool {
 		var list struct{ Items []pod }
 		getJSON(t, &list, "pods", "-n", "elasticdl-system", "-l", "app.kubernetes.io/name=elasticdl-autoscaler")
 		for _, q := range list.Items {
@@ -60,16 +59,71 @@ func startAutoscaler(t *testing.T, label string) (logs func() string) {
 		}
 		return false
 	}
-	waitFor(t, 30*time.Second, "the autoscaler's pod to run", func() (bool, string) { return autoscalerPod(), p.String() })
-	logs = func() string {
-		out, _ := kubectlCmd(context.Background(), "", "logs", "-n", "elasticdl-system", p.Metadata.Name)
-		return out
-	}
+	waitFor(t, 30*time.Second, "the autoscaler's pod to run", func() (bool, string) { return runningPod(), p.String() })
+	a := &autoscalerPod{t: t, pod: p}
 	waitFor(t, 30*time.Second, "the autoscaler to watch the cluster", func() (bool, string) {
-		l := logs()
+		l := a.logs()
 		return strings.Contains(l, "autoscaler watching the cluster"), tail(l, 3)
 	})
-	return logs
+	return a
+}
+
+// autoscalerPod is the running autoscaler.
+type autoscalerPod struct {
+	t   *testing.T
+	pod pod
+}
+
+func (a *autoscalerPod) logs() string {
+	out, err := kubectlCmd(context.Background(), "", "logs", "-n", "elasticdl-system", a.pod.Metadata.Name)
+	if err != nil {
+		return fmt.Sprintf("(kubectl logs: %v)", err)
+	}
+	return out
+}
+
+// metric reads one sample of the autoscaler's metrics (served on its pod's
+// port 9090): the line that starts with series, e.g.
+// `elasticdl_autoscaler_utilization{resource="cpu"}`.
+func (a *autoscalerPod) metric(series string) (float64, bool) {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + a.pod.Status.PodIP + ":9090/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			var f float64
+			if _, err := fmt.Sscan(v, &f); err == nil {
+				return f, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// utilization samples the cluster's CPU utilization (as the autoscaler
+// reports it) every second until stop is closed, and returns the mean.
+func (a *autoscalerPod) utilization(stop <-chan struct{}) (mean float64, samples int) {
+	var sum float64
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			if samples > 0 {
+				mean = sum / float64(samples)
+			}
+			return mean, samples
+		case <-tick.C:
+			if u, ok := a.metric(`elasticdl_autoscaler_utilization{resource="cpu"}`); ok {
+				sum += u
+				samples++
+			}
+		}
+	}
 }
 
 // podWaits records, for every pod of a namespace with a label selector, how
@@ -132,7 +186,7 @@ func (w *podWaits) waits() (ran []time.Duration, waiting int) {
 }
 
 // serviceManifest is the online service: a Deployment of the websvc web
-// server at elasticdl-high, 400m a pod, on the test's nodes.
+// server at elasticdl-high, 300m a pod, on the test's nodes.
 func serviceManifest(ns, label string, replicas int) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
@@ -152,7 +206,7 @@ spec:
         env:
         - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
         - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-        resources: {requests: {cpu: 400m, memory: 64Mi}}
+        resources: {requests: {cpu: 300m, memory: 64Mi}}
 `, ns, replicas, label)
 }
 
@@ -189,19 +243,19 @@ func servicePods(t *testing.T, ns string, check bool) (running int) {
 // TestK8sAutoscalerBesideService is the seeds' online-service experiment on
 // the control plane: a web service at elasticdl-high grows 2 → 20 replicas
 // and shrinks back to 2 beside a training job at elasticdl-low (workers
-// 1..6) sized by `elasticdl autoscaler` (deploy/autoscaler.yaml). Training
+// 1..8) sized by `elasticdl autoscaler` (deploy/autoscaler.yaml). Training
 // gives the room up as the service grows and takes it back as it shrinks;
-// no service pod waits more than a few seconds; the job finishes with every
-// record trained exactly once.
+// no service pod waits more than a few seconds; the cluster stays busy;
+// the job finishes with every record trained exactly once.
 //
-// Two nodes of 5 CPUs; master and PS 250m, autoscaler 100m, workers 500m,
-// service pods 400m: with 2 service pods the job runs its 6 workers, with
-// 20 (8 CPUs) at most 2.
+// Two nodes of 5 CPUs; master and PS 250m, autoscaler 100m, workers 1 CPU,
+// service pods 300m: with 2 service pods the job runs its 8 workers (9.2
+// of 10 CPUs requested), with 20 (6 CPUs) 3 (9.6).
 func TestK8sAutoscalerBesideService(t *testing.T) {
 	timeTest(t)
 	ns := newNamespace(t)
 	label := startProcNodes(t, "e2e-as", 2, "5", "16Gi")
-	autoscalerLog := startAutoscaler(t, label)
+	as := startAutoscaler(t, label)
 	waits := watchPodWaits(t, ns, "app=web")
 	kubectlApply(t, serviceManifest(ns, label, 2))
 	waitFor(t, 30*time.Second, "2 service pods running", func() (bool, string) {
@@ -209,15 +263,24 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 		return n == 2, fmt.Sprint(n)
 	})
 
-	j := submit(t, ns, "beside", label, "--num_workers=6", "--min_workers=1", "--num_epochs=3",
+	j := submit(t, ns, "beside", label, "--num_workers=8", "--min_workers=1", "--num_epochs=3",
+		"--worker_resource_request=cpu=1,memory=256Mi",
 		"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high")
-	j.waitWorkers(60*time.Second, 6, 0)
+	j.waitWorkers(60*time.Second, 8, 0)
 	j.waitTraining(30 * time.Second)
-
 	workersRunning := func() int {
 		n, _ := countRunning(j.pods("worker"))
 		return n
 	}
+	utilization := func(d time.Duration) (float64, int) {
+		stop := make(chan struct{})
+		time.AfterFunc(d, func() { close(stop) })
+		return as.utilization(stop)
+	}
+	u, n := utilization(5 * time.Second)
+	t.Logf("service at 2, training at 8 workers: CPU utilization %.1f%% (%d samples)", 100*u, n)
+	low := u
+
 	scaleService := func(n int) {
 		t.Helper()
 		kubectl(t, "scale", "deployment", "web", "-n", ns, fmt.Sprintf("--replicas=%d", n))
@@ -234,12 +297,14 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 	})
 	t.Logf("20 service pods running %.1fs after the service began to grow", time.Since(grown).Seconds())
 	servicePods(t, ns, true)
-	waitFor(t, 30*time.Second, "training down to at most 2 workers", func() (bool, string) {
+	waitFor(t, 30*time.Second, "training down to 1..3 workers", func() (bool, string) {
 		n := workersRunning()
-		return n >= 1 && n <= 2, fmt.Sprint(j.pods("worker"))
+		return n >= 1 && n <= 3, fmt.Sprint(j.pods("worker"))
 	})
 	before := j.recordsDone()
-	time.Sleep(6 * time.Second)
+	u, n = utilization(6 * time.Second)
+	t.Logf("service at 20, training at %d workers: CPU utilization %.1f%% (%d samples)", workersRunning(), 100*u, n)
+	high := u
 	var mj masterJobState
 	getJSON(t, &mj, "job", "-n", ns, j.masterJob())
 	if mj.ended() != "" {
@@ -255,10 +320,15 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 		scaleService(n)
 		time.Sleep(2 * time.Second)
 	}
-	waitFor(t, 60*time.Second, "training back at 6 workers", func() (bool, string) {
-		return workersRunning() == 6, fmt.Sprint(j.pods("worker"))
+	waitFor(t, 60*time.Second, "training back at 8 workers", func() (bool, string) {
+		return workersRunning() == 8, fmt.Sprint(j.pods("worker"))
 	})
-	t.Logf("training back at 6 workers %.1fs after the service began to shrink", time.Since(shrunk).Seconds())
+	t.Logf("training back at 8 workers %.1fs after the service began to shrink", time.Since(shrunk).Seconds())
+	for what, u := range map[string]float64{"2": low, "20": high} {
+		if u < 0.8 {
+			t.Errorf("CPU utilization %.1f%% with the service at %s: training did not fill the room", 100*u, what)
+		}
+	}
 
 	ran, waiting := waits.waits()
 	if waiting != 0 || len(ran) < 20 {
@@ -272,14 +342,14 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 		}
 	}
 
-	r := waitSucceeded(t, j, 6*time.Minute)
+	r := waitSucceeded(t, j, 8*time.Minute)
 	assertTrained(t, r, 3, minAccuracy)
 	w := r.Summary.Workers
-	t.Logf("workers: %+v", w)
+	t.Logf("workers: %+v; resizes: %+v", w, r.Summary.Resizes)
 	if w.ScaledDown+w.Preempted < 4 || w.ScaledUp+w.Relaunched < 4 {
 		t.Errorf("summary workers %+v: want at least 4 given up (scaled down or preempted) and 4 taken back", w)
 	}
-	if l := autoscalerLog(); !strings.Contains(l, "job target") {
+	if l := as.logs(); !strings.Contains(l, "job target") {
 		t.Errorf("the autoscaler never set a target:\n%s", tail(l, 20))
 	}
 }
