@@ -55,7 +55,7 @@ func commands() []command {
 		{"status", "show a Kubernetes job: its pods, summary and events", runStatus},
 		{"logs", "print the log of a Kubernetes job's master (or --role=worker|ps --id=N)", runLogs},
 		{"autoscaler", "size every elastic job of a Kubernetes cluster to share what other pods leave (deploy/autoscaler.yaml)", runAutoscaler},
-		{"scale", "ask a Kubernetes job to run N workers (within its --min_workers..--num_workers): --workers=N", runScale},
+		{"scale", "ask a job to run N workers (within its --min_workers..--num_workers): JOB --workers=N, or --output=DIR --workers=N for a local job", runScale},
 		{"stop", "stop a Kubernetes job: delete its master Job, which garbage-collects the rest", runStop},
 		{"master", "a job's master (the command of the master pod that train --backend=k8s creates)", runMaster},
 		{"worker", "a job's training process (launched by the master)", runWorker},

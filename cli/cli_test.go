@@ -83,6 +83,11 @@ func TestCommands(t *testing.T) {
 		{[]string{"logs", "j", "--role=chief", "--kubeconfig=/nonexistent/kubeconfig"}, 2, "", "--role=chief: want master, worker or ps"},
 		{[]string{"scale", "j", "--workers=2", "--kubeconfig=/nonexistent/kubeconfig"}, 1, "", "/nonexistent/kubeconfig"},
 		{[]string{"autoscaler", "--interval=0"}, 2, "", "--interval and --api_timeout must be positive"},
+		{[]string{"autoscaler", "--metrics_port=70000"}, 2, "", "--metrics_port must be a port number"},
+		// A local job is named by its --output.
+		{[]string{"scale", "--output=/nonexistent/job", "--workers=2"}, 1, "", "no local job under /nonexistent/job"},
+		{[]string{"scale", "--output=/nonexistent/job"}, 2, "", "--workers: required"},
+		{[]string{"scale", "j", "--output=/nonexistent/job", "--workers=2"}, 2, "", `unexpected argument "j"`},
 		{[]string{"master", "--job_type=fly"}, 2, "", "--job_type=fly"},
 		{[]string{"master", "--image=i", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o"}, 2, "", "POD_NAME, POD_NAMESPACE and POD_IP must be set"},
 	}

@@ -183,6 +183,9 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 // Job, which the master watches and applies within the job's bounds,
 // letting workers go once they have reported their task.
 func runScale(ctx context.Context, env Env, args []string) error {
+	if localScale(args) {
+		return runScaleLocal(env, args)
+	}
 	workers := -1
 	c, client, err := newJobCtl(env, "scale", args, func(fs *flag.FlagSet) func() error {
 		fs.IntVar(&workers, "workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")

@@ -346,7 +346,18 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		return restartable(err)
 	}
 	cfg.RunID = l.runID
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis})
+	targets := make(chan master.Target, 16)
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watchTargetFile(wctx, targetFile(cfg.Output), targetPollInterval, func(n int) {
+		select {
+		case targets <- master.Target{Workers: n, Source: "elasticdl scale (" + targetFile(cfg.Output) + ")"}:
+		case <-wctx.Done():
+		}
+	}, func(v string) {
+		logger.Warn("ignoring a target that is not a number of workers", "file", targetFile(cfg.Output), "value", v)
+	})
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

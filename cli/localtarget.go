@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"elasticdl/internal/atomicfile"
+)
+
+// A local job's worker target travels in a file under its --output, the
+// local counterpart of the annotation a Kubernetes job's master watches:
+// `elasticdl scale --output=DIR --workers=N` writes it, the master polls
+// it. A file outlives the master, so a master that takes over after a
+// crash reads the latest wish too.
+
+// targetFile is where a local job's worker target is asked for.
+func targetFile(output string) string { return filepath.Join(output, "master", "target-workers") }
+
+// targetPollInterval is how often a local master reads targetFile.
+const targetPollInterval = time.Second
+
+// watchTargetFile reads path every interval until ctx ends and calls
+// onTarget with each new value that is a number of workers, onBad with
+// each new one that is not. A missing file asks for nothing.
+func watchTargetFile(ctx context.Context, path string, interval time.Duration, onTarget func(int), onBad func(string)) {
+	last := ""
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if data, err := os.ReadFile(path); err == nil {
+			if v := strings.TrimSpace(string(data)); v != last {
+				last = v
+				if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+					onTarget(n)
+				} else {
+					onBad(v)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// localScale reports whether scale's arguments name a local job
+// (--output) rather than a Kubernetes one.
+func localScale(args []string) bool {
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && name == "output" {
+			return true
+		}
+	}
+	return false
+}
+
+// runScaleLocal asks the local job whose --output is DIR to run N workers.
+func runScaleLocal(env Env, args []string) error {
+	fl := newFlagSet(env, "scale")
+	output := fl.String("output", "", "the --output of a local job (`elasticdl train` on this machine)")
+	workers := fl.Int("workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")
+	if err := parse(fl, args); err != nil {
+		return err
+	}
+	switch {
+	case *output == "":
+		return usageError{errors.New("--output: required, the local job's output directory")}
+	case *workers < 0:
+		return usageError{errors.New("--workers: required, a number of workers (0 or more)")}
+	}
+	dir := filepath.Dir(targetFile(*output))
+	if _, err := os.Stat(dir); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no local job under %s (its master keeps its state in %s)", *output, dir)
+		}
+		return err
+	}
+	if err := atomicfile.Write(targetFile(*output), []byte(strconv.Itoa(*workers)+"\n")); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "local job in %s: asked for %d workers (the master keeps within the job's bounds and applies it within %s)\n", *output, *workers, targetPollInterval)
+	return nil
+}

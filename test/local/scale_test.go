@@ -1,0 +1,55 @@
+package local
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScaleLocalJob scales a running local job with `elasticdl scale
+// --output=DIR`: 3 → 1 worker (two let go, gracefully), then 1 → 2; a bad
+// value is ignored with a warning. The job finishes with every record
+// trained exactly once and no worker counted lost.
+func TestScaleLocalJob(t *testing.T) {
+	needData(t)
+	j := startJob(t, append(mlpArgs("2"), "--num_workers=3", "--min_workers=1", "--minibatch_size=16")...)
+	waitFor(t, time.Minute, "3 workers training", func() bool {
+		_, done := j.epochRecordsDone()
+		return done > 0 && len(j.children("worker")) == 3
+	})
+	scale := func(n string) {
+		t.Helper()
+		out, err := exec.Command(binary, "scale", "--output="+j.out, "--workers="+n).CombinedOutput()
+		if err != nil {
+			t.Fatalf("elasticdl scale --workers=%s: %v\n%s", n, err, out)
+		}
+	}
+	scale("1")
+	waitFor(t, time.Minute, "1 worker left", func() bool { return len(j.children("worker")) == 1 })
+	before := j.recordsDone()
+	// Written by hand: `elasticdl scale` refuses it.
+	if err := os.WriteFile(filepath.Join(j.out, "master", "target-workers"), []byte("lots"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if after := j.recordsDone(); after <= before {
+		t.Errorf("no training progress with one worker: %d records, %d 3 s later", before, after)
+	}
+	scale("2")
+	waitFor(t, time.Minute, "2 workers", func() bool { return len(j.children("worker")) == 2 })
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	assertExactlyOnce(t, s, 2, 60000)
+	w := s.Workers
+	if w.ScaledDown != 2 || w.ScaledUp != 1 || w.Lost != 0 || w.Relaunched != 0 {
+		t.Errorf("summary workers %+v: want 2 scaled down, 1 up, none lost or relaunched", w)
+	}
+	if !strings.Contains(j.stderr.String(), "ignoring a target that is not a number of workers") {
+		t.Errorf("no warning about the bad target in the log")
+	}
+}
