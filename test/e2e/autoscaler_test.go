@@ -74,6 +74,22 @@ type autoscalerPod struct {
 	pod pod
 }
 
+// checkKept fails the test if the autoscaler's pod is gone or restarted:
+// nothing it sizes may preempt it (deploy/autoscaler.yaml's priority).
+func (a *autoscalerPod) checkKept() {
+	a.t.Helper()
+	var p pod
+	if !getJSON(a.t, &p, "pod", "-n", "elasticdl-system", a.pod.Metadata.Name) || !p.running() {
+		a.t.Errorf("the autoscaler's pod %s is gone or not running (%s): was it preempted?", a.pod.Metadata.Name, p.String())
+		return
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.RestartCount > 0 {
+			a.t.Errorf("the autoscaler restarted %d times", c.RestartCount)
+		}
+	}
+}
+
 func (a *autoscalerPod) logs() string {
 	out, err := kubectlCmd(context.Background(), "", "logs", "-n", "elasticdl-system", a.pod.Metadata.Name)
 	if err != nil {
@@ -349,6 +365,7 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 	if w.ScaledDown+w.Preempted < 4 || w.ScaledUp+w.Relaunched < 4 {
 		t.Errorf("summary workers %+v: want at least 4 given up (scaled down or preempted) and 4 taken back", w)
 	}
+	as.checkKept()
 	if l := as.logs(); !strings.Contains(l, "job target") {
 		t.Errorf("the autoscaler never set a target:\n%s", tail(l, 20))
 	}
@@ -363,7 +380,8 @@ func TestK8sAutoscalerFairShare(t *testing.T) {
 	timeTest(t)
 	ns := newNamespace(t)
 	label := startProcNodes(t, "e2e-fs", 2, "5", "16Gi")
-	startAutoscaler(t, label)
+	as := startAutoscaler(t, label)
+	defer as.checkKept()
 	const nodeCPU, overhead, jobCPU = 10.0, 0.1, 0.5 // the autoscaler; master + PS per job
 	var jobs []*job
 	for i, name := range []string{"fair-a", "fair-b", "fair-c"} {

@@ -33,6 +33,11 @@ const (
 type AutoscalerConfig struct {
 	// Interval between decisions (default 5 s).
 	Interval time.Duration
+	// Settle: after a change that can move a decision (a pod created,
+	// bound, finished or deleted; a node; a job), decide again this soon
+	// rather than at the next Interval, the changes within it together:
+	// a growing service is seen at once. 0: only every Interval.
+	Settle time.Duration
 	Logger   *slog.Logger
 	// Registry, if set, gets the autoscaler's metrics (autoscalermetrics.go).
 	Registry prometheus.Registerer
@@ -53,7 +58,7 @@ type autoscaler struct {
 }
 
 // RunAutoscaler sizes every elastic job of the cluster until ctx ends:
-// each Interval it decides targets (package autoscale) from what the
+// each Interval, and Settle after a change, it decides targets (package autoscale) from what the
 // cluster holds and sets AnnotationTargetWorkers on the master Jobs whose
 // target changed. Jobs without AnnotationMaxWorkers, and jobs that ended,
 // are left alone.
@@ -77,6 +82,12 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 		}
 		a.metrics = m
 	}
+	kick := make(chan struct{}, 1)
+	if cfg.Settle > 0 {
+		if err := a.watchChanges(all, masters, kick); err != nil {
+			return err
+		}
+	}
 	all.Start(ctx.Done())
 	masters.Start(ctx.Done())
 	defer all.Shutdown()
@@ -88,7 +99,7 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	if !synced {
 		return fmt.Errorf("autoscaler: the cluster's nodes, pods and jobs not listed within %s (RBAC: deploy/autoscaler.yaml)", c.timeout)
 	}
-	a.log.Info("autoscaler watching the cluster", "interval", cfg.Interval)
+	a.log.Info("autoscaler watching the cluster", "interval", cfg.Interval, "settle", cfg.Settle)
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -99,8 +110,68 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+		case <-kick:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(cfg.Settle):
+			}
+			select { // what came during the wait is in this round
+			case <-kick:
+			default:
+			}
 		}
 	}
+}
+
+// watchChanges pokes kick (without blocking) on the changes that can move
+// a decision: a pod created, bound, finishing, being deleted or gone; a
+// node added, removed, or whose room or readiness changed; a master Job
+// added, changed or removed.
+func (a *autoscaler) watchChanges(all, masters informers.SharedInformerFactory, kick chan<- struct{}) error {
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	pods := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Pod)
+			n, ok2 := newObj.(*corev1.Pod)
+			if !ok1 || !ok2 || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
+				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				poke()
+			}
+		},
+		DeleteFunc: func(any) { poke() },
+	}
+	nodes := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if !ok1 || !ok2 || schedulable(o) != schedulable(n) || resources(o.Status.Allocatable) != resources(n.Status.Allocatable) {
+				poke()
+			}
+		},
+		DeleteFunc: func(any) { poke() },
+	}
+	jobs := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() }}
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		h   cache.ResourceEventHandler
+	}{
+		{all.Core().V1().Pods().Informer(), pods},
+		{all.Core().V1().Nodes().Informer(), nodes},
+		{masters.Batch().V1().Jobs().Informer(), jobs},
+	} {
+		if _, err := h.inf.AddEventHandler(h.h); err != nil {
+			return fmt.Errorf("autoscaler: watching changes: %w", err)
+		}
+	}
+	return nil
 }
 
 // round decides once and annotates the jobs whose target changed.

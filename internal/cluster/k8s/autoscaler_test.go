@@ -143,3 +143,45 @@ func TestAutoscalerRound(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoscalerReactsToChanges: with a long interval, a change in the
+// cluster (a node added, a service pod waiting) still moves the targets
+// within the settle time, not at the next interval.
+func TestAutoscalerReactsToChanges(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs := fake.NewClientset(testNode("n0", "4", true), autoscaledMasterJob("ns", "a", 1, 8, "cpu=1"))
+	c := NewClient(cs, 5*time.Second)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.RunAutoscaler(ctx, AutoscalerConfig{Interval: time.Hour, Settle: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	}()
+	target := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mj, err := cs.BatchV1().Jobs("ns").Get(ctx, MasterName("a"), metav1.GetOptions{})
+			if err == nil && mj.Annotations[AnnotationTargetWorkers] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("target %q, want %s", mj.Annotations[AnnotationTargetWorkers], want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	target("4") // the first round
+	if _, err := cs.CoreV1().Nodes().Create(ctx, testNode("n1", "4", true), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target("8")
+	web := requesting(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "svc"}}, "3", "", 1000)
+	if _, err := cs.CoreV1().Pods("svc").Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	target("5")
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
