@@ -38,7 +38,7 @@ type AutoscalerConfig struct {
 	// rather than at the next Interval, the changes within it together:
 	// a growing service is seen at once. 0: only every Interval.
 	Settle time.Duration
-	Logger   *slog.Logger
+	Logger *slog.Logger
 	// Registry, if set, gets the autoscaler's metrics (autoscalermetrics.go).
 	Registry prometheus.Registerer
 }
