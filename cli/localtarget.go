@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"elasticdl/internal/atomicfile"
+	"elasticdl/internal/master"
 )
 
 // A local job's worker target travels in a file under its --output, the
@@ -22,6 +23,18 @@ import (
 
 // targetFile is where a local job's worker target is asked for.
 func targetFile(output string) string { return filepath.Join(output, "master", "target-workers") }
+
+// sendTarget returns what a target watcher calls with each new target:
+// it passes the target on to the master (Deps.Targets, read in its event
+// loop), or gives up once ctx ends.
+func sendTarget(ctx context.Context, targets chan<- master.Target, source string) func(int) {
+	return func(n int) {
+		select {
+		case targets <- master.Target{Workers: n, Source: source}:
+		case <-ctx.Done():
+		}
+	}
+}
 
 // targetPollInterval is how often a local master reads targetFile.
 const targetPollInterval = time.Second

@@ -182,12 +182,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
-		err := self.WatchTarget(wctx, func(n int) {
-			select {
-			case targets <- master.Target{Workers: n, Source: "annotation " + k8s.AnnotationTargetWorkers}:
-			case <-wctx.Done():
-			}
-		}, func(v string) {
+		err := self.WatchTarget(wctx, sendTarget(wctx, targets, "annotation "+k8s.AnnotationTargetWorkers), func(v string) {
 			logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
 			rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
 		})

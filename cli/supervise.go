@@ -349,12 +349,7 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	targets := make(chan master.Target, 16)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watchTargetFile(wctx, targetFile(cfg.Output), targetPollInterval, func(n int) {
-		select {
-		case targets <- master.Target{Workers: n, Source: "elasticdl scale (" + targetFile(cfg.Output) + ")"}:
-		case <-wctx.Done():
-		}
-	}, func(v string) {
+	go watchTargetFile(wctx, targetFile(cfg.Output), targetPollInterval, sendTarget(wctx, targets, "elasticdl scale ("+targetFile(cfg.Output)+")"), func(v string) {
 		logger.Warn("ignoring a target that is not a number of workers", "file", targetFile(cfg.Output), "value", v)
 	})
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets})

@@ -109,7 +109,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	m := c.m
 	m.mu.Lock()
 	snap := m.job.Snapshot()
-	target := m.job.Target()
+	target, lowest := m.job.Target(), m.job.MinWorkers()
 	m.mu.Unlock()
 	s, pr := snap.Summary, snap.Progress
 	wRun, wPend := float64(snap.WorkersRunning), float64(snap.WorkersPending)
@@ -148,7 +148,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(c.finished, f)
 	gauge(c.target, float64(target))
-	gauge(c.bounds, float64(max(1, min(m.cfg.MinWorkers, m.cfg.NumWorkers))), "min")
+	gauge(c.bounds, float64(lowest), "min")
 	gauge(c.bounds, float64(m.cfg.NumWorkers), "max")
 	if req := m.cfg.RequestedCPU; req.Worker > 0 {
 		cores := req.Master + wRun*req.Worker + pRun*req.PS

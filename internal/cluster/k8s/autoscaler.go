@@ -184,7 +184,7 @@ func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 	ds := autoscale.Decide(s)
 	a.metrics.observe(time.Since(start), usage, ds)
 	if a.log.Enabled(ctx, slog.LevelDebug) {
-		a.logRoom(s)
+		a.logRoom(s.Nodes, usage)
 	}
 	for i, d := range ds {
 		j := jobs[i]
@@ -323,27 +323,12 @@ func schedulable(n *corev1.Node) bool {
 }
 
 // logRoom logs, at debug level, what each node holds besides the jobs'
-// workers, and the pods waiting: what a decision starts from.
-func (a *autoscaler) logRoom(s autoscale.Snapshot) {
-	jobs := map[string]bool{}
-	for _, j := range s.Jobs {
-		jobs[j.Key] = true
+// workers, and the other pods waiting: what a decision starts from.
+func (a *autoscaler) logRoom(nodes []autoscale.Node, u clusterUsage) {
+	for _, n := range nodes {
+		used := u.others[n.Name]
+		a.log.Debug("node room", "node", n.Name, "schedulable", n.Schedulable, "allocatable_mcpu", n.Allocatable.MilliCPU, "used_mcpu", used.MilliCPU,
+			"allocatable_mem", n.Allocatable.Memory, "used_mem", used.Memory)
 	}
-	used := map[string]autoscale.Resources{}
-	waiting := 0
-	for _, p := range s.Pods {
-		switch {
-		case jobs[p.Job]:
-		case p.Node == "":
-			waiting++
-		default:
-			used[p.Node] = used[p.Node].Add(p.Request)
-		}
-	}
-	for _, n := range s.Nodes {
-		u := used[n.Name]
-		a.log.Debug("node room", "node", n.Name, "schedulable", n.Schedulable, "allocatable_mcpu", n.Allocatable.MilliCPU, "used_mcpu", u.MilliCPU,
-			"allocatable_mem", n.Allocatable.Memory, "used_mem", u.Memory)
-	}
-	a.log.Debug("pods waiting, not the jobs' workers", "pods", waiting)
+	a.log.Debug("pods waiting, not the jobs' workers", "pods", u.othersWaiting)
 }

@@ -93,6 +93,15 @@ func TestAutoscalerRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What a decision starts from (logged with --verbose): the service's
+	// CPU on n0, besides the job's worker; the waiting service pod.
+	_, _, usage, err := a.snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := usage.others["n0"].MilliCPU; got != 1000 || usage.othersWaiting != 1 || len(usage.others) != 1 {
+		t.Errorf("room used on n0 %d mCPU, %d waiting, nodes %v; want the service's 1000 and 1 waiting", got, usage.othersWaiting, usage.others)
+	}
 	// The metrics: 8 CPUs schedulable, 1 used by the worker, 1 by the
 	// service, 1 service pod waiting.
 	for _, c := range []struct {

@@ -26,11 +26,15 @@ type clusterUsage struct {
 	pending     map[string]int
 	// workers of each autoscaled job: bound to a node, or waiting.
 	bound, waiting map[string]int
+	// others: what the pods that are not the jobs' workers hold on each
+	// node (where a decision starts from), and how many of them wait.
+	others        map[string]autoscale.Resources
+	othersWaiting int
 }
 
 func newClusterUsage() clusterUsage {
 	return clusterUsage{schedulable: map[string]bool{}, requested: map[string]autoscale.Resources{},
-		pending: map[string]int{}, bound: map[string]int{}, waiting: map[string]int{}}
+		pending: map[string]int{}, bound: map[string]int{}, waiting: map[string]int{}, others: map[string]autoscale.Resources{}}
 }
 
 func (u *clusterUsage) addNode(n autoscale.Node) {
@@ -52,12 +56,15 @@ func (u *clusterUsage) addPod(p autoscale.Pod, training bool) {
 		// Only what is on the capacity counts toward its use.
 		u.requested[kind] = u.requested[kind].Add(p.Request)
 	}
-	if p.Job != "" {
-		if p.Node == "" {
-			u.waiting[p.Job]++
-		} else {
-			u.bound[p.Job]++
-		}
+	switch {
+	case p.Job != "" && p.Node == "":
+		u.waiting[p.Job]++
+	case p.Job != "":
+		u.bound[p.Job]++
+	case p.Node == "":
+		u.othersWaiting++
+	default:
+		u.others[p.Node] = u.others[p.Node].Add(p.Request)
 	}
 }
 

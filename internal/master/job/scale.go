@@ -26,6 +26,9 @@ func (SetTarget) isEvent() {}
 // minWorkers is the job's lower bound (at least 1).
 func (j *Job) minWorkers() int { return max(1, min(j.cfg.MinWorkers, j.cfg.NumWorkers)) }
 
+// MinWorkers is the job's lower bound, as the core applies it.
+func (j *Job) MinWorkers() int { return j.minWorkers() }
+
 // Target is the number of workers the job aims to run now.
 func (j *Job) Target() int { return j.target }
 
