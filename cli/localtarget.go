@@ -41,14 +41,15 @@ const targetPollInterval = time.Second
 
 // watchTargetFile reads path every interval until ctx ends and calls
 // onTarget with each new value that is a number of workers, onBad with
-// each new one that is not. A missing file asks for nothing.
+// each new one that is not. A missing or empty file asks for nothing.
 func watchTargetFile(ctx context.Context, path string, interval time.Duration, onTarget func(int), onBad func(string)) {
 	last := ""
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		if data, err := os.ReadFile(path); err == nil {
-			if v := strings.TrimSpace(string(data)); v != last {
+			// Empty: a write by hand caught between truncating and writing.
+			if v := strings.TrimSpace(string(data)); v != "" && v != last {
 				last = v
 				if n, err := strconv.Atoi(v); err == nil && n >= 0 {
 					onTarget(n)
