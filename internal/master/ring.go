@@ -39,11 +39,14 @@ func (m *Master) ringReply(reply job.Reply, err error) (*masterpb.RingResponse, 
 	if err != nil {
 		return nil, rpcError(err)
 	}
+	if reply.LetGo {
+		return &masterpb.RingResponse{Leave: true}, nil
+	}
 	r := reply.Ring
 	if r == nil || r.Members == nil {
 		resp := &masterpb.RingResponse{WaitMs: ringWaitMillis}
 		if r != nil {
-			resp.Version = r.Version
+			resp.Version, resp.Planned = r.Version, r.Planned
 		}
 		return resp, nil
 	}

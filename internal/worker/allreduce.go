@@ -42,6 +42,13 @@ import (
 // ring's rank 0 reports the log — the records of the workers no longer in
 // it included — then tells the master the ring settled, so that their
 // tasks can go back.
+//
+// A planned change (a worker joins, one is let go) breaks no step: a
+// member that learns of it sets the leave flag in its next step's buffer,
+// and every member, seeing the flag in that step's sum, leaves the ring
+// after applying it — the same step for all. The new ring agrees on the
+// state as after a break (nothing differs: every member applied the
+// step); a member let go is told so when it checks in, and stops.
 
 const (
 	// ringTimeout bounds every collective wait: a dead or frozen peer
@@ -62,9 +69,11 @@ const (
 	// integers a float32 holds exactly, each written by one member only.
 	tagLen = 5
 	// stepHeader is what a step's buffer holds between the gradients and
-	// the tags: the records, the busy flag, and (written by rank 0) the last
-	// step the master has, in two 24-bit halves.
-	stepHeader = 4
+	// the tags: the records, the busy flag, (written by rank 0) the last
+	// step the master has, in two 24-bit halves, and the leave flag: the
+	// members that know of a planned change, which all leave the ring
+	// after this step.
+	stepHeader = 5
 )
 
 // ringCounters are the rings a worker was in, for the heartbeat (another
@@ -139,9 +148,12 @@ type ringMember struct {
 	slotNames []string
 	steps     int64 // optimizer steps applied to the parameters
 	buf       []float32
-	book      stepBook   // this member's tasks and unconfirmed records
-	latest    int64      // newest ring version the master announced
-	versionCh chan int64 // from the background poller
+	book      stepBook      // this member's tasks and unconfirmed records
+	latest    ringNews      // newest ring version the master announced
+	versionCh chan ringNews // from the background poller
+	// leaveFlag: a planned change waits; this member flags it in its next
+	// step.
+	leaveFlag bool
 	// log holds the tags of the applied steps not yet reported to the
 	// master, and of the last recentSteps, oldest first: part of the state,
 	// so that a new ring knows whose records its state holds.
@@ -200,7 +212,7 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 		n += len(p.Value.Data)
 	}
 	w.ar = &ringMember{ln: ln, opt: opt, optSpec: spec, slotNames: rowOpt.SlotNames(), nGrads: n,
-		versionCh: make(chan int64, 1), ckptDone: make(chan ckptResult, 1)}
+		versionCh: make(chan ringNews, 1), ckptDone: make(chan ckptResult, 1)}
 	defer func() {
 		if w.ar.ring != nil {
 			w.ar.ring.Close()
@@ -208,6 +220,10 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 	}()
 	go w.pollRing(ctx)
 	err = w.ringLoop(ctx)
+	if errors.Is(err, errLetGo) {
+		w.log.Info("let go by the master (scale down): left the ring at a step boundary")
+		return nil
+	}
 	if err == nil || errors.Is(context.Cause(ctx), errJobOver) {
 		// The tasks are done: hand the master the model (it lives here).
 		upCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -217,7 +233,19 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 	return err
 }
 
-// pollRing learns the ring's version in the background.
+// ringNews is the ring's version as the master announced it, and whether
+// a newer one than this member's is a planned change.
+type ringNews struct {
+	version int64
+	planned bool
+}
+
+// errLetGo ends the ring loop of a member the master let go.
+var errLetGo = errors.New("let go by the master")
+
+// pollRing learns the ring's version in the background. An unplanned
+// change closes the live ring at once (a member blocked on a dead or
+// frozen peer is freed); a planned one leaves it to the step boundary.
 func (w *Worker) pollRing(ctx context.Context) {
 	t := time.NewTicker(ringPollInterval)
 	defer t.Stop()
@@ -231,17 +259,17 @@ func (w *Worker) pollRing(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() {
+		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() && !resp.Planned {
 			r.Close() // the step in flight fails; the member re-joins
 		}
-		if f := w.rings.forming.Load(); f != nil && resp.Version > f.version {
+		if f := w.rings.forming.Load(); f != nil && resp.Version > f.version && !resp.Planned {
 			f.cancel(fmt.Errorf("ring version %d superseded by %d", f.version, resp.Version))
 		}
 		select {
 		case <-w.ar.versionCh:
 		default:
 		}
-		w.ar.versionCh <- resp.Version
+		w.ar.versionCh <- ringNews{version: resp.Version, planned: resp.Planned}
 	}
 }
 
@@ -251,14 +279,19 @@ func (w *Worker) ringLoop(ctx context.Context) error {
 	for {
 		select {
 		case v := <-ar.versionCh:
-			ar.latest = max(ar.latest, v)
+			if v.version >= ar.latest.version {
+				ar.latest = v
+			}
 		default:
 		}
-		if ar.ring != nil && ar.latest > ar.ring.Version() {
-			// The ring re-forms (a worker joins or left): leave at this
-			// step boundary.
-			ar.ring.Close()
-			ar.ring = nil
+		if ar.ring != nil && ar.latest.version > ar.ring.Version() {
+			if ar.latest.planned {
+				ar.leaveFlag = true // every member leaves after the next step
+			} else {
+				// The ring re-forms (a member was lost or its ring broke):
+				// leave at this step boundary.
+				w.leaveRing()
+			}
 		}
 		if ar.ring == nil {
 			over, err := w.joinRing(ctx)
@@ -270,14 +303,28 @@ func (w *Worker) ringLoop(ctx context.Context) error {
 		if over || err != nil {
 			return err
 		}
-		if err := w.ringStep(ctx, rt); err != nil {
+		boundary, err := w.ringStep(ctx, rt)
+		if err != nil {
 			var fatal *fatalError
 			if errors.As(err, &fatal) || ctx.Err() != nil {
 				return err
 			}
 			w.ringBroken(ctx, err)
+			continue
+		}
+		if boundary {
+			w.log.Info("leaving the ring at a step boundary for a planned change", "version", ar.ring.Version(), "steps", ar.steps)
+			w.leaveRing()
 		}
 	}
+}
+
+// leaveRing closes the live ring at a step boundary; the next step joins
+// the next one.
+func (w *Worker) leaveRing() {
+	w.ar.ring.Close()
+	w.ar.ring = nil
+	w.ar.leaveFlag = false
 }
 
 // nextRecords returns the task to take this step's minibatch from, nil to
@@ -329,12 +376,16 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 
 // ringStep runs one step: this member's minibatch from rt (none when rt is
 // nil), the ring's allreduce, the update, and the confirmation of the
-// previous step.
-func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
+// previous step. boundary: a member flagged a planned change, so every
+// member leaves the ring after this step.
+func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err error) {
 	ar := w.ar
 	clear(ar.buf[ar.nGrads:]) // gradients writes the rest
 	if rt == nil {
 		clear(ar.buf[:ar.nGrads])
+	}
+	if ar.leaveFlag {
+		ar.buf[ar.nGrads+4] = 1
 	}
 	if ar.ring.Rank() == 0 {
 		// Tell every member what the master has: they prune their logs.
@@ -344,20 +395,21 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 		start, end := ar.book.take(rt, w.share(), ar.steps+1)
 		loss, err := w.gradients(rt, start, end)
 		if err != nil {
-			return err
+			return false, err
 		}
 		ar.book.setLoss(float64(loss) * float64(end-start))
 	}
 	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
-		return err
+		return false, err
 	}
 	w.maybeCheckpoint() // the state is confirmed and not yet updated
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
+	boundary = ar.buf[n+4] > 0
 	ar.reported = max(ar.reported, int64(ar.buf[n+2])|int64(ar.buf[n+3])<<24)
 	if total > 0 {
 		if err := w.applyGradients(total); err != nil {
-			return &fatalError{err}
+			return false, &fatalError{err}
 		}
 		ar.log = append(ar.log, loggedStep{step: ar.steps, version: ar.ring.Version(), parts: decodeTags(ar.buf[n+stepHeader:])})
 	}
@@ -369,21 +421,21 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) error {
 		previous--
 	}
 	if err := w.confirm(ctx, previous); err != nil {
-		return err
+		return false, err
 	}
 	w.collectCheckpoint()
 	if (ar.ring.Rank() == 0 && time.Since(ar.lastReport) >= reportInterval) || (ar.ckptReport > 0 && ar.ckptReport <= previous) {
 		w.reportApplied(ctx, previous)
 	}
-	if busy == 0 {
+	if busy == 0 && !boundary {
 		// No member had records: wait a little before asking for work.
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			return false, context.Cause(ctx)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return nil
+	return boundary, nil
 }
 
 // share is this member's records in a step of the current ring.

@@ -54,6 +54,9 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		default:
 			return false, fmt.Errorf("join ring: %w", err)
 		}
+		if resp.Leave {
+			return false, errLetGo
+		}
 		if !resp.Formed {
 			select {
 			case <-ctx.Done():
@@ -74,7 +77,10 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		}
 		ring, err := w.form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
 		if err == nil {
-			ar.ring, ar.latest = ring, max(ar.latest, resp.Version)
+			ar.ring, ar.leaveFlag = ring, false
+			if resp.Version >= ar.latest.version {
+				ar.latest = ringNews{version: resp.Version}
+			}
 			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
 			ar.lastReport = time.Time{} // rank 0 reports the new ring's first confirmed step at once
 			w.rings.enter(ring)

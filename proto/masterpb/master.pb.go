@@ -1160,8 +1160,15 @@ type RingResponse struct {
 	Lineage        int64  `protobuf:"varint,6,opt,name=lineage,proto3" json:"lineage,omitempty"`
 	RestoreDir     string `protobuf:"bytes,7,opt,name=restore_dir,json=restoreDir,proto3" json:"restore_dir,omitempty"`
 	RestoreVersion int64  `protobuf:"varint,8,opt,name=restore_version,json=restoreVersion,proto3" json:"restore_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// While the version forms: it is a planned change (a worker joins or is
+	// let go), so the members of the live ring finish together at one step
+	// boundary (see the step buffer's leave flag) instead of breaking it.
+	Planned bool `protobuf:"varint,9,opt,name=planned,proto3" json:"planned,omitempty"`
+	// JoinRing: this worker is let go (scale down); it left its ring at a
+	// step boundary and must stop without joining another.
+	Leave         bool `protobuf:"varint,10,opt,name=leave,proto3" json:"leave,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RingResponse) Reset() {
@@ -1248,6 +1255,20 @@ func (x *RingResponse) GetRestoreVersion() int64 {
 		return x.RestoreVersion
 	}
 	return 0
+}
+
+func (x *RingResponse) GetPlanned() bool {
+	if x != nil {
+		return x.Planned
+	}
+	return false
+}
+
+func (x *RingResponse) GetLeave() bool {
+	if x != nil {
+		return x.Leave
+	}
+	return false
 }
 
 type TaskDone struct {
@@ -1896,7 +1917,7 @@ const file_master_proto_rawDesc = "" +
 	"\n" +
 	"RingMember\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xa5\x02\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\"\xd5\x02\n" +
 	"\fRingResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x126\n" +
 	"\amembers\x18\x02 \x03(\v2\x1c.elasticdl.master.RingMemberR\amembers\x12\x16\n" +
@@ -1906,7 +1927,10 @@ const file_master_proto_rawDesc = "" +
 	"\alineage\x18\x06 \x01(\x03R\alineage\x12\x1f\n" +
 	"\vrestore_dir\x18\a \x01(\tR\n" +
 	"restoreDir\x12'\n" +
-	"\x0frestore_version\x18\b \x01(\x03R\x0erestoreVersion\"7\n" +
+	"\x0frestore_version\x18\b \x01(\x03R\x0erestoreVersion\x12\x18\n" +
+	"\aplanned\x18\t \x01(\bR\aplanned\x12\x14\n" +
+	"\x05leave\x18\n" +
+	" \x01(\bR\x05leave\"7\n" +
 	"\bTaskDone\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x03R\x04done\"J\n" +

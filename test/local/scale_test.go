@@ -53,3 +53,57 @@ func TestScaleLocalJob(t *testing.T) {
 		t.Errorf("no warning about the bad target in the log")
 	}
 }
+
+// An AllReduce job scaled 3 → 1 → 3 while it trains: the workers let go
+// leave the ring at a step boundary (a planned change: no member reports
+// a broken ring, no step is redone), hand back the rest of their tasks,
+// and are stopped without counting as lost; the new ones join the same
+// way. Every record is trained once per epoch and the model is the same
+// on every worker at the end.
+func TestScaleAllReduceJob(t *testing.T) {
+	needData(t)
+	j := startJob(t, append(allReduceArgs("fashion_mnist.mlp", "3", "2"), "--min_workers=1", "--minibatch_size=32")...)
+	waitFor(t, time.Minute, "3 workers training", func() bool {
+		_, done := j.epochRecordsDone()
+		return done > 0 && len(j.children("worker")) == 3
+	})
+	scale := func(n string) {
+		t.Helper()
+		out, err := exec.Command(binary, "scale", "--output="+j.out, "--workers="+n).CombinedOutput()
+		if err != nil {
+			t.Fatalf("elasticdl scale --workers=%s: %v\n%s", n, err, out)
+		}
+	}
+	scale("1")
+	waitFor(t, time.Minute, "1 worker left", func() bool { return len(j.children("worker")) == 1 })
+	before := j.recordsDone()
+	time.Sleep(3 * time.Second)
+	if after := j.recordsDone(); after <= before {
+		t.Errorf("no training progress with one worker: %d records, %d 3 s later", before, after)
+	}
+	scale("3")
+	waitFor(t, time.Minute, "3 workers again", func() bool { return len(j.children("worker")) == 3 })
+	s := j.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if w := s.Workers; w.ScaledDown != 2 || w.ScaledUp != 2 || w.Lost != 0 || w.Relaunched != 0 {
+		t.Errorf("summary workers %+v: want 2 scaled down, 2 up, none lost or relaunched", w)
+	}
+	if s.Ring == nil || s.Ring.Broken != 0 {
+		t.Errorf("ring %+v: want no ring broken (planned changes only)", s.Ring)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
+		t.Errorf("eval %+v", s.Eval)
+	}
+	assertSameModel(t, s, 3)
+	// The master's log: both let go after they reached a boundary (a
+	// worker told to leave may be stopped before it logs so itself).
+	left := 0
+	for _, l := range strings.Split(j.stderr.String(), "\n") {
+		if strings.Contains(l, `msg="instance exited"`) && strings.Contains(l, "left the ring at a step boundary") {
+			left++
+		}
+	}
+	if left != 2 {
+		t.Errorf("%d workers stopped after leaving the ring at a step boundary, want 2", left)
+	}
+}

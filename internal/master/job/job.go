@@ -282,6 +282,9 @@ type Reply struct {
 	// Held answers a JoinRing that formed: the tasks the worker holds, as
 	// the master knows them (Done included).
 	Held []task.Task
+	// LetGo answers a JoinRing of a member let go (scale down): it left
+	// its ring at a step boundary and stops.
+	LetGo bool
 }
 
 // Step applies one event at time now and returns the answer to a worker's

@@ -125,6 +125,10 @@ type RingState struct {
 	Joins         []RingJoin              `json:"joins,omitempty"`
 	Committed     []int                   `json:"committed,omitempty"`
 	Collective    map[int]CollectiveStats `json:"collective,omitempty"`
+	Planned       bool                    `json:"planned,omitempty"`
+	Leaving       map[int]bool            `json:"leaving,omitempty"`
+	Broken        int                     `json:"broken,omitempty"`
+	BrokenAt      int64                   `json:"broken_at,omitempty"`
 }
 
 // AppliedState is an AllReduce job's ledger of applied steps: per task,
@@ -233,6 +237,7 @@ func (r *rendezvous) state() *RingState {
 		Restores: r.restores, StepsLost: r.stepsLost, ChangeStart: r.changeStart, ChangeCause: r.changeCause,
 		ChangeVersion: r.changeVersion, Recoveries: slices.Clone(r.recoveries), Joins: slices.Clone(r.joins),
 		Committed: slices.Sorted(maps.Keys(r.committed)), Collective: maps.Clone(r.collective),
+		Planned: r.planned, Leaving: maps.Clone(r.leaving), Broken: r.broken, BrokenAt: r.brokenAt,
 	}
 }
 
@@ -291,6 +296,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 			deadline: r.Deadline, addrs: orEmpty(r.Addrs), formedAt: r.FormedAt, changedAt: r.ChangedAt,
 			maxWorldSize: r.MaxWorldSize, prev: set(r.Prev), everMember: set(r.EverMember), checksums: slices.Clone(r.Checksums),
 			unsettled: maps.Clone(r.Unsettled), lineage: r.Lineage, restore: r.Restore, restores: r.Restores, stepsLost: r.StepsLost,
+			planned: r.Planned, leaving: maps.Clone(r.Leaving), broken: r.Broken, brokenAt: r.BrokenAt,
 			ringTiming: ringTiming{changeStart: r.ChangeStart, changeCause: r.ChangeCause, changeVersion: r.ChangeVersion,
 				recoveries: slices.Clone(r.Recoveries), joins: slices.Clone(r.Joins), committed: set(r.Committed),
 				collective: maps.Clone(r.Collective)},

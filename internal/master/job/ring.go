@@ -20,6 +20,14 @@ import (
 // Workers poll RingStatus between steps (in the background) and re-join
 // when the version moves; the step in flight when a ring breaks is not
 // applied by the ring that failed, and is redone in the next.
+//
+// A change nobody failed — a worker joins, or the job lets a member go —
+// is planned: the version moves but the live ring is not broken. Its
+// members learn of the change from RingStatus, flag it in their next
+// step's buffer, and all leave the ring at the end of that step (every
+// member sees the flag in the same step), so no step fails; a member let
+// go then checks in, is told to leave (Reply.LetGo) and is stopped. A
+// loss or a break while a planned change waits makes it unplanned.
 
 // RingMember is one worker of a ring and where its collective listener is.
 type RingMember struct {
@@ -37,6 +45,9 @@ type Ring struct {
 	// Restore.
 	Lineage int64
 	Restore RestorePoint
+	// Planned: the version forms after a planned change; the members of
+	// the live ring finish it at a common step boundary.
+	Planned bool
 }
 
 // JoinRing is a worker checking in for the next ring with the address of
@@ -100,6 +111,16 @@ type rendezvous struct {
 	// steps they undid.
 	restores  int
 	stepsLost int64
+	// planned: the forming version is a planned change (see above).
+	planned bool
+	// leaving are members being let go: they are not expected in the next
+	// ring; false while still stepping in the live ring, true once they
+	// reached the boundary (being stopped).
+	leaving map[int]bool
+	// broken counts the versions members reported broken (each failed a
+	// step, redone, or its forming); brokenAt is the newest of them.
+	broken   int
+	brokenAt int64
 	ringTiming
 }
 
@@ -120,6 +141,10 @@ type RingSummary struct {
 	Restores   int   `json:"restores"`
 	StepsLost  int64 `json:"steps_lost"`
 	Checkpoint int64 `json:"checkpoint"`
+	// Broken counts the ring versions members reported broken: each
+	// failed a step (redone by the next ring) or its own forming. Planned
+	// changes (joins, workers let go) break none.
+	Broken int `json:"broken"`
 	// Recoveries: each membership change and how long until the next
 	// committed step; Joins: each worker's first committed step after its
 	// process started.
@@ -152,13 +177,27 @@ func (j *Job) joinRingFormed(now time.Time, ev JoinRing) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: the job's tasks are done: no ring forms any more", ErrRejected)
 	}
 	r := &j.ring
+	if left, leaving := r.leaving[ev.Worker]; leaving && !left {
+		// A member let go reached the step boundary: it stops here.
+		r.leaving[ev.Worker] = true
+		j.letGo(now, ev.Worker, "scaled down: left the ring at a step boundary")
+		delete(r.leaving, ev.Worker)
+		return Reply{LetGo: true}, nil
+	}
 	if !r.forming {
-		if i := slices.IndexFunc(r.members, func(m RingMember) bool { return m.Worker == ev.Worker }); i >= 0 && r.members[i].Addr == ev.Addr {
+		i := slices.IndexFunc(r.members, func(m RingMember) bool { return m.Worker == ev.Worker })
+		if i >= 0 && r.members[i].Addr == ev.Addr {
 			return Reply{Ring: j.currentRing()}, nil // a retried call: it is in
 		}
-		// A newcomer, a member whose ring broke before the master heard,
-		// or a member with a new address: the ring must re-form.
-		j.reform(now, fmt.Sprintf("worker %d joins", ev.Worker))
+		// A newcomer (planned: the members finish their steps first), or a
+		// member whose ring broke before the master heard or with a new
+		// address: the ring must re-form.
+		j.reform(now, fmt.Sprintf("worker %d joins", ev.Worker), i < 0)
+	}
+	if r.planned && r.prev[ev.Worker] {
+		// The live ring's members reached the boundary together: the others
+		// check in at once.
+		r.deadline = earliest(r.deadline, now.Add(j.cfg.RingGrace))
 	}
 	r.addrs[ev.Worker] = ev.Addr
 	r.joined[ev.Worker] = ev.Addr
@@ -181,9 +220,18 @@ func (j *Job) ringBroken(now time.Time, ev RingBroken) (Reply, error) {
 		return Reply{}, err
 	}
 	r := &j.ring
-	// A report about an older version came too late: the ring re-formed.
-	if ev.Version == r.version && !r.forming {
-		j.reform(now, fmt.Sprintf("worker %d reports ring %d broken: %s", ev.Worker, ev.Version, ev.Err))
+	if ev.Version > r.brokenAt {
+		r.broken++
+		r.brokenAt = ev.Version
+	}
+	switch {
+	case ev.Version == r.version && !r.forming:
+		j.reform(now, fmt.Sprintf("worker %d reports ring %d broken: %s", ev.Worker, ev.Version, ev.Err), false)
+	case ev.Version == r.version-1:
+		// The live ring of a planned change broke before its boundary: its
+		// members must leave it at once. (Otherwise the report came late:
+		// the ring re-formed.)
+		j.unplan(now)
 	}
 	return Reply{Ring: j.currentRing()}, nil
 }
@@ -192,20 +240,74 @@ func (j *Job) ringBroken(now time.Time, ev RingBroken) (Reply, error) {
 func (j *Job) currentRing() *Ring {
 	r := &j.ring
 	if r.forming {
-		return &Ring{Version: r.version, Lineage: r.lineage}
+		return &Ring{Version: r.version, Lineage: r.lineage, Planned: r.planned}
 	}
 	return &Ring{Version: r.version, Members: slices.Clone(r.members), Lineage: r.lineage, Restore: r.restore}
 }
 
+// plannedBoundaryWait is how long a planned change waits for the live
+// ring's members to reach their step boundary before the grace starts:
+// a step, and an evaluation task between two steps, may take a while.
+const plannedBoundaryWait = 10 * time.Second
+
 // reform starts a new version: every worker expected in it must check in.
-func (j *Job) reform(now time.Time, why string) {
+// A planned one leaves the live ring running to a common step boundary.
+func (j *Job) reform(now time.Time, why string, planned bool) {
 	r := &j.ring
 	r.noteChange(now, why)
 	r.version++
 	r.members, r.forming, r.changedAt = nil, true, now
 	r.joined = map[int]string{}
+	r.planned = planned
 	r.deadline = now.Add(j.cfg.RingGrace)
-	j.log.Info("ring re-forming", "version", r.version, "why", why)
+	if planned {
+		r.deadline = r.deadline.Add(plannedBoundaryWait)
+	}
+	j.log.Info("ring re-forming", "version", r.version, "why", why, "planned", planned)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// unplan turns a forming planned change into an unplanned one: the live
+// ring it waited on failed, so its members are told to leave it now.
+func (j *Job) unplan(now time.Time) {
+	r := &j.ring
+	if r.forming && r.planned {
+		r.planned = false
+		r.deadline = earliest(r.deadline, now.Add(j.cfg.RingGrace))
+		j.log.Info("planned ring change becomes unplanned: the live ring failed", "version", r.version)
+	}
+}
+
+// stepping reports whether worker takes part in the live ring's steps: a
+// member of the formed ring, or of the last one while a planned change
+// waits for it to reach the boundary.
+func (r *rendezvous) stepping(worker int) bool {
+	if !r.forming {
+		return slices.ContainsFunc(r.members, func(m RingMember) bool { return m.Worker == worker })
+	}
+	_, joined := r.joined[worker]
+	return r.planned && r.prev[worker] && !joined && !r.leaving[worker]
+}
+
+// leaveRing lets go of a member of the live ring without failing a step:
+// a planned change, which it leaves at the boundary, then is stopped.
+func (j *Job) leaveRing(now time.Time, worker int) {
+	r := &j.ring
+	j.draining[worker] = now
+	if r.leaving == nil {
+		r.leaving = map[int]bool{}
+	}
+	r.leaving[worker] = false
+	j.log.Info("worker leaves the ring at its next step boundary (scale down)", "worker", worker)
+	if !r.forming {
+		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" let go", true)
+	}
 }
 
 // maybeForm forms the forming version once every expected worker has
@@ -217,6 +319,9 @@ func (j *Job) maybeForm(now time.Time) {
 	}
 	var missing []int
 	for w := range r.addrs {
+		if _, leaving := r.leaving[w]; leaving {
+			continue // let go: it stops once it reaches the boundary
+		}
 		if _, ok := r.joined[w]; !ok {
 			if in := j.workers[w]; in != nil && in.running {
 				missing = append(missing, w)
@@ -245,7 +350,7 @@ func (j *Job) maybeForm(now time.Time) {
 		r.everMember[w] = true
 	}
 	slices.SortFunc(r.members, func(a, b RingMember) int { return a.Worker - b.Worker })
-	r.forming, r.joined, r.formedAt = false, nil, now
+	r.forming, r.joined, r.formedAt, r.planned = false, nil, now, false
 	r.prev = map[int]bool{}
 	for _, m := range r.members {
 		r.prev[m.Worker] = true
@@ -283,13 +388,18 @@ func (j *Job) ringMemberLost(now time.Time, worker int) {
 	if !j.cfg.AllReduce {
 		return
 	}
+	stepping := r.stepping(worker)
 	delete(r.addrs, worker)
+	delete(r.leaving, worker)
 	if r.forming {
 		delete(r.joined, worker)
+		if stepping {
+			j.unplan(now) // the live ring lost a member before the boundary
+		}
 		j.maybeForm(now)
 		return
 	}
-	if slices.ContainsFunc(r.members, func(m RingMember) bool { return m.Worker == worker }) {
-		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" lost")
+	if stepping {
+		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" lost", false)
 	}
 }

@@ -26,10 +26,13 @@ func ringOf(r *Ring) string {
 	return fmt.Sprintf("v%d [%s]", r.Version, strings.Join(ws, " "))
 }
 
-func allReduceJob(t *testing.T, workers int) *harness {
+func allReduceJob(t *testing.T, workers int, mutate ...func(*Config)) *harness {
 	h := newHarness(t, func(c *Config) {
 		c.AllReduce, c.RingGrace, c.NumPS, c.NumWorkers = true, 5*time.Second, 0, workers
 		c.HeartbeatTimeout = time.Hour
+		for _, m := range mutate {
+			m(c)
+		}
 	})
 	for w := 0; w < workers; w++ {
 		h.running(cluster.Worker, w)

@@ -64,6 +64,7 @@ func (j *Job) rescale(now time.Time) {
 	for j.active() < j.target && len(j.draining) > 0 {
 		id := slices.Max(slices.Collect(maps.Keys(j.draining)))
 		delete(j.draining, id)
+		delete(j.ring.leaving, id) // still in its ring: it stays there
 		j.log.Info("worker kept after all (scale up)", "worker", id)
 	}
 	for j.active() < j.target {
@@ -103,12 +104,19 @@ func (j *Job) rescale(now time.Time) {
 		return cmp.Or(cmp.Compare(a.rank, b.rank), a.since.Compare(b.since), cmp.Compare(b.id, a.id))
 	})
 	for _, c := range cs[:excess] {
-		if c.rank < 2 {
+		switch {
+		case j.cfg.AllReduce && j.ring.stepping(c.id):
+			// Stopping it would fail the ring's step in flight: it leaves
+			// at a step boundary, handing back the rest of its task.
+			j.leaveRing(now, c.id)
+		case c.rank < 2 || j.cfg.AllReduce:
+			// An AllReduce worker not in a live ring is stopped at once:
+			// its task resumes after what the ledger has of it.
 			j.letGo(now, c.id, "scaled down")
-			continue
+		default:
+			j.draining[c.id] = now
+			j.log.Info("worker leaves once its task is reported (scale down)", "worker", c.id)
 		}
-		j.draining[c.id] = now
-		j.log.Info("worker leaves once its task is reported (scale down)", "worker", c.id)
 	}
 }
 
@@ -148,6 +156,9 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 func (j *Job) leavesNow(now time.Time, worker int) bool {
 	if _, leaving := j.draining[worker]; !leaving || len(j.disp.Held(worker)) > 0 {
 		return false
+	}
+	if _, inRing := j.ring.leaving[worker]; inRing {
+		return false // it leaves at the ring's step boundary (leaveRing)
 	}
 	j.letGo(now, worker, "scaled down after its last task")
 	return true

@@ -272,3 +272,158 @@ func TestResizeTiming(t *testing.T) {
 		t.Fatalf("summary resizes %+v", s.Resizes)
 	}
 }
+
+// plannedLeave forms a 3-member ring whose members each hold a task
+// (worker 0's the oldest) and lowers the target to 2: worker 0 is to leave
+// at a step boundary.
+func plannedLeave(t *testing.T) (*harness, task.Task) {
+	h := allReduceJob(t, 3, func(c *Config) { c.RecordsPerTask, c.Tasks.RecordsPerTask = 100, 100 })
+	for _, w := range []int{0, 1, 0, 2, 1, 0} {
+		h.join(w)
+	}
+	wantRing(t, h.status(2), "v3 [0@a0 1@a1 2@a2]")
+	t0 := h.get(0)
+	h.advance(time.Second)
+	h.get(1)
+	h.get(2)
+	h.take()
+	h.step(SetTarget{Workers: 2, Source: "test"})
+	return h, t0
+}
+
+// TestPlannedLeave: a member of an AllReduce ring let go is not stopped
+// mid-step. The version moves as a planned change (the members finish
+// their step and leave together: RingStatus says Planned), the ring forms
+// without the leaver as soon as the others check in, and the leaver,
+// checking in at the boundary, is told to stop (LetGo) and is stopped.
+// Its task waits for the new ring to settle (the ring's state may hold
+// records of it the ledger lacks), then goes out again. No loss, no
+// broken ring.
+func TestPlannedLeave(t *testing.T) {
+	h, t0 := plannedLeave(t)
+	if rd := h.take(); len(rd.Stop) != 0 {
+		t.Fatalf("stopped %v before it left its ring", rd.Stop)
+	}
+	if r := h.step(RingStatus{Worker: 1}).Ring; r.Version != 4 || r.Members != nil || !r.Planned {
+		t.Fatalf("ring %+v, want v4 forming as a planned change", r)
+	}
+	// Still stepping: no new task, and no DONE (that would stop it between
+	// two steps of the live ring).
+	if k := h.kind(0); k != task.KindWait {
+		t.Fatalf("the leaver asking for work got %v, want WAIT", k)
+	}
+	wantRing(t, h.join(1), "nil")
+	wantRing(t, h.join(2), "v4 [1@a1 2@a2]") // no wait for the leaver
+	if r := h.step(JoinRing{Worker: 0, Addr: "a0"}); !r.LetGo || r.Ring != nil {
+		t.Fatalf("the leaver's check-in: %+v, want LetGo", r)
+	}
+	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{0}) {
+		t.Fatalf("stopped %v, want the leaver 0", got)
+	}
+	h.wantRefused(RingStatus{Worker: 0}, ErrUnknownWorker)
+	if got := h.get(1); got.ID == t0.ID {
+		t.Fatal("the leaver's task went out before the new ring settled")
+	}
+	h.step(SettleRing{Worker: 1, Version: 4})
+	var again task.Task
+	for again.ID != t0.ID {
+		again = h.get(2)
+	}
+	s := h.summary()
+	if w := s.Workers; w.ScaledDown != 1 || w.Lost != 0 || w.Relaunched != 0 {
+		t.Fatalf("workers %+v: want 1 scaled down, none lost", w)
+	}
+	if s.Ring.Broken != 0 || s.Ring.WorldSize != 2 {
+		t.Fatalf("ring %+v: want none broken, world size 2", s.Ring)
+	}
+}
+
+// TestPlannedLeaveSurvivesFailover: a master that takes over while a
+// member is leaving keeps the planned change and the leaver.
+func TestPlannedLeaveSurvivesFailover(t *testing.T) {
+	h, _ := plannedLeave(t)
+	h.failover(running(cluster.Worker, 0), running(cluster.Worker, 1), running(cluster.Worker, 2))
+	if r := h.step(RingStatus{Worker: 1}).Ring; !r.Planned {
+		t.Fatalf("ring %+v after the failover, want the planned change kept", r)
+	}
+	h.join(1)
+	wantRing(t, h.join(2), "v4 [1@a1 2@a2]")
+	if r := h.step(JoinRing{Worker: 0, Addr: "a0"}); !r.LetGo {
+		t.Fatalf("the leaver's check-in after the failover: %+v, want LetGo", r)
+	}
+}
+
+// TestPlannedChangeBecomesUnplanned: while the members step towards the
+// boundary, a break of their ring or the loss of one of them makes the
+// change unplanned — they must leave the ring now — and counts as broken.
+func TestPlannedChangeBecomesUnplanned(t *testing.T) {
+	h, _ := plannedLeave(t)
+	h.step(RingBroken{Worker: 2, Version: 3, Err: "EOF"})
+	if r := h.step(RingStatus{Worker: 1}).Ring; r.Planned || r.Version != 4 {
+		t.Fatalf("ring %+v after its live ring broke, want v4 unplanned", r)
+	}
+	if b := h.summary().Ring.Broken; b != 1 {
+		t.Fatalf("%d broken, want 1", b)
+	}
+
+	h, _ = plannedLeave(t)
+	h.exit(cluster.Worker, 2, cluster.Killed)
+	if r := h.step(RingStatus{Worker: 1}).Ring; r.Planned {
+		t.Fatalf("ring %+v after a stepping member was lost, want unplanned", r)
+	}
+	h.join(1)
+	if r := h.step(JoinRing{Worker: 0, Addr: "a0"}); !r.LetGo {
+		t.Fatalf("the leaver's check-in: %+v, want LetGo", r)
+	}
+	wantRing(t, h.status(1), "v4 [1@a1]")
+}
+
+// TestPlannedLeaverKeptOnScaleUp: a target raised again before the leaver
+// reached its boundary keeps it; it re-joins as any member.
+func TestPlannedLeaverKeptOnScaleUp(t *testing.T) {
+	h, _ := plannedLeave(t)
+	h.step(SetTarget{Workers: 3, Source: "test"})
+	h.join(1)
+	wantRing(t, h.join(2), "nil") // waits for 0 again
+	wantRing(t, h.join(0), "v4 [0@a0 1@a1 2@a2]")
+	if rd := h.take(); len(rd.Stop) != 0 || len(launchedWorkers(rd)) != 0 {
+		t.Fatalf("stopped %v, launched %v: want neither", rd.Stop, rd.Launch)
+	}
+}
+
+// TestPlannedJoinWaitsForTheBoundary: a newcomer's version is planned, so
+// the ring waits for its members to finish their step — longer than the
+// grace for a member that does not check in — then forms once one of
+// them checks in and the rest follow (or the grace passes).
+func TestPlannedJoinWaitsForTheBoundary(t *testing.T) {
+	h := allReduceJob(t, 3)
+	h.join(0)
+	h.join(1)
+	wantRing(t, h.join(0), "v2 [0@a0 1@a1]")
+	wantRing(t, h.join(2), "nil")
+	if r := h.step(RingStatus{Worker: 0}).Ring; !r.Planned {
+		t.Fatalf("ring %+v: a join is a planned change", r)
+	}
+	h.advance(6 * time.Second) // past RingGrace (5 s), not past the boundary wait
+	wantRing(t, h.join(2), "nil")
+	wantRing(t, h.join(0), "nil") // 0 reached the boundary; 1 is due within the grace
+	h.advance(6 * time.Second)
+	wantRing(t, h.join(2), "v3 [0@a0 2@a2]") // 1 did not follow: left out
+}
+
+// TestAllReduceIdleOutsideTheRingGoesAtOnce: an AllReduce worker that is
+// not stepping in a live ring (it never joined) is stopped at once.
+func TestAllReduceIdleOutsideTheRingGoesAtOnce(t *testing.T) {
+	h := allReduceJob(t, 3)
+	h.join(0)
+	h.join(1)
+	wantRing(t, h.join(0), "v2 [0@a0 1@a1]")
+	h.take()
+	h.step(SetTarget{Workers: 2, Source: "test"})
+	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{2}) {
+		t.Fatalf("stopped %v, want worker 2 (never in a ring) at once", got)
+	}
+	if r := h.step(RingStatus{Worker: 0}).Ring; r.Version != 2 || r.Members == nil {
+		t.Fatalf("ring %+v: want v2 still formed", r)
+	}
+}

@@ -221,7 +221,7 @@ func (j *Job) Summary(d time.Duration) *Summary {
 	}
 	if j.cfg.AllReduce {
 		s.Ring = &RingSummary{Versions: j.ring.version, MaxWorldSize: j.ring.maxWorldSize, WorldSize: len(j.ring.members),
-			Checksums: slices.Clone(j.ring.checksums), Restores: j.ring.restores, StepsLost: j.ring.stepsLost,
+			Checksums: slices.Clone(j.ring.checksums), Restores: j.ring.restores, StepsLost: j.ring.stepsLost, Broken: j.ring.broken,
 			Checkpoint: j.ring.restore.Version, Recoveries: slices.Clone(j.ring.recoveries), Joins: slices.Clone(j.ring.joins),
 			Allreduce: j.ring.collectiveTotal()}
 	}
