@@ -49,7 +49,7 @@ type saver struct {
 
 func newSaver(s *Server, dir string, steps int64, keep int) *saver {
 	w := &saver{
-		dir: dir, steps: steps, keep: keep, index: s.index, num: s.numPS, s: s,
+		dir: dir, steps: steps, keep: keep, index: s.index, num: s.numShards(), s: s,
 		write: checkpoint.Write,
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
@@ -178,7 +178,7 @@ func (s *Server) snapshot(t *table, version int64) *pserverpb.Checkpoint {
 		Version:         version,
 		CutVersion:      t.version.Load(),
 		Shard:           int32(s.index),
-		NumShards:       int32(s.numPS),
+		NumShards:       int32(s.numShards()),
 		Optimizer:       s.opt.String(),
 		DenseParameters: make([]*pserverpb.Tensor, 0, len(t.ordered)),
 	}
@@ -233,11 +233,11 @@ func (s *Server) restore(cfg Config) error {
 	if err != nil || set == nil {
 		return err
 	}
-	c, err := set.ForShard(s.index, s.numPS)
+	c, err := set.ForShard(s.index, s.numShards())
 	if err != nil {
 		return err
 	}
-	t, err := s.newTable(c.GetDenseParameters())
+	t, err := s.newTable(c.GetDenseParameters(), s.numShards())
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", set.Dir, err)
 	}
@@ -246,7 +246,7 @@ func (s *Server) restore(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := s.restoreTables(t, c, set.Dir); err != nil {
+	if err := s.restoreTables(t, c, set.Dir, s.numShards()); err != nil {
 		return err
 	}
 	if c.GetRun() == s.run && !warmStart {
@@ -319,7 +319,7 @@ func (s *Server) restoreSlots(c *pserverpb.Checkpoint, dir string) (int, error) 
 
 // restoreTables rebuilds the checkpoint's embedding tables (their rows of
 // this shard) into t.
-func (s *Server) restoreTables(t *table, c *pserverpb.Checkpoint, dir string) error {
+func (s *Server) restoreTables(t *table, c *pserverpb.Checkpoint, dir string, numShards int) error {
 	if len(c.GetEmbeddingTables()) == 0 {
 		return nil
 	}
@@ -333,7 +333,7 @@ func (s *Server) restoreTables(t *table, c *pserverpb.Checkpoint, dir string) er
 	}
 	for _, et := range c.GetEmbeddingTables() {
 		e := t.emb[et.GetInfo().GetName()]
-		fit, err := s.restoreEmb(e, et)
+		fit, err := s.restoreEmb(e, et, numShards)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", dir, err)
 		}

@@ -418,8 +418,8 @@ func (s *Server) PullEmbeddingVectors(_ context.Context, req *pserverpb.PullEmbe
 		if id < 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "pull embedding vectors %q: negative id %d", req.GetName(), id)
 		}
-		if EmbeddingShardOf(id, s.numPS) != s.index {
-			return nil, status.Errorf(codes.InvalidArgument, "pull embedding vectors %q: id %d belongs to shard %d of %d, this is shard %d", req.GetName(), id, EmbeddingShardOf(id, s.numPS), s.numPS, s.index)
+		if EmbeddingShardOf(id, s.numShards()) != s.index {
+			return nil, status.Errorf(codes.InvalidArgument, "pull embedding vectors %q: id %d belongs to shard %d of %d, this is shard %d", req.GetName(), id, EmbeddingShardOf(id, s.numShards()), s.numShards(), s.index)
 		}
 	}
 	rows := make([]float32, len(ids)*e.dim)
@@ -501,7 +501,7 @@ func (s *Server) snapshotEmb(e *embTable) *pserverpb.EmbeddingTableCheckpoint {
 // restoreEmb loads a checkpointed table's rows into e. Slots that do not
 // fit this optimizer (other names) are dropped (rows keep their values,
 // slots and steps restart); it reports whether slots were restored.
-func (s *Server) restoreEmb(e *embTable, c *pserverpb.EmbeddingTableCheckpoint) (bool, error) {
+func (s *Server) restoreEmb(e *embTable, c *pserverpb.EmbeddingTableCheckpoint, numShards int) (bool, error) {
 	ids := c.GetIds()
 	_, vals, err := wire.DecodeTensor(c.GetValues())
 	if err != nil || len(vals) != len(ids)*e.dim {
@@ -529,8 +529,8 @@ func (s *Server) restoreEmb(e *embTable, c *pserverpb.EmbeddingTableCheckpoint) 
 		}
 	}
 	for k, id := range ids {
-		if id < 0 || EmbeddingShardOf(id, s.numPS) != s.index {
-			return false, fmt.Errorf("embedding table %q: id %d does not belong to shard %d of %d", e.info.GetName(), id, s.index, s.numPS)
+		if id < 0 || EmbeddingShardOf(id, numShards) != s.index {
+			return false, fmt.Errorf("embedding table %q: id %d does not belong to shard %d of %d", e.info.GetName(), id, s.index, numShards)
 		}
 		st := &e.stripes[stripeOf(id)]
 		if _, dup := st.index[id]; dup {

@@ -78,7 +78,10 @@ type Config struct {
 type Server struct {
 	pserverpb.UnimplementedPserverServer
 
-	index, numPS int
+	index int
+	// shards is the number of shards of the current layout (it changes
+	// when the job re-shards, see reshard.go).
+	shards       atomic.Int32
 	opt          optimizer.Optimizer
 	rule         optimizer.RowOptimizer // opt's row-wise form, for embedding tables; nil if none
 	log          *slog.Logger
@@ -105,6 +108,8 @@ type Server struct {
 	// from its claim to its commit, a snapshot holds it alone.
 	applied *appliedSet
 	cut     sync.RWMutex
+	// reshard is the layout number and a staged re-shard (reshard.go).
+	reshard reshardState
 	// run is Config.Run; appliedUnknown is set once a worker's copy of
 	// the parameters re-initialized the shard (what they hold is unknown).
 	run            string
@@ -129,6 +134,9 @@ type param struct {
 	grad  []float32 // decode buffer for pushes, reused under mu
 }
 
+// numShards is the number of shards of the current layout.
+func (s *Server) numShards() int { return int(s.shards.Load()) }
+
 // NewServer validates cfg and returns an uninitialized shard.
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.NumPS < 1 || cfg.Index < 0 || cfg.Index >= cfg.NumPS {
@@ -146,13 +154,13 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		index:   cfg.Index,
-		numPS:   cfg.NumPS,
 		opt:     cfg.Optimizer,
 		log:     log.With("ps", cfg.Index),
 		applied: newAppliedSet(),
 		run:     cfg.Run,
 	}
 	s.restored.version = -1
+	s.shards.Store(int32(cfg.NumPS))
 	s.rule, _ = optimizer.AsRowOptimizer(cfg.Optimizer)
 	if cfg.Sync {
 		if err := roleflags.CheckSyncFlags(cfg.GradsToWait, cfg.SyncVersionTolerance); err != nil {
@@ -242,7 +250,7 @@ func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.
 		s.metrics.pushModel(false)
 		return &pserverpb.PushModelResponse{Accepted: false, Version: t.version.Load()}, nil
 	}
-	t, err := s.newTable(req.GetDenseParameters())
+	t, err := s.newTable(req.GetDenseParameters(), s.numShards())
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +273,7 @@ func (s *Server) PushModel(_ context.Context, req *pserverpb.Model) (*pserverpb.
 	return &pserverpb.PushModelResponse{Accepted: true, Version: req.GetVersion()}, nil
 }
 
-func (s *Server) newTable(tensors []*pserverpb.Tensor) (*table, error) {
+func (s *Server) newTable(tensors []*pserverpb.Tensor, numShards int) (*table, error) {
 	t := &table{params: make(map[string]*param, len(tensors))}
 	for _, pb := range tensors {
 		if pb.GetName() == "" {
@@ -276,8 +284,8 @@ func (s *Server) newTable(tensors []*pserverpb.Tensor) (*table, error) {
 		}
 		// A misrouted parameter means the worker disagrees about NumPS;
 		// accepting it would silently split the model differently.
-		if got := shard.Of(pb.GetName(), s.numPS); got != s.index {
-			return nil, status.Errorf(codes.InvalidArgument, "push model: tensor %q belongs to shard %d of %d, this is shard %d", pb.GetName(), got, s.numPS, s.index)
+		if got := shard.Of(pb.GetName(), numShards); got != s.index {
+			return nil, status.Errorf(codes.InvalidArgument, "push model: tensor %q belongs to shard %d of %d, this is shard %d", pb.GetName(), got, numShards, s.index)
 		}
 		shape, data, err := wire.DecodeTensor(pb)
 		if err != nil {
@@ -332,7 +340,7 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		s.metrics.push(pushInvalid)
 		return nil, err
 	}
-	sparse, err := t.validateSparse(req.GetEmbeddingGradients(), s.index, s.numPS)
+	sparse, err := t.validateSparse(req.GetEmbeddingGradients(), s.index, s.numShards())
 	if err != nil {
 		s.metrics.push(pushInvalid)
 		return nil, err
@@ -348,6 +356,12 @@ func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRe
 		return s.pushSync(t, req, targets, sparse)
 	}
 	s.cut.RLock()
+	if s.table.Load() != t {
+		// The shard re-sharded since this push was validated: the client
+		// retries against the new layout's table.
+		s.cut.RUnlock()
+		return nil, status.Errorf(codes.Unavailable, "ps shard %d re-sharded during the push: retry", s.index)
+	}
 	if key != nil {
 		if resp, err := s.claim(t, *key); resp != nil || err != nil {
 			s.cut.RUnlock()
@@ -518,7 +532,7 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	defer s.Close()
 	g := grpc.NewServer(rpc.ServerOptions()...)
 	s.Register(g)
-	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numPS, "optimizer", s.opt.String(),
+	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numShards(), "optimizer", s.opt.String(),
 		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps,
 		"use_async", !cfg.Sync, "grads_to_wait", cfg.GradsToWait, "sync_version_tolerance", cfg.SyncVersionTolerance,
 		"live_workers", cfg.LiveWorkers, "lr_staleness_modulation", cfg.LRStalenessModulation)

@@ -1513,6 +1513,269 @@ func (x *PushGradientsResponse) GetDuplicate() bool {
 	return false
 }
 
+type ExportShardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	NumShards     int32                  `protobuf:"varint,2,opt,name=num_shards,json=numShards,proto3" json:"num_shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportShardRequest) Reset() {
+	*x = ExportShardRequest{}
+	mi := &file_pserver_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportShardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportShardRequest) ProtoMessage() {}
+
+func (x *ExportShardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportShardRequest.ProtoReflect.Descriptor instead.
+func (*ExportShardRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ExportShardRequest) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ExportShardRequest) GetNumShards() int32 {
+	if x != nil {
+		return x.NumShards
+	}
+	return 0
+}
+
+type ReshardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new layout's number; it only grows (0 is the job's first).
+	Layout int64 `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
+	// The new number of shards; this shard keeps its index.
+	NumShards int32 `protobuf:"varint,2,opt,name=num_shards,json=numShards,proto3" json:"num_shards,omitempty"`
+	// The current layout's shards, by index.
+	Sources       []string `protobuf:"bytes,3,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReshardRequest) Reset() {
+	*x = ReshardRequest{}
+	mi := &file_pserver_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReshardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReshardRequest) ProtoMessage() {}
+
+func (x *ReshardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReshardRequest.ProtoReflect.Descriptor instead.
+func (*ReshardRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReshardRequest) GetLayout() int64 {
+	if x != nil {
+		return x.Layout
+	}
+	return 0
+}
+
+func (x *ReshardRequest) GetNumShards() int32 {
+	if x != nil {
+		return x.NumShards
+	}
+	return 0
+}
+
+func (x *ReshardRequest) GetSources() []string {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+type ReshardResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Version         int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	DenseParameters int32                  `protobuf:"varint,2,opt,name=dense_parameters,json=denseParameters,proto3" json:"dense_parameters,omitempty"`
+	EmbeddingRows   int64                  `protobuf:"varint,3,opt,name=embedding_rows,json=embeddingRows,proto3" json:"embedding_rows,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReshardResponse) Reset() {
+	*x = ReshardResponse{}
+	mi := &file_pserver_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReshardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReshardResponse) ProtoMessage() {}
+
+func (x *ReshardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReshardResponse.ProtoReflect.Descriptor instead.
+func (*ReshardResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReshardResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ReshardResponse) GetDenseParameters() int32 {
+	if x != nil {
+		return x.DenseParameters
+	}
+	return 0
+}
+
+func (x *ReshardResponse) GetEmbeddingRows() int64 {
+	if x != nil {
+		return x.EmbeddingRows
+	}
+	return 0
+}
+
+type CommitReshardRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Layout        int64                  `protobuf:"varint,1,opt,name=layout,proto3" json:"layout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitReshardRequest) Reset() {
+	*x = CommitReshardRequest{}
+	mi := &file_pserver_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitReshardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitReshardRequest) ProtoMessage() {}
+
+func (x *CommitReshardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitReshardRequest.ProtoReflect.Descriptor instead.
+func (*CommitReshardRequest) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CommitReshardRequest) GetLayout() int64 {
+	if x != nil {
+		return x.Layout
+	}
+	return 0
+}
+
+type CommitReshardResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitReshardResponse) Reset() {
+	*x = CommitReshardResponse{}
+	mi := &file_pserver_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitReshardResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitReshardResponse) ProtoMessage() {}
+
+func (x *CommitReshardResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pserver_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitReshardResponse.ProtoReflect.Descriptor instead.
+func (*CommitReshardResponse) Descriptor() ([]byte, []int) {
+	return file_pserver_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CommitReshardResponse) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 var File_pserver_proto protoreflect.FileDescriptor
 
 const file_pserver_proto_rawDesc = "" +
@@ -1615,7 +1878,24 @@ const file_pserver_proto_rawDesc = "" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate2\x9b\x06\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"I\n" +
+	"\x12ExportShardRequest\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1d\n" +
+	"\n" +
+	"num_shards\x18\x02 \x01(\x05R\tnumShards\"a\n" +
+	"\x0eReshardRequest\x12\x16\n" +
+	"\x06layout\x18\x01 \x01(\x03R\x06layout\x12\x1d\n" +
+	"\n" +
+	"num_shards\x18\x02 \x01(\x05R\tnumShards\x12\x18\n" +
+	"\asources\x18\x03 \x03(\tR\asources\"}\n" +
+	"\x0fReshardResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion\x12)\n" +
+	"\x10dense_parameters\x18\x02 \x01(\x05R\x0fdenseParameters\x12%\n" +
+	"\x0eembedding_rows\x18\x03 \x01(\x03R\rembeddingRows\".\n" +
+	"\x14CommitReshardRequest\x12\x16\n" +
+	"\x06layout\x18\x01 \x01(\x03R\x06layout\"1\n" +
+	"\x15CommitReshardResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x03R\aversion2\xa6\b\n" +
 	"\aPserver\x12K\n" +
 	"\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n" +
 	"\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12b\n" +
@@ -1625,7 +1905,10 @@ const file_pserver_proto_rawDesc = "" +
 	"\tSaveModel\x12#.elasticdl.pserver.SaveModelRequest\x1a$.elasticdl.pserver.SaveModelResponse\x12V\n" +
 	"\tGetStatus\x12#.elasticdl.pserver.GetStatusRequest\x1a$.elasticdl.pserver.GetStatusResponse\x12Y\n" +
 	"\n" +
-	"GetApplied\x12$.elasticdl.pserver.GetAppliedRequest\x1a%.elasticdl.pserver.GetAppliedResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
+	"GetApplied\x12$.elasticdl.pserver.GetAppliedRequest\x1a%.elasticdl.pserver.GetAppliedResponse\x12S\n" +
+	"\vExportShard\x12%.elasticdl.pserver.ExportShardRequest\x1a\x1d.elasticdl.pserver.Checkpoint\x12P\n" +
+	"\aReshard\x12!.elasticdl.pserver.ReshardRequest\x1a\".elasticdl.pserver.ReshardResponse\x12b\n" +
+	"\rCommitReshard\x12'.elasticdl.pserver.CommitReshardRequest\x1a(.elasticdl.pserver.CommitReshardResponseB\x1bZ\x19elasticdl/proto/pserverpbb\x06proto3"
 
 var (
 	file_pserver_proto_rawDescOnce sync.Once
@@ -1639,7 +1922,7 @@ func file_pserver_proto_rawDescGZIP() []byte {
 	return file_pserver_proto_rawDescData
 }
 
-var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_pserver_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_pserver_proto_goTypes = []any{
 	(*SaveModelRequest)(nil),             // 0: elasticdl.pserver.SaveModelRequest
 	(*SaveModelResponse)(nil),            // 1: elasticdl.pserver.SaveModelResponse
@@ -1665,6 +1948,11 @@ var file_pserver_proto_goTypes = []any{
 	(*GetAppliedRequest)(nil),            // 21: elasticdl.pserver.GetAppliedRequest
 	(*GetAppliedResponse)(nil),           // 22: elasticdl.pserver.GetAppliedResponse
 	(*PushGradientsResponse)(nil),        // 23: elasticdl.pserver.PushGradientsResponse
+	(*ExportShardRequest)(nil),           // 24: elasticdl.pserver.ExportShardRequest
+	(*ReshardRequest)(nil),               // 25: elasticdl.pserver.ReshardRequest
+	(*ReshardResponse)(nil),              // 26: elasticdl.pserver.ReshardResponse
+	(*CommitReshardRequest)(nil),         // 27: elasticdl.pserver.CommitReshardRequest
+	(*CommitReshardResponse)(nil),        // 28: elasticdl.pserver.CommitReshardResponse
 }
 var file_pserver_proto_depIdxs = []int32{
 	6,  // 0: elasticdl.pserver.Model.dense_parameters:type_name -> elasticdl.pserver.Tensor
@@ -1692,16 +1980,22 @@ var file_pserver_proto_depIdxs = []int32{
 	0,  // 22: elasticdl.pserver.Pserver.SaveModel:input_type -> elasticdl.pserver.SaveModelRequest
 	2,  // 23: elasticdl.pserver.Pserver.GetStatus:input_type -> elasticdl.pserver.GetStatusRequest
 	21, // 24: elasticdl.pserver.Pserver.GetApplied:input_type -> elasticdl.pserver.GetAppliedRequest
-	15, // 25: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	17, // 26: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	23, // 27: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	11, // 28: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
-	5,  // 29: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
-	1,  // 30: elasticdl.pserver.Pserver.SaveModel:output_type -> elasticdl.pserver.SaveModelResponse
-	3,  // 31: elasticdl.pserver.Pserver.GetStatus:output_type -> elasticdl.pserver.GetStatusResponse
-	22, // 32: elasticdl.pserver.Pserver.GetApplied:output_type -> elasticdl.pserver.GetAppliedResponse
-	25, // [25:33] is the sub-list for method output_type
-	17, // [17:25] is the sub-list for method input_type
+	24, // 25: elasticdl.pserver.Pserver.ExportShard:input_type -> elasticdl.pserver.ExportShardRequest
+	25, // 26: elasticdl.pserver.Pserver.Reshard:input_type -> elasticdl.pserver.ReshardRequest
+	27, // 27: elasticdl.pserver.Pserver.CommitReshard:input_type -> elasticdl.pserver.CommitReshardRequest
+	15, // 28: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	17, // 29: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	23, // 30: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	11, // 31: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
+	5,  // 32: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
+	1,  // 33: elasticdl.pserver.Pserver.SaveModel:output_type -> elasticdl.pserver.SaveModelResponse
+	3,  // 34: elasticdl.pserver.Pserver.GetStatus:output_type -> elasticdl.pserver.GetStatusResponse
+	22, // 35: elasticdl.pserver.Pserver.GetApplied:output_type -> elasticdl.pserver.GetAppliedResponse
+	13, // 36: elasticdl.pserver.Pserver.ExportShard:output_type -> elasticdl.pserver.Checkpoint
+	26, // 37: elasticdl.pserver.Pserver.Reshard:output_type -> elasticdl.pserver.ReshardResponse
+	28, // 38: elasticdl.pserver.Pserver.CommitReshard:output_type -> elasticdl.pserver.CommitReshardResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1718,7 +2012,7 @@ func file_pserver_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pserver_proto_rawDesc), len(file_pserver_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

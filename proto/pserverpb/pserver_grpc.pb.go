@@ -30,6 +30,9 @@ const (
 	Pserver_SaveModel_FullMethodName            = "/elasticdl.pserver.Pserver/SaveModel"
 	Pserver_GetStatus_FullMethodName            = "/elasticdl.pserver.Pserver/GetStatus"
 	Pserver_GetApplied_FullMethodName           = "/elasticdl.pserver.Pserver/GetApplied"
+	Pserver_ExportShard_FullMethodName          = "/elasticdl.pserver.Pserver/ExportShard"
+	Pserver_Reshard_FullMethodName              = "/elasticdl.pserver.Pserver/Reshard"
+	Pserver_CommitReshard_FullMethodName        = "/elasticdl.pserver.Pserver/CommitReshard"
 )
 
 // PserverClient is the client API for Pserver service.
@@ -66,6 +69,15 @@ type PserverClient interface {
 	// GetApplied says which minibatches of which tasks the shard's model
 	// holds (exactly once, by MinibatchKey).
 	GetApplied(ctx context.Context, in *GetAppliedRequest, opts ...grpc.CallOption) (*GetAppliedResponse, error)
+	// Live re-sharding, while the master keeps the workers from pushing:
+	// ExportShard is what shard index of num_shards takes from this one;
+	// Reshard makes this shard gather its part of a new layout from every
+	// shard of the current one (sources) and stage it, changing nothing
+	// yet; CommitReshard switches to the staged layout. Both are idempotent
+	// by layout, so the master may retry them (or re-stage after a failure).
+	ExportShard(ctx context.Context, in *ExportShardRequest, opts ...grpc.CallOption) (*Checkpoint, error)
+	Reshard(ctx context.Context, in *ReshardRequest, opts ...grpc.CallOption) (*ReshardResponse, error)
+	CommitReshard(ctx context.Context, in *CommitReshardRequest, opts ...grpc.CallOption) (*CommitReshardResponse, error)
 }
 
 type pserverClient struct {
@@ -156,6 +168,36 @@ func (c *pserverClient) GetApplied(ctx context.Context, in *GetAppliedRequest, o
 	return out, nil
 }
 
+func (c *pserverClient) ExportShard(ctx context.Context, in *ExportShardRequest, opts ...grpc.CallOption) (*Checkpoint, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Checkpoint)
+	err := c.cc.Invoke(ctx, Pserver_ExportShard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pserverClient) Reshard(ctx context.Context, in *ReshardRequest, opts ...grpc.CallOption) (*ReshardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReshardResponse)
+	err := c.cc.Invoke(ctx, Pserver_Reshard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *pserverClient) CommitReshard(ctx context.Context, in *CommitReshardRequest, opts ...grpc.CallOption) (*CommitReshardResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitReshardResponse)
+	err := c.cc.Invoke(ctx, Pserver_CommitReshard_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PserverServer is the server API for Pserver service.
 // All implementations must embed UnimplementedPserverServer
 // for forward compatibility.
@@ -190,6 +232,15 @@ type PserverServer interface {
 	// GetApplied says which minibatches of which tasks the shard's model
 	// holds (exactly once, by MinibatchKey).
 	GetApplied(context.Context, *GetAppliedRequest) (*GetAppliedResponse, error)
+	// Live re-sharding, while the master keeps the workers from pushing:
+	// ExportShard is what shard index of num_shards takes from this one;
+	// Reshard makes this shard gather its part of a new layout from every
+	// shard of the current one (sources) and stage it, changing nothing
+	// yet; CommitReshard switches to the staged layout. Both are idempotent
+	// by layout, so the master may retry them (or re-stage after a failure).
+	ExportShard(context.Context, *ExportShardRequest) (*Checkpoint, error)
+	Reshard(context.Context, *ReshardRequest) (*ReshardResponse, error)
+	CommitReshard(context.Context, *CommitReshardRequest) (*CommitReshardResponse, error)
 	mustEmbedUnimplementedPserverServer()
 }
 
@@ -223,6 +274,15 @@ func (UnimplementedPserverServer) GetStatus(context.Context, *GetStatusRequest) 
 }
 func (UnimplementedPserverServer) GetApplied(context.Context, *GetAppliedRequest) (*GetAppliedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetApplied not implemented")
+}
+func (UnimplementedPserverServer) ExportShard(context.Context, *ExportShardRequest) (*Checkpoint, error) {
+	return nil, status.Error(codes.Unimplemented, "method ExportShard not implemented")
+}
+func (UnimplementedPserverServer) Reshard(context.Context, *ReshardRequest) (*ReshardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reshard not implemented")
+}
+func (UnimplementedPserverServer) CommitReshard(context.Context, *CommitReshardRequest) (*CommitReshardResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CommitReshard not implemented")
 }
 func (UnimplementedPserverServer) mustEmbedUnimplementedPserverServer() {}
 func (UnimplementedPserverServer) testEmbeddedByValue()                 {}
@@ -389,6 +449,60 @@ func _Pserver_GetApplied_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Pserver_ExportShard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExportShardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).ExportShard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_ExportShard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).ExportShard(ctx, req.(*ExportShardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Pserver_Reshard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReshardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).Reshard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_Reshard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).Reshard(ctx, req.(*ReshardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Pserver_CommitReshard_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitReshardRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PserverServer).CommitReshard(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Pserver_CommitReshard_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PserverServer).CommitReshard(ctx, req.(*CommitReshardRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Pserver_ServiceDesc is the grpc.ServiceDesc for Pserver service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -427,6 +541,18 @@ var Pserver_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetApplied",
 			Handler:    _Pserver_GetApplied_Handler,
+		},
+		{
+			MethodName: "ExportShard",
+			Handler:    _Pserver_ExportShard_Handler,
+		},
+		{
+			MethodName: "Reshard",
+			Handler:    _Pserver_Reshard_Handler,
+		},
+		{
+			MethodName: "CommitReshard",
+			Handler:    _Pserver_CommitReshard_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -514,6 +514,29 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 	return out, nil
 }
 
+// Part is what shard index of numPS takes of c, one shard's state: its
+// parameters and slots that shard.Of assigns there and its embedding rows
+// with id mod numPS == index. Version, run and applied minibatches are
+// c's: a Set of such parts (one per shard of c's layout) re-shards as the
+// whole files would (ForShard). Live re-sharding sends parts, so that no
+// shard ships what the receiver would drop.
+func Part(c *pserverpb.Checkpoint, index, numPS int) *pserverpb.Checkpoint {
+	out := &pserverpb.Checkpoint{Version: c.GetVersion(), CutVersion: c.GetCutVersion(), Shard: c.GetShard(), NumShards: c.GetNumShards(),
+		Optimizer: c.GetOptimizer(), Applied: c.GetApplied(), Run: c.GetRun()}
+	for _, t := range c.GetDenseParameters() {
+		if shard.Of(t.GetName(), numPS) == index {
+			out.DenseParameters = append(out.DenseParameters, t)
+		}
+	}
+	for _, ps := range c.GetSlots() {
+		if shard.Of(ps.GetName(), numPS) == index {
+			out.Slots = append(out.Slots, ps)
+		}
+	}
+	out.EmbeddingTables = tablesForShard([]*pserverpb.Checkpoint{c}, index, numPS)
+	return out
+}
+
 // appliedForShard is what a shard restored from s holds, by minibatch, and
 // the run those minibatches are of: its own file's when the sharding is
 // the same; otherwise only what every shard of s held (a minibatch some
