@@ -11,7 +11,11 @@ import (
 	"elasticdl/internal/cluster"
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
+	"elasticdl/internal/master/job"
 )
+
+// psFlagUsage is `elasticdl scale --ps`.
+const psFlagUsage = "the number of parameter servers the job is to run (1 or more; the master re-shards them while training: new tasks pause until the parameters have moved)"
 
 // jobCtl is what status, logs and stop share: a job name and a cluster.
 type jobCtl struct {
@@ -186,12 +190,16 @@ func runScale(ctx context.Context, env Env, args []string) error {
 	if localScale(args) {
 		return runScaleLocal(env, args)
 	}
-	workers := -1
+	workers, ps := -1, -1
 	c, client, err := newJobCtl(env, "scale", args, func(fs *flag.FlagSet) func() error {
 		fs.IntVar(&workers, "workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")
+		fs.IntVar(&ps, "ps", -1, psFlagUsage)
 		return func() error {
-			if workers < 0 {
-				return errors.New("--workers: required, a number of workers (0 or more)")
+			switch {
+			case workers < 0 && ps < 0:
+				return errors.New("--workers or --ps: required, a number of workers (0 or more) or of PS (1 or more)")
+			case ps == 0 || ps > job.MaxPS:
+				return fmt.Errorf("--ps=%d: want 1..%d parameter servers", ps, job.MaxPS)
 			}
 			return nil
 		}
@@ -199,10 +207,18 @@ func runScale(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := client.ScaleJob(ctx, c.o.namespace, c.job, workers); err != nil {
-		return err
+	if workers >= 0 {
+		if err := client.ScaleJob(ctx, c.o.namespace, c.job, workers); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "job %s: asked for %d workers (the master keeps within the job's bounds; `elasticdl status %s` shows the result)\n", c.job, workers, c.job)
 	}
-	fmt.Fprintf(env.Stdout, "job %s: asked for %d workers (the master keeps within the job's bounds; `elasticdl status %s` shows the result)\n", c.job, workers, c.job)
+	if ps > 0 {
+		if err := client.ScalePS(ctx, c.o.namespace, c.job, ps); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "job %s: asked for %d PS (the master re-shards them live, pausing new tasks meanwhile)\n", c.job, ps)
+	}
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/master"
+	"elasticdl/internal/master/job"
 )
 
 // A local job's worker target travels in a file under its --output, the
@@ -21,8 +22,10 @@ import (
 // it. A file outlives the master, so a master that takes over after a
 // crash reads the latest wish too.
 
-// targetFile is where a local job's worker target is asked for.
-func targetFile(output string) string { return filepath.Join(output, "master", "target-workers") }
+// targetFile is where a local job's worker target is asked for;
+// psTargetFile its number of PS.
+func targetFile(output string) string   { return filepath.Join(output, "master", "target-workers") }
+func psTargetFile(output string) string { return filepath.Join(output, "master", "target-ps") }
 
 // sendTarget returns what a target watcher calls with each new target:
 // it passes the target on to the master (Deps.Targets, read in its event
@@ -31,6 +34,20 @@ func sendTarget(ctx context.Context, targets chan<- master.Target, source string
 	return func(n int) {
 		select {
 		case targets <- master.Target{Workers: n, Source: source}:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// sendPSTarget is sendTarget for a number of PS (0 is passed on as -1:
+// not a PS count, which the master refuses with a warning).
+func sendPSTarget(ctx context.Context, targets chan<- master.Target, source string) func(int) {
+	return func(n int) {
+		if n == 0 {
+			n = -1
+		}
+		select {
+		case targets <- master.Target{PS: n, Source: source}:
 		case <-ctx.Done():
 		}
 	}
@@ -83,14 +100,17 @@ func runScaleLocal(env Env, args []string) error {
 	fl := newFlagSet(env, "scale")
 	output := fl.String("output", "", "the --output of a local job (`elasticdl train` on this machine)")
 	workers := fl.Int("workers", -1, "the number of workers the job is to run (clamped to its --min_workers..--num_workers)")
+	ps := fl.Int("ps", -1, psFlagUsage)
 	if err := parse(fl, args); err != nil {
 		return err
 	}
 	switch {
 	case *output == "":
 		return usageError{errors.New("--output: required, the local job's output directory")}
-	case *workers < 0:
-		return usageError{errors.New("--workers: required, a number of workers (0 or more)")}
+	case *workers < 0 && *ps < 0:
+		return usageError{errors.New("--workers or --ps: required, a number of workers (0 or more) or of PS (1 or more)")}
+	case *ps == 0 || *ps > job.MaxPS:
+		return usageError{fmt.Errorf("--ps=%d: want 1..%d parameter servers", *ps, job.MaxPS)}
 	}
 	dir := filepath.Dir(targetFile(*output))
 	if _, err := os.Stat(dir); err != nil {
@@ -99,9 +119,17 @@ func runScaleLocal(env Env, args []string) error {
 		}
 		return err
 	}
-	if err := atomicfile.Write(targetFile(*output), []byte(strconv.Itoa(*workers)+"\n")); err != nil {
-		return err
+	if *workers >= 0 {
+		if err := atomicfile.Write(targetFile(*output), []byte(strconv.Itoa(*workers)+"\n")); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "local job in %s: asked for %d workers (the master keeps within the job's bounds and applies it within %s)\n", *output, *workers, targetPollInterval)
 	}
-	fmt.Fprintf(env.Stdout, "local job in %s: asked for %d workers (the master keeps within the job's bounds and applies it within %s)\n", *output, *workers, targetPollInterval)
+	if *ps > 0 {
+		if err := atomicfile.Write(psTargetFile(*output), []byte(strconv.Itoa(*ps)+"\n")); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "local job in %s: asked for %d PS (the master re-shards them live, pausing new tasks meanwhile)\n", *output, *ps)
+	}
 	return nil
 }

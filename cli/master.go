@@ -182,9 +182,15 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go func() {
-		err := self.WatchTarget(wctx, sendTarget(wctx, targets, "annotation "+k8s.AnnotationTargetWorkers), func(v string) {
-			logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
-			rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
+		err := self.WatchTarget(wctx, map[string]k8s.TargetWatch{
+			k8s.AnnotationTargetWorkers: {Set: sendTarget(wctx, targets, "annotation "+k8s.AnnotationTargetWorkers), Bad: func(v string) {
+				logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
+				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
+			}},
+			k8s.AnnotationTargetPS: {Set: sendPSTarget(wctx, targets, "annotation "+k8s.AnnotationTargetPS), Bad: func(v string) {
+				logger.Warn("ignoring a target that is not a number of PS", "annotation", k8s.AnnotationTargetPS, "value", v)
+				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of PS: ignored", k8s.AnnotationTargetPS, v))
+			}},
 		})
 		if err != nil {
 			// The job runs on, at the target it has.

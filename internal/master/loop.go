@@ -39,7 +39,11 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 		case <-tick.C:
 			m.tick(ctx)
 		case t := <-m.targets:
-			m.step(ctx, job.SetTarget{Workers: t.Workers, Source: t.Source})
+			if t.PS > 0 {
+				m.step(ctx, job.SetPSTarget{PS: t.PS, Source: t.Source})
+			} else {
+				m.step(ctx, job.SetTarget{Workers: t.Workers, Source: t.Source})
+			}
 		case <-progressC:
 			m.logProgress()
 		case <-m.ended:

@@ -66,7 +66,9 @@ type Deps struct {
 // Target is a wish for the number of workers a job runs, and who has it.
 type Target struct {
 	Workers int
-	Source  string
+	// PS > 0 makes it a number of PS instead (Workers is then unused).
+	PS     int
+	Source string
 }
 
 // Notifier receives notable job events (Kubernetes Events on the master
@@ -106,8 +108,8 @@ type Master struct {
 	// Where the job's processes reach each other; set in Run before any
 	// launch, read-only after.
 	masterAddr string
-	psAddrs    []string // what workers and the master dial
-	psListen   []string // what each PS binds
+	// ps: where the PS shards are, and how many the layout has.
+	ps psRoutes
 
 	store    StateStore
 	listener net.Listener
@@ -518,13 +520,8 @@ func (m *Master) resolveAddresses(listenAddr string) error {
 	if m.masterAddr == "" {
 		m.masterAddr = listenAddr
 	}
-	for i := 0; i < m.cfg.NumPS; i++ {
-		addr, err := m.backend.PSAddress(i)
-		if err != nil {
-			return fmt.Errorf("address of PS %d: %w", i, err)
-		}
-		m.psAddrs = append(m.psAddrs, addr.Dial)
-		m.psListen = append(m.psListen, addr.Listen)
-	}
-	return nil
+	m.mu.Lock()
+	n, layout := m.job.NumPS() // a resumed core may have re-sharded
+	m.mu.Unlock()
+	return m.setPSLayout(n, layout)
 }

@@ -117,7 +117,7 @@ func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *
 		t.Fatal(err)
 	}
 	m.masterAddr = "127.0.0.1:2"
-	m.psAddrs, m.psListen = []string{"127.0.0.1:1"}, []string{"127.0.0.1:1"}
+	m.ps = psRoutes{dial: []string{"127.0.0.1:1"}, listen: []string{"127.0.0.1:1"}, n: 1}
 	m.step(context.Background(), job.Start{})
 	return m, fb, clk
 }

@@ -26,13 +26,14 @@ import (
 // variables-i-of-n.ckpt; the path returned is then the version directory.
 // It also records in the summary the checkpoints the PS restored.
 func (m *Master) saveModel(ctx context.Context, s *job.Save) job.Saved {
+	addrs, _ := m.psAddrs()
 	if !m.cfg.UseAsync {
 		// Sync SGD: no gradient is left unapplied in an accumulator.
-		if err := setLiveWorkers(ctx, m.psAddrs, s.FlushLive, s.FlushGen, true); err != nil {
+		if err := setLiveWorkers(ctx, addrs, s.FlushLive, s.FlushGen, true); err != nil {
 			return job.Saved{Err: fmt.Errorf("flush accumulated gradients: %w", err)}
 		}
 	}
-	c, err := client.Dial(ctx, m.psAddrs)
+	c, err := client.Dial(ctx, addrs)
 	if err != nil {
 		return job.Saved{Err: err}
 	}

@@ -49,7 +49,12 @@ func (m *Master) GetTask(ctx context.Context, req *masterpb.GetTaskRequest) (*ma
 	switch a.Kind {
 	case task.KindTask:
 		t := a.Task
-		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_TASK, Task: &masterpb.Task{
+		var addrs []string
+		var layout int64
+		if m.cfg.NumPS > 0 {
+			addrs, layout = m.psAddrs()
+		}
+		return &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_TASK, PsLayout: layout, PsAddrs: addrs, Task: &masterpb.Task{
 			Id:    t.ID,
 			Type:  toProtoType(t.Type),
 			Shard: &masterpb.Shard{Name: t.Shard, Start: t.Start, End: t.End},

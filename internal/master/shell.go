@@ -86,7 +86,7 @@ func lazy(ev job.Event) bool {
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
 		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil &&
-		len(rd.Resized) == 0
+		len(rd.Resized) == 0 && rd.Reshard == nil
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
@@ -97,13 +97,17 @@ func (m *Master) applyLocked(rd job.Ready) error {
 		m.notify.Notify(n.Warning, n.Reason, n.Message)
 	}
 	for _, u := range rd.LiveWorkers {
-		m.live.send(liveUpdate{LiveWorkers: u, addrs: m.psAddrs})
+		addrs, _ := m.psAddrs()
+		m.live.send(liveUpdate{LiveWorkers: u, addrs: addrs})
 	}
 	if rd.Save != nil {
 		m.save = rd.Save
 	}
 	if rd.CheckApplied != nil && m.runCtx != nil {
 		go m.checkApplied(m.runCtx, *rd.CheckApplied)
+	}
+	if rd.Reshard != nil && m.runCtx != nil {
+		go m.reshardPS(m.runCtx, *rd.Reshard)
 	}
 	if m.ringRecovery != nil {
 		for _, d := range rd.RingRecovered {
@@ -142,6 +146,12 @@ func (m *Master) applyInstances(ctx context.Context, rd job.Ready) {
 		}
 	}
 	for _, l := range rd.Launch {
+		if l.Role == cluster.PS {
+			if err := m.resolvePS(l.Index + 1); err != nil {
+				m.step(ctx, job.LaunchFailed{Launch: l, Err: err})
+				return
+			}
+		}
 		spec := m.instanceSpec(l)
 		if err := m.backend.Launch(ctx, spec); err != nil {
 			m.step(ctx, job.LaunchFailed{Launch: l, Err: fmt.Errorf("launch %s: %w", spec.Name(), err)})
@@ -156,7 +166,8 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		return cluster.InstanceSpec{Role: cluster.PS, ID: l.ID, Index: l.Index, Args: m.psFlags(l).Args()}
 	}
 	w := roleflags.DefaultWorker()
-	w.WorkerID, w.MasterAddr, w.PSAddrs = l.ID, m.masterAddr, m.psAddrs
+	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
+	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
 	if m.cfg.allReduce() {
 		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
@@ -177,14 +188,17 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 // psFlags are the flags of PS shard l.Index.
 func (m *Master) psFlags(l job.Launch) roleflags.PS {
 	p := roleflags.DefaultPS()
-	p.PSID, p.NumPS, p.Addr = l.Index, m.cfg.NumPS, m.psListen[l.Index]
+	p.PSID, p.NumPS, p.Addr = l.Index, l.Shards, m.psListen(l.Index)
+	if p.NumPS == 0 {
+		p.NumPS = m.cfg.NumPS
+	}
 	p.Optimizer, p.MasterAddr = m.optimizer, m.masterAddr
 	p.UseAsync, p.LRStalenessModulation = m.cfg.UseAsync, m.cfg.LRStalenessModulation
 	if !m.cfg.UseAsync {
 		p.GradsToWait, p.SyncVersionTolerance, p.LiveWorkers = m.cfg.GradsToWait, m.cfg.SyncVersionTolerance, l.LiveWorkers
 	}
 	if m.cfg.MetricsPort > 0 {
-		host, _, _ := net.SplitHostPort(m.psListen[l.Index])
+		host, _, _ := net.SplitHostPort(p.Addr)
 		p.MetricsAddr = net.JoinHostPort(host, strconv.Itoa(m.cfg.MetricsPort+1+l.Index))
 	}
 	p.CheckpointDir, p.CheckpointSteps = m.cfg.CheckpointDir, m.cfg.CheckpointSteps
@@ -200,9 +214,10 @@ const checkAppliedTimeout = time.Minute
 // checkApplied asks every PS shard which minibatches it holds and steps
 // the answer.
 func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
-	found := job.AppliedFound{Gen: c.Gen}
+	found := job.AppliedFound{Gen: c.Gen, Reshard: c.Reshard}
 	start := time.Now()
-	found.Shards, found.Err = appliedMinibatches(ctx, m.psAddrs, c)
+	addrs, _ := m.psAddrs()
+	found.Shards, found.Err = appliedMinibatches(ctx, addrs, c)
 	if ctx.Err() != nil {
 		return // the master is stopping
 	}

@@ -76,6 +76,9 @@ func (s *Server) Reshard(ctx context.Context, req *pserverpb.ReshardRequest) (*p
 	}
 	s.reshard.mu.Lock()
 	defer s.reshard.mu.Unlock()
+	if req.GetLayout() == s.reshard.layout && req.GetLayout() > 0 && n == s.numShards() {
+		return nil, status.Errorf(codes.AlreadyExists, "reshard: layout %d is committed here already", req.GetLayout())
+	}
 	if req.GetLayout() <= s.reshard.layout {
 		return nil, status.Errorf(codes.FailedPrecondition, "reshard: layout %d is not newer than this shard's %d", req.GetLayout(), s.reshard.layout)
 	}

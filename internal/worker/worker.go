@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,11 +170,35 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
-	defer w.ps.Close()
+	defer func() { w.ps.Close() }() // the client of the last layout
 	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}
 	return w.withHeartbeat(ctx, w.loop)
+}
+
+// followLayout re-connects to the PS when a task comes with other PS
+// addresses than the worker's (the job re-sharded its PS: the master
+// hands out no task until every shard serves the new layout). The new
+// client knows nothing of the shards: its next pull fetches everything,
+// and PushModel registers the embedding tables with it (the shards are
+// initialized: they keep their parameters).
+func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskResponse) error {
+	if len(resp.PsAddrs) == 0 || slices.Equal(resp.PsAddrs, w.cfg.PSAddrs) {
+		return nil
+	}
+	c, err := client.Dial(ctx, resp.PsAddrs)
+	if err != nil {
+		return fmt.Errorf("connect to the re-sharded parameter servers: %w", err)
+	}
+	if err := c.PushModel(ctx, w.params, w.tables...); err != nil {
+		c.Close()
+		return fmt.Errorf("register with the re-sharded parameter servers: %w", err)
+	}
+	w.log.Info("parameter servers re-sharded: routing by the new layout", "layout", resp.PsLayout, "from", len(w.cfg.PSAddrs), "to", len(resp.PsAddrs))
+	w.ps.Close()
+	w.ps, w.cfg.PSAddrs = c, slices.Clone(resp.PsAddrs)
+	return nil
 }
 
 // withHeartbeat runs work with the heartbeat going; the master's "stop"
@@ -250,6 +275,9 @@ func (w *Worker) loop(ctx context.Context) error {
 		case masterpb.GetTaskResponse_TASK:
 		default:
 			return fmt.Errorf("master sent unknown action %v", resp.Action)
+		}
+		if err := w.followLayout(ctx, resp); err != nil {
+			return err
 		}
 		if err := w.runTask(ctx, resp.Task); err != nil {
 			if errors.Is(context.Cause(ctx), errJobOver) {

@@ -335,10 +335,15 @@ func (x *GetTaskRequest) GetHeldTasks() []int64 {
 }
 
 type GetTaskResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Action        GetTaskResponse_Action `protobuf:"varint,1,opt,name=action,proto3,enum=elasticdl.master.GetTaskResponse_Action" json:"action,omitempty"`
-	Task          *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
-	WaitMs        int32                  `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action GetTaskResponse_Action `protobuf:"varint,1,opt,name=action,proto3,enum=elasticdl.master.GetTaskResponse_Action" json:"action,omitempty"`
+	Task   *Task                  `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	WaitMs int32                  `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// TASK: the PS layout the worker must route by (it changes when the job
+	// re-shards its PS) and the shards' addresses, by index. A worker whose
+	// PS addresses differ re-connects before the task.
+	PsLayout      int64    `protobuf:"varint,4,opt,name=ps_layout,json=psLayout,proto3" json:"ps_layout,omitempty"`
+	PsAddrs       []string `protobuf:"bytes,5,rep,name=ps_addrs,json=psAddrs,proto3" json:"ps_addrs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -392,6 +397,20 @@ func (x *GetTaskResponse) GetWaitMs() int32 {
 		return x.WaitMs
 	}
 	return 0
+}
+
+func (x *GetTaskResponse) GetPsLayout() int64 {
+	if x != nil {
+		return x.PsLayout
+	}
+	return 0
+}
+
+func (x *GetTaskResponse) GetPsAddrs() []string {
+	if x != nil {
+		return x.PsAddrs
+	}
+	return nil
 }
 
 type ReportTaskResultRequest struct {
@@ -1854,11 +1873,13 @@ const file_master_proto_rawDesc = "" +
 	"\x0eGetTaskRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x1d\n" +
 	"\n" +
-	"held_tasks\x18\x02 \x03(\x03R\theldTasks\"\xd8\x01\n" +
+	"held_tasks\x18\x02 \x03(\x03R\theldTasks\"\x90\x02\n" +
 	"\x0fGetTaskResponse\x12@\n" +
 	"\x06action\x18\x01 \x01(\x0e2(.elasticdl.master.GetTaskResponse.ActionR\x06action\x12*\n" +
 	"\x04task\x18\x02 \x01(\v2\x16.elasticdl.master.TaskR\x04task\x12\x17\n" +
-	"\await_ms\x18\x03 \x01(\x05R\x06waitMs\">\n" +
+	"\await_ms\x18\x03 \x01(\x05R\x06waitMs\x12\x1b\n" +
+	"\tps_layout\x18\x04 \x01(\x03R\bpsLayout\x12\x19\n" +
+	"\bps_addrs\x18\x05 \x03(\tR\apsAddrs\">\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04TASK\x10\x01\x12\b\n" +

@@ -107,3 +107,45 @@ func TestScaleAllReduceJob(t *testing.T) {
 		t.Errorf("%d workers stopped after leaving the ring at a step boundary, want 2", left)
 	}
 }
+
+// TestScalePSLocal re-shards a training job's PS 1 → 2 → 1 with
+// `elasticdl scale --ps` while its workers train: each time new tasks
+// pause until the held ones are in, the parameters and optimizer slots
+// move to the new layout, and the workers route by it from their next
+// task. No PS is lost, the job needs no restart, every record is trained
+// exactly once per epoch (the end-of-training check counts it from what
+// the shards hold), and the accuracy is an undisturbed run's.
+func TestScalePSLocal(t *testing.T) {
+	needData(t)
+	j := startJob(t, mlpArgs("2")...)
+	waitFor(t, time.Minute, "training", func() bool {
+		_, done := j.epochRecordsDone()
+		return done > 5000
+	})
+	scale := func(n string) {
+		t.Helper()
+		out, err := exec.Command(binary, "scale", "--output="+j.out, "--ps="+n).CombinedOutput()
+		if err != nil {
+			t.Fatalf("elasticdl scale --ps=%s: %v\n%s", n, err, out)
+		}
+	}
+	scale("2")
+	waitFor(t, time.Minute, "2 PS", func() bool { return len(j.children("ps")) == 2 && strings.Contains(j.stderr.String(), "re-sharded") })
+	before := j.recordsDone()
+	waitFor(t, time.Minute, "training on 2 PS", func() bool { return j.recordsDone() > before+5000 })
+	scale("1")
+	waitFor(t, time.Minute, "1 PS", func() bool {
+		return len(j.children("ps")) == 1 && strings.Count(j.stderr.String(), `msg=re-sharded`) == 2
+	})
+	s := j.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if p := s.PS; p.Lost != 0 || p.Relaunched != 0 || len(p.Reshards) != 2 || p.Reshards[0].To != 2 || p.Reshards[1].To != 1 {
+		t.Errorf("summary PS %+v: want 1 → 2 → 1, none lost", p)
+	}
+	for _, r := range s.PS.Reshards {
+		t.Logf("re-shard %d → %d: %.2f s after the target, %.2f s without new tasks", r.From, r.To, r.Seconds, r.PausedSeconds)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
+		t.Errorf("eval %+v", s.Eval)
+	}
+}

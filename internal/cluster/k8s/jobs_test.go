@@ -432,7 +432,7 @@ func TestScaleAndWatchTarget(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := self.WatchTarget(wctx, func(n int) { got <- strconv.Itoa(n) }, func(v string) { got <- "bad " + v }); err != nil {
+		if err := self.WatchTarget(wctx, map[string]TargetWatch{AnnotationTargetWorkers: {Set: func(n int) { got <- strconv.Itoa(n) }, Bad: func(v string) { got <- "bad " + v }}}); err != nil {
 			t.Error(err)
 		}
 	}()
@@ -494,7 +494,7 @@ func TestWatchTargetForbidden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = self.WatchTarget(ctx, func(int) { t.Error("a target without a watch") }, func(string) {})
+	err = self.WatchTarget(ctx, map[string]TargetWatch{AnnotationTargetWorkers: {Set: func(int) { t.Error("a target without a watch") }, Bad: func(string) {}}})
 	if err == nil || !strings.Contains(err.Error(), "RBAC") {
 		t.Fatalf("WatchTarget without RBAC: %v, want an error naming RBAC", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -123,35 +125,48 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 // master clamps it to the job's bounds.
 const AnnotationTargetWorkers = "elasticdl.io/target-workers"
 
-// WatchTarget calls set with the master Job's AnnotationTargetWorkers each
-// time it is set or changes, until ctx ends; a value that is not a
-// non-negative integer goes to bad instead. It returns an error when the
-// Job cannot be watched (RBAC: get, list, watch jobs) within the Client's
-// timeout. A pod no Job runs has no target to watch: WatchTarget returns
-// nil at once.
-func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad func(value string)) error {
+// AnnotationTargetPS on a job's master Job is the number of parameter
+// servers the job is asked to run (`elasticdl scale --ps`); the master
+// re-shards them live.
+const AnnotationTargetPS = "elasticdl.io/target-ps"
+
+// TargetWatch is what WatchTarget does with one annotation's new values:
+// Set with a non-negative integer, Bad with anything else.
+type TargetWatch struct {
+	Set func(int)
+	Bad func(value string)
+}
+
+// WatchTarget calls the watch of each annotation of the master Job (by
+// name, e.g. AnnotationTargetWorkers) each time it is set or changes,
+// until ctx ends. It returns an error when the Job cannot be watched
+// (RBAC: get, list, watch jobs) within the Client's timeout. A pod no Job
+// runs has no target to watch: WatchTarget returns nil at once.
+func (m *MasterPod) WatchTarget(ctx context.Context, watches map[string]TargetWatch) error {
 	if !m.Replaced() {
 		return nil
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(m.c.cs, 0, informers.WithNamespace(m.pod.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "metadata.name=" + m.owner.Name }))
-	last := ""
+	last := map[string]string{}
 	on := func(obj any) {
 		j, ok := obj.(*batchv1.Job)
 		if !ok || j.UID != m.owner.UID {
 			return
 		}
-		v, ok := j.Annotations[AnnotationTargetWorkers]
-		if !ok || v == last {
-			return
+		for _, key := range slices.Sorted(maps.Keys(watches)) {
+			v, ok := j.Annotations[key]
+			if !ok || v == last[key] {
+				continue
+			}
+			last[key] = v
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 0 {
+				watches[key].Bad(v)
+				continue
+			}
+			watches[key].Set(n)
 		}
-		last = v
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 {
-			bad(v)
-			return
-		}
-		set(n)
 	}
 	inf := f.Batch().V1().Jobs().Informer()
 	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -176,9 +191,19 @@ func (m *MasterPod) WatchTarget(ctx context.Context, set func(workers int), bad 
 // AnnotationTargetWorkers, which the master watches. An unknown job is an
 // error wrapping ErrNoJob.
 func (c *Client) ScaleJob(ctx context.Context, namespace, job string, workers int) error {
+	return c.annotateTarget(ctx, namespace, job, AnnotationTargetWorkers, workers)
+}
+
+// ScalePS asks job to run ps parameter servers: it sets the master Job's
+// AnnotationTargetPS. An unknown job is an error wrapping ErrNoJob.
+func (c *Client) ScalePS(ctx context.Context, namespace, job string, ps int) error {
+	return c.annotateTarget(ctx, namespace, job, AnnotationTargetPS, ps)
+}
+
+func (c *Client) annotateTarget(ctx context.Context, namespace, job, key string, n int) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, AnnotationTargetWorkers, strconv.Itoa(workers))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, key, strconv.Itoa(n))
 	_, err := c.cs.BatchV1().Jobs(namespace).Patch(ctx, MasterName(job), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return noJob(namespace, job)

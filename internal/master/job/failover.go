@@ -44,6 +44,11 @@ func (j *Job) resumed(now time.Time, ev Resumed) {
 	if j.phase == Uploading {
 		j.uploadingSince = now
 	}
+	if op := j.reshard; op != nil {
+		// What was out with the dead master's shell is asked again
+		// (staging and committing a layout are idempotent).
+		op.CheckPending, op.Sent, op.RetryAt = false, false, time.Time{}
+	}
 
 	type key struct {
 		role cluster.Role

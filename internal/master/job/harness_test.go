@@ -87,6 +87,9 @@ func (h *harness) try(ev Event) (Reply, error) {
 	if rd.CheckApplied != nil {
 		h.ready.CheckApplied = rd.CheckApplied
 	}
+	if rd.Reshard != nil {
+		h.ready.Reshard = rd.Reshard
+	}
 	if rd.Save != nil {
 		if h.saved {
 			h.t.Fatalf("a second Save: %+v", rd.Save)

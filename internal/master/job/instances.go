@@ -18,7 +18,7 @@ func (j *Job) launchPS(now time.Time, index int, relaunch string) {
 	}
 	j.ps[index] = &instance{id: id, index: index, lastSeen: now}
 	j.summary.PS.Launched++
-	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.PS, ID: id, Index: index, LiveWorkers: live, Relaunch: relaunch})
+	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.PS, ID: id, Index: index, LiveWorkers: live, Relaunch: relaunch, Shards: j.psShards(index)})
 }
 
 func (j *Job) launchWorker(now time.Time, index int, relaunch string) {
@@ -281,6 +281,7 @@ func (j *Job) tick(now time.Time) {
 	if err := j.disp.Err(); err != nil {
 		j.fail(err)
 	}
+	j.advanceReshard(now)
 	if j.checkOpen() {
 		j.advance(now) // a check that failed is due again
 	}

@@ -179,6 +179,13 @@ type Job struct {
 	// first (see scale.go).
 	target   int
 	draining map[int]time.Time
+	// numPS and psLayout are the PS the job has and the layout they
+	// serve; psTarget the number asked for; reshard the change under way
+	// (reshard.go).
+	numPS    int
+	psLayout int64
+	psTarget int
+	reshard  *reshardOp
 	// resize: the change of size being timed (resize.go).
 	resize resizeTiming
 
@@ -246,6 +253,8 @@ func New(cfg Config) (*Job, error) {
 		ps:          map[int]*instance{},
 		target:      cfg.NumWorkers,
 		draining:    map[int]time.Time{},
+		numPS:       cfg.NumPS,
+		psTarget:    cfg.NumPS,
 		evalPending: map[int64]evalMetrics{},
 		passes:      map[int64]*evalPass{},
 		finalKey:    -1,
@@ -299,6 +308,10 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		j.tick(now)
 	case SetTarget:
 		j.setTarget(now, ev)
+	case SetPSTarget:
+		j.setPSTarget(now, ev)
+	case ReshardDone:
+		j.reshardDone(now, ev)
 	case Resumed:
 		j.resumed(now, ev)
 	case Fail:
@@ -307,12 +320,17 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 		j.finishSave(ev)
 	case Instance:
 		j.instanceEvent(now, ev.Event)
+		j.advanceReshard(now) // a new shard runs, a holder is lost
 	case LaunchFailed:
 		j.launchFailed(ev)
 	case GetTask:
 		return j.getTask(now, ev)
 	case ReportTask:
-		return j.reportTask(now, ev)
+		r, err := j.reportTask(now, ev)
+		if err == nil {
+			j.advanceReshard(now) // the last held task may be in
+		}
+		return r, err
 	case ReportEval:
 		return j.reportEval(now, ev)
 	case Heartbeat:
@@ -336,7 +354,11 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 	case ModelUploaded:
 		return j.modelUploaded(now, ev)
 	case AppliedFound:
-		j.appliedFound(now, ev)
+		if ev.Reshard {
+			j.reshardChecked(now, ev)
+		} else {
+			j.appliedFound(now, ev)
+		}
 	default:
 		return Reply{}, fmt.Errorf("%w: event %T", ErrInvalid, ev)
 	}

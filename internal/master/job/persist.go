@@ -32,6 +32,13 @@ type State struct {
 	Target   int               `json:"target,omitempty"`
 	Draining map[int]time.Time `json:"draining,omitempty"`
 	NextPSID int               `json:"next_ps_id"`
+	// NumPS, PSLayout, PSTarget and Reshard: the PS the job has, their
+	// layout, the number asked for, and a re-shard under way (0, 0, 0,
+	// nil in states written before re-sharding: NumPS of the config).
+	NumPS    int        `json:"num_ps,omitempty"`
+	PSLayout int64      `json:"ps_layout,omitempty"`
+	PSTarget int        `json:"ps_target,omitempty"`
+	Reshard  *reshardOp `json:"reshard,omitempty"`
 	// ResizeStart and ResizeCause: the change of size being timed.
 	ResizeStart time.Time `json:"resize_start,omitzero"`
 	ResizeCause string    `json:"resize_cause,omitempty"`
@@ -169,6 +176,11 @@ func (j *Job) State() State {
 		s.Saved.Err = nil
 	}
 	s.Workers, s.PS = instanceStates(j.workers), instanceStates(j.ps)
+	s.NumPS, s.PSLayout, s.PSTarget = j.numPS, j.psLayout, j.psTarget
+	if j.reshard != nil {
+		op := *j.reshard
+		s.Reshard = &op
+	}
 	if len(j.draining) > 0 {
 		s.Draining = maps.Clone(j.draining)
 	}
@@ -269,6 +281,13 @@ func Resume(cfg Config, s State) (*Job, error) {
 		j.target = s.Target
 	}
 	j.resize = resizeTiming{start: s.ResizeStart, cause: s.ResizeCause}
+	if s.NumPS > 0 {
+		j.numPS, j.psLayout, j.psTarget = s.NumPS, s.PSLayout, s.PSTarget
+	}
+	if s.Reshard != nil {
+		op := *s.Reshard
+		j.reshard = &op
+	}
 	j.draining = map[int]time.Time{}
 	for id, at := range s.Draining {
 		if _, ok := j.workers[id]; ok {

@@ -24,7 +24,10 @@ import (
 // Step AppliedFound with Gen. Sync SGD: the PS first apply what they
 // accumulated (a minibatch in the accumulator is not applied yet).
 type CheckApplied struct {
-	Gen       int64
+	Gen int64
+	// Reshard: the question of a re-shard (reshard.go), not the final
+	// check; the answer carries it back.
+	Reshard   bool
 	FlushLive int
 	FlushGen  int64
 }
@@ -32,9 +35,10 @@ type CheckApplied struct {
 // AppliedFound is the outcome of CheckApplied: each shard's applied
 // minibatches, by shard index, or why they could not be had.
 type AppliedFound struct {
-	Gen    int64
-	Shards []ShardMinibatches
-	Err    error
+	Gen     int64
+	Reshard bool
+	Shards  []ShardMinibatches
+	Err     error
 }
 
 func (AppliedFound) isEvent() {}
@@ -130,8 +134,8 @@ func (j *Job) appliedFound(now time.Time, ev AppliedFound) {
 		return
 	}
 	c.failures = 0
-	if len(ev.Shards) != j.cfg.NumPS {
-		j.fail(fmt.Errorf("applied minibatches of %d PS shards, the job has %d", len(ev.Shards), j.cfg.NumPS))
+	if len(ev.Shards) != j.numPS {
+		j.fail(fmt.Errorf("applied minibatches of %d PS shards, the job has %d", len(ev.Shards), j.numPS))
 		return
 	}
 	var known []ShardMinibatches

@@ -54,6 +54,8 @@ type Launch struct {
 	// Relaunch names the loss this launch replaces ("" at start), for the
 	// error should the launch fail.
 	Relaunch string
+	// Shards is a PS's number of shards (its layout's).
+	Shards int
 }
 
 // StopInstance asks the shell to stop an instance (its exit is then
@@ -101,6 +103,9 @@ type Ready struct {
 	PredictionRows []*PredictionRows
 	// CheckApplied: ask the PS which minibatches they hold (pscheck.go).
 	CheckApplied *CheckApplied
+	// Reshard: move the PS to a new layout and commit it (reshard.go);
+	// Step ReshardDone with the outcome.
+	Reshard *Reshard
 	// Save is set once, when all tasks are done (train and predict jobs).
 	Save *Save
 	// Ended is set once, when the workers are done (phase Saving or

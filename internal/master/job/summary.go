@@ -153,6 +153,9 @@ type PSCounts struct {
 	// of their parameters (relaunched with no checkpoint): left out of the
 	// ledger, as what they hold is not known.
 	AppliedUnknown []int `json:"applied_unknown,omitempty"`
+	// Reshards are the changes of the number of PS while training, in
+	// order (see reshard.go).
+	Reshards []PSReshard `json:"reshards,omitempty"`
 }
 
 // PSRestore is the checkpoint one PS restored: its version and directory.

@@ -76,6 +76,9 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 		// Training starts with MinWorkers running (a gang of the bound).
 		return Reply{Assignment: task.Assignment{Kind: task.KindWait}}, nil
 	}
+	if j.resharding() {
+		return Reply{Assignment: j.reshardGet(now, ev.Worker)}, nil
+	}
 	a := j.disp.Get(ev.Worker, now)
 	if a.Kind == task.KindDone && j.checkOpen() {
 		// The PS may yet lack some of it: wait for the check.
@@ -195,7 +198,7 @@ func (j *Job) advance(now time.Time) {
 		j.fail(err)
 		return
 	}
-	if !j.disp.Finished() || j.phase.over() {
+	if !j.disp.Finished() || j.phase.over() || j.resharding() {
 		return
 	}
 	if j.checkOpen() {

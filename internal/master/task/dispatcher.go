@@ -291,6 +291,27 @@ func (d *Dispatcher) Get(worker int, now time.Time) Assignment {
 	return Assignment{Kind: KindWait}
 }
 
+// GetTakenBack hands worker a training task that was taken back — from a
+// lost or timed-out holder, after a failed attempt, or reopened — which
+// the PS may hold in part; never a fresh one. KindWait when none waits.
+// (A re-shard first finishes such work, see job/reshard.go.)
+func (d *Dispatcher) GetTakenBack(worker int, now time.Time) Assignment {
+	if d.err != nil {
+		return Assignment{Kind: KindDone}
+	}
+	if id, ok := d.trainTodo.front.popFront(); ok {
+		return d.assign(d.lookup(id), worker, now)
+	}
+	return Assignment{Kind: KindWait}
+}
+
+// TakenBackWaiting reports whether training tasks that were taken back
+// wait in todo.
+func (d *Dispatcher) TakenBackWaiting() bool { return d.trainTodo.front.len() > 0 }
+
+// Holding is the number of tasks workers hold.
+func (d *Dispatcher) Holding() int { return len(d.doing) }
+
 func (d *Dispatcher) assign(e *entry, worker int, now time.Time) Assignment {
 	e.state, e.owner, e.since = Doing, worker, now
 	// The worker holds it again: its next report is the current one.
