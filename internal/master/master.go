@@ -132,6 +132,8 @@ type Master struct {
 	// resizeTime: from a worker lost or a target change to training at
 	// the job's new size, by cause.
 	resizeTime *prometheus.HistogramVec
+	// reshardTime: live re-shards of the PS (kind=total|paused).
+	reshardTime *prometheus.HistogramVec
 }
 
 // New checks the configuration, the model and the data, so that a bad job

@@ -21,6 +21,7 @@ type metricsCollector struct {
 	finished, ringVersion, worldSize             *prometheus.Desc
 	arOps, arBytes, arSeconds                    *prometheus.Desc
 	target, bounds, requested, goodput           *prometheus.Desc
+	psShards, psLayout, reshards                 *prometheus.Desc
 
 	// goodput is measured over the time between scrapes, at least
 	// goodputWindow: the last sample and value.
@@ -63,6 +64,9 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		bounds:      newDesc("worker_bounds", "The job's worker bounds: --min_workers (bound=min) and --num_workers (bound=max).", []string{"bound"}, job),
 		requested:   newDesc("requested_cpu_cores", "CPU cores the job's running pods request (Kubernetes; absent where unknown).", nil, job),
 		goodput:     newDesc("goodput_records_per_cpu_second", "Training records per second per requested CPU core of the job's running pods, over the time since the previous scrape (at least 10 s).", nil, job),
+		psShards:    newDesc("ps_shards", "PS jobs: the shards of the layout the workers route by (--num_ps_pods, or what elasticdl scale --ps asked once re-sharded).", nil, job),
+		psLayout:    newDesc("ps_layout", "PS jobs: the layout number (0 until the first live re-shard).", nil, job),
+		reshards:    newDesc("ps_reshards_total", "PS jobs: live re-shards completed.", nil, job),
 	}
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
@@ -85,7 +89,13 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		Buckets:     prometheus.ExponentialBuckets(0.05, 2, 12), // 50 ms .. 102 s
 		ConstLabels: prometheus.Labels{"job": job},
 	})
-	cols := []prometheus.Collector{lat, rec, resize}
+	reshard := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "elasticdl", Subsystem: "master", Name: "ps_reshard_seconds",
+		Help:        "PS jobs: a live re-shard, from the PS target (kind=total) or from the pause of new tasks (kind=paused) to the new layout serving.",
+		Buckets:     prometheus.ExponentialBuckets(0.01, 2, 14), // 10 ms .. 82 s
+		ConstLabels: prometheus.Labels{"job": job},
+	}, []string{"kind"})
+	cols := []prometheus.Collector{lat, rec, resize, reshard}
 	for i, col := range cols {
 		if err := reg.Register(col); err != nil {
 			reg.Unregister(c)
@@ -95,12 +105,12 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	m.getTaskLatency, m.ringRecovery, m.resizeTime = lat, rec, resize
+	m.getTaskLatency, m.ringRecovery, m.resizeTime, m.reshardTime = lat, rec, resize, reshard
 	return nil
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards} {
 		ch <- d
 	}
 }
@@ -110,6 +120,7 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	snap := m.job.Snapshot()
 	target, lowest := m.job.Target(), m.job.MinWorkers()
+	shards, layout := m.job.NumPS()
 	m.mu.Unlock()
 	s, pr := snap.Summary, snap.Progress
 	wRun, wPend := float64(snap.WorkersRunning), float64(snap.WorkersPending)
@@ -154,6 +165,11 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 		cores := req.Master + wRun*req.Worker + pRun*req.PS
 		gauge(c.requested, cores)
 		gauge(c.goodput, c.measureGoodput(m.now(), pr.RecordsDone, cores))
+	}
+	if m.cfg.NumPS > 0 {
+		gauge(c.psShards, float64(shards))
+		gauge(c.psLayout, float64(layout))
+		counter(c.reshards, float64(len(s.PS.Reshards)))
 	}
 	if m.cfg.allReduce() {
 		gauge(c.ringVersion, float64(snap.RingVersion))

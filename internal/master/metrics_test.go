@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/job"
 	"elasticdl/proto/masterpb"
 )
@@ -159,5 +160,39 @@ func TestElasticityMetrics(t *testing.T) {
 	}
 	if s := summaryOf(m); len(s.Resizes) != 1 || s.Resizes[0].Cause != "target" || s.Resizes[0].Seconds != 12 {
 		t.Errorf("summary resizes %+v, want one of 12 s", s.Resizes)
+	}
+}
+
+// TestReshardMetrics: after a live re-shard, the shard count, the layout,
+// the count of re-shards and how long it took.
+func TestReshardMetrics(t *testing.T) {
+	m, _, clk := newTestMaster(t, nil)
+	reg := prometheus.NewRegistry()
+	if err := m.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	m.step(ctx, job.SetPSTarget{PS: 2, Source: "test"})
+	m.step(ctx, job.AppliedFound{Gen: 1, Reshard: true, Shards: []job.ShardMinibatches{{}}})
+	m.step(ctx, job.Instance{Event: cluster.Event{Role: cluster.PS, ID: 1, Phase: cluster.Running}})
+	clk.t = clk.t.Add(2 * time.Second)
+	m.step(ctx, job.ReshardDone{Layout: 1})
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"elasticdl_master_ps_shards", nil, 2},
+		{"elasticdl_master_ps_layout", nil, 1},
+		{"elasticdl_master_ps_reshards_total", nil, 1},
+		{"elasticdl_master_ps_reshard_seconds", map[string]string{"kind": "total"}, 1}, // one observation
+		{"elasticdl_master_ps_reshard_seconds", map[string]string{"kind": "paused"}, 1},
+	} {
+		if got, ok := metricValue(t, reg, c.name, c.labels); !ok || got != c.want {
+			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if s := summaryOf(m); len(s.PS.Reshards) != 1 || s.PS.Reshards[0].Seconds != 2 {
+		t.Errorf("summary re-shards %+v, want one of 2 s", s.PS.Reshards)
 	}
 }

@@ -86,7 +86,7 @@ func lazy(ev job.Event) bool {
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
 		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil &&
-		len(rd.Resized) == 0 && rd.Reshard == nil
+		len(rd.Resized) == 0 && rd.Reshard == nil && len(rd.Resharded) == 0
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
@@ -117,6 +117,12 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	if m.resizeTime != nil {
 		for _, r := range rd.Resized {
 			m.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
+		}
+	}
+	if m.reshardTime != nil {
+		for _, r := range rd.Resharded {
+			m.reshardTime.WithLabelValues("total").Observe(r.Seconds)
+			m.reshardTime.WithLabelValues("paused").Observe(r.PausedSeconds)
 		}
 	}
 	if rd.Ended {

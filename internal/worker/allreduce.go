@@ -85,6 +85,8 @@ type ringCounters struct {
 	ops, bytes, busyNs atomic.Int64
 	// forming is the ring being formed, if any: the poller cancels it too.
 	forming atomic.Pointer[formingRing]
+	// newest is the newest ring version the poller saw.
+	newest atomic.Int64
 }
 
 type formingRing struct {
@@ -262,7 +264,11 @@ func (w *Worker) pollRing(ctx context.Context) {
 		if r := w.rings.live.Load(); r != nil && resp.Version > r.Version() && !resp.Planned {
 			r.Close() // the step in flight fails; the member re-joins
 		}
-		if f := w.rings.forming.Load(); f != nil && resp.Version > f.version && !resp.Planned {
+		// A ring still forming is given up even for a planned change: its
+		// members cannot be stepping yet, and one that went on to the new
+		// version (a newcomer that never saw this one) would never connect.
+		w.rings.newest.Store(max(w.rings.newest.Load(), resp.Version))
+		if f := w.rings.forming.Load(); f != nil && resp.Version > f.version {
 			f.cancel(fmt.Errorf("ring version %d superseded by %d", f.version, resp.Version))
 		}
 		select {

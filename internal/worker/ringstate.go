@@ -99,6 +99,11 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if ctx.Err() != nil {
 			return false, context.Cause(ctx)
 		}
+		if w.rings.newest.Load() > resp.Version {
+			// Superseded, not broken: check in for the newer version.
+			w.log.Info("ring superseded while forming", "version", resp.Version, "newest", w.rings.newest.Load())
+			continue
+		}
 		w.log.Warn("forming ring failed", "version", resp.Version, "err", err)
 		if _, rerr := w.master.ReportRingBroken(ctx, &masterpb.ReportRingBrokenRequest{WorkerId: int32(w.cfg.WorkerID), Version: resp.Version, Error: err.Error()}); rerr != nil {
 			w.log.Debug("report ring broken", "err", rerr)

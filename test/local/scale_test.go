@@ -91,6 +91,9 @@ func TestScaleAllReduceJob(t *testing.T) {
 	if s.Ring == nil || s.Ring.Broken != 0 {
 		t.Errorf("ring %+v: want no ring broken (planned changes only)", s.Ring)
 	}
+	for _, r := range s.Ring.Recoveries {
+		t.Logf("ring change %q: %.2f s to the next committed step", r.Cause, r.Seconds)
+	}
 	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
 		t.Errorf("eval %+v", s.Eval)
 	}

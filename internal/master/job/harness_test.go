@@ -90,6 +90,7 @@ func (h *harness) try(ev Event) (Reply, error) {
 	if rd.Reshard != nil {
 		h.ready.Reshard = rd.Reshard
 	}
+	h.ready.Resharded = append(h.ready.Resharded, rd.Resharded...)
 	if rd.Save != nil {
 		if h.saved {
 			h.t.Fatalf("a second Save: %+v", rd.Save)

@@ -104,8 +104,10 @@ type Ready struct {
 	// CheckApplied: ask the PS which minibatches they hold (pscheck.go).
 	CheckApplied *CheckApplied
 	// Reshard: move the PS to a new layout and commit it (reshard.go);
-	// Step ReshardDone with the outcome.
-	Reshard *Reshard
+	// Step ReshardDone with the outcome. Resharded: re-shards completed
+	// (for the metrics).
+	Reshard   *Reshard
+	Resharded []PSReshard
 	// Save is set once, when all tasks are done (train and predict jobs).
 	Save *Save
 	// Ended is set once, when the workers are done (phase Saving or

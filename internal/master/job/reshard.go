@@ -283,6 +283,7 @@ func (j *Job) reshardDone(now time.Time, ev ReshardDone) {
 	}
 	r := PSReshard{Layout: op.Layout, From: from, To: op.To, At: op.Asked.UTC(), Seconds: now.Sub(op.Asked).Seconds(), PausedSeconds: now.Sub(op.Paused).Seconds()}
 	j.summary.PS.Reshards = append(j.summary.PS.Reshards, r)
+	j.ready.Resharded = append(j.ready.Resharded, r)
 	j.reshard = nil
 	j.log.Info("re-sharded", "from", from, "to", op.To, "layout", op.Layout, "took", now.Sub(op.Asked), "paused", now.Sub(op.Paused))
 	j.notice(false, "PSResharded", fmt.Sprintf("%d → %d PS (layout %d) in %.1f s, %.1f s of it without new tasks", from, op.To, op.Layout, r.Seconds, r.PausedSeconds))
