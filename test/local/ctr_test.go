@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -305,9 +304,7 @@ func TestDeepFMReshardPS(t *testing.T) {
 			_, done := j.epochRecordsDone()
 			return done >= records
 		})
-		if out, err := exec.Command(binary, "scale", "--output="+j.out, "--ps="+ps).CombinedOutput(); err != nil {
-			t.Fatalf("elasticdl scale --ps=%s: %v\n%s", ps, err, out)
-		}
+		scaleLocal(t, j, "--ps="+ps)
 	}
 	scaleAt(train/4, "3")
 	waitFor(t, time.Minute, "3 PS", func() bool { return strings.Count(j.stderr.String(), "msg=re-sharded") == 1 })

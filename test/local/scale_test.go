@@ -20,13 +20,7 @@ func TestScaleLocalJob(t *testing.T) {
 		_, done := j.epochRecordsDone()
 		return done > 0 && len(j.children("worker")) == 3
 	})
-	scale := func(n string) {
-		t.Helper()
-		out, err := exec.Command(binary, "scale", "--output="+j.out, "--workers="+n).CombinedOutput()
-		if err != nil {
-			t.Fatalf("elasticdl scale --workers=%s: %v\n%s", n, err, out)
-		}
-	}
+	scale := func(n string) { scaleLocal(t, j, "--workers="+n) }
 	scale("1")
 	waitFor(t, time.Minute, "1 worker left", func() bool { return len(j.children("worker")) == 1 })
 	before := j.recordsDone()
@@ -67,13 +61,7 @@ func TestScaleAllReduceJob(t *testing.T) {
 		_, done := j.epochRecordsDone()
 		return done > 0 && len(j.children("worker")) == 3
 	})
-	scale := func(n string) {
-		t.Helper()
-		out, err := exec.Command(binary, "scale", "--output="+j.out, "--workers="+n).CombinedOutput()
-		if err != nil {
-			t.Fatalf("elasticdl scale --workers=%s: %v\n%s", n, err, out)
-		}
-	}
+	scale := func(n string) { scaleLocal(t, j, "--workers="+n) }
 	scale("1")
 	waitFor(t, time.Minute, "1 worker left", func() bool { return len(j.children("worker")) == 1 })
 	before := j.recordsDone()
@@ -125,13 +113,7 @@ func TestScalePSLocal(t *testing.T) {
 		_, done := j.epochRecordsDone()
 		return done > 5000
 	})
-	scale := func(n string) {
-		t.Helper()
-		out, err := exec.Command(binary, "scale", "--output="+j.out, "--ps="+n).CombinedOutput()
-		if err != nil {
-			t.Fatalf("elasticdl scale --ps=%s: %v\n%s", n, err, out)
-		}
-	}
+	scale := func(n string) { scaleLocal(t, j, "--ps="+n) }
 	scale("2")
 	waitFor(t, time.Minute, "2 PS", func() bool { return len(j.children("ps")) == 2 && strings.Contains(j.stderr.String(), "re-sharded") })
 	before := j.recordsDone()
@@ -150,5 +132,14 @@ func TestScalePSLocal(t *testing.T) {
 	}
 	if s.Eval == nil || s.Eval.Accuracy < 0.80 {
 		t.Errorf("eval %+v", s.Eval)
+	}
+}
+
+// scaleLocal runs `elasticdl scale --output=OUT flag` for local job j.
+func scaleLocal(t *testing.T, j *job, flag string) {
+	t.Helper()
+	out, err := exec.Command(binary, "scale", "--output="+j.out, flag).CombinedOutput()
+	if err != nil {
+		t.Fatalf("elasticdl scale %s: %v\n%s", flag, err, out)
 	}
 }

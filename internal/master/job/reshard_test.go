@@ -36,15 +36,7 @@ func shardsHolding(shards int, tasks ...task.Task) AppliedFound {
 	return f
 }
 
-func psLaunches(rd Ready) []Launch {
-	var ls []Launch
-	for _, l := range rd.Launch {
-		if l.Role == cluster.PS {
-			ls = append(ls, l)
-		}
-	}
-	return ls
-}
+func psLaunches(rd Ready) []Launch { return launchesOf(rd, cluster.PS) }
 
 // TestReshardGrowsAndShrinks: a PS target pauses new tasks until the held
 // ones are in, checks that the shards agree, launches the new shard (of
@@ -158,26 +150,30 @@ func TestReshardFinishesTakenBackWorkFirst(t *testing.T) {
 	}
 }
 
+// toMoving takes an idle 1-PS job to a re-shard to 2 that the shell is
+// asked to carry out, and returns the new shard's launch.
+func toMoving(t *testing.T, h *harness) Launch {
+	t.Helper()
+	h.step(SetPSTarget{PS: 2, Source: "test"})
+	rd := h.take()
+	f := shardsHolding(1)
+	f.Gen = rd.CheckApplied.Gen
+	h.step(f)
+	l := psLaunches(h.take())[0]
+	h.running(cluster.PS, l.ID)
+	if h.take().Reshard == nil {
+		t.Fatal("no reshard asked")
+	}
+	return l
+}
+
 // TestReshardFailures: a failure to stage is tried again after a while
 // (the old layout still serves), and given up after maxReshardFailures
 // (the new shard stops, training goes on with the old layout); a failure
 // after a shard committed fails the job.
 func TestReshardFailures(t *testing.T) {
-	toMoving := func(h *harness) Launch {
-		h.step(SetPSTarget{PS: 2, Source: "test"})
-		rd := h.take()
-		f := shardsHolding(1)
-		f.Gen = rd.CheckApplied.Gen
-		h.step(f)
-		l := psLaunches(h.take())[0]
-		h.running(cluster.PS, l.ID)
-		if h.take().Reshard == nil {
-			t.Fatal("no reshard asked")
-		}
-		return l
-	}
 	h := psJob(t)
-	l := toMoving(h)
+	l := toMoving(t, h)
 	for i := range maxReshardFailures {
 		h.step(ReshardDone{Layout: 1, Err: errors.New("PS 1 unreachable")})
 		if i == maxReshardFailures-1 {
@@ -202,7 +198,7 @@ func TestReshardFailures(t *testing.T) {
 	}
 
 	h = psJob(t)
-	toMoving(h)
+	toMoving(t, h)
 	h.step(ReshardDone{Layout: 1, Err: errors.New("commit on PS 1: unavailable"), Committed: true})
 	if h.j.Err() == nil {
 		t.Fatal("a re-shard that failed half-committed did not fail the job")
@@ -248,14 +244,7 @@ func TestReshardRefusedTargets(t *testing.T) {
 // the new layout after it is done.
 func TestReshardSurvivesFailover(t *testing.T) {
 	h := psJob(t)
-	h.step(SetPSTarget{PS: 2, Source: "test"})
-	rd := h.take()
-	f := shardsHolding(1)
-	f.Gen = rd.CheckApplied.Gen
-	h.step(f)
-	l := psLaunches(h.take())[0]
-	h.running(cluster.PS, l.ID)
-	h.take()
+	l := toMoving(t, h)
 	h.failover(running(cluster.PS, 0), running(cluster.PS, l.ID), running(cluster.Worker, 0), running(cluster.Worker, 1))
 	h.step(Tick{})
 	if rd := h.take(); rd.Reshard == nil || rd.Reshard.Layout != 1 {

@@ -27,10 +27,12 @@ func stoppedIDs(rd Ready) []int {
 	return ids
 }
 
-func launchedWorkers(rd Ready) []Launch {
+func launchedWorkers(rd Ready) []Launch { return launchesOf(rd, cluster.Worker) }
+
+func launchesOf(rd Ready, role cluster.Role) []Launch {
 	var ls []Launch
 	for _, l := range rd.Launch {
-		if l.Role == cluster.Worker {
+		if l.Role == role {
 			ls = append(ls, l)
 		}
 	}

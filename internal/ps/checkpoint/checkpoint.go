@@ -490,16 +490,7 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 	}
 	out := &pserverpb.Checkpoint{Version: s.Version, Shard: int32(index), NumShards: int32(numPS)}
 	for _, c := range s.Shards {
-		for _, t := range c.GetDenseParameters() {
-			if shard.Of(t.GetName(), numPS) == index {
-				out.DenseParameters = append(out.DenseParameters, t)
-			}
-		}
-		for _, ps := range c.GetSlots() {
-			if shard.Of(ps.GetName(), numPS) == index {
-				out.Slots = append(out.Slots, ps)
-			}
-		}
+		addDense(out, c, index, numPS)
 		if out.Optimizer == "" {
 			out.Optimizer = c.GetOptimizer()
 		}
@@ -514,15 +505,9 @@ func (s *Set) ForShard(index, numPS int) (*pserverpb.Checkpoint, error) {
 	return out, nil
 }
 
-// Part is what shard index of numPS takes of c, one shard's state: its
-// parameters and slots that shard.Of assigns there and its embedding rows
-// with id mod numPS == index. Version, run and applied minibatches are
-// c's: a Set of such parts (one per shard of c's layout) re-shards as the
-// whole files would (ForShard). Live re-sharding sends parts, so that no
-// shard ships what the receiver would drop.
-func Part(c *pserverpb.Checkpoint, index, numPS int) *pserverpb.Checkpoint {
-	out := &pserverpb.Checkpoint{Version: c.GetVersion(), CutVersion: c.GetCutVersion(), Shard: c.GetShard(), NumShards: c.GetNumShards(),
-		Optimizer: c.GetOptimizer(), Applied: c.GetApplied(), Run: c.GetRun()}
+// addDense adds to out c's parameters and slots that shard.Of assigns to
+// shard index of numPS.
+func addDense(out, c *pserverpb.Checkpoint, index, numPS int) {
 	for _, t := range c.GetDenseParameters() {
 		if shard.Of(t.GetName(), numPS) == index {
 			out.DenseParameters = append(out.DenseParameters, t)
@@ -533,6 +518,18 @@ func Part(c *pserverpb.Checkpoint, index, numPS int) *pserverpb.Checkpoint {
 			out.Slots = append(out.Slots, ps)
 		}
 	}
+}
+
+// Part is what shard index of numPS takes of c, one shard's state: its
+// parameters and slots that shard.Of assigns there and its embedding rows
+// with id mod numPS == index. Version, run and applied minibatches are
+// c's: a Set of such parts (one per shard of c's layout) re-shards as the
+// whole files would (ForShard). Live re-sharding sends parts, so that no
+// shard ships what the receiver would drop.
+func Part(c *pserverpb.Checkpoint, index, numPS int) *pserverpb.Checkpoint {
+	out := &pserverpb.Checkpoint{Version: c.GetVersion(), CutVersion: c.GetCutVersion(), Shard: c.GetShard(), NumShards: c.GetNumShards(),
+		Optimizer: c.GetOptimizer(), Applied: c.GetApplied(), Run: c.GetRun()}
+	addDense(out, c, index, numPS)
 	out.EmbeddingTables = tablesForShard([]*pserverpb.Checkpoint{c}, index, numPS)
 	return out
 }
