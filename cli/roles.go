@@ -42,6 +42,9 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		CheckpointDir:     f.CheckpointDir,
 		CheckpointSteps:   f.CheckpointSteps,
 		KeepCheckpointMax: f.KeepCheckpointMax,
+		// Modelled compute (experiments).
+		ModelledSecondsPerRecord: f.ModelledSecondsPerRecord,
+		ModelledCPUs:             f.ModelledCPUs,
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

@@ -56,6 +56,8 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.IntVar(&cfg.NumEpochs, "num_epochs", cfg.NumEpochs, "passes over the training data")
 	fs.StringVar(&cfg.Optimizer, "optimizer", "", "optimizer spec overriding the model's, e.g. 'sgd:learning_rate=0.1' or 'adam:learning_rate=0.001,amsgrad=true'")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")
+	fs.Float64Var(&cfg.ModelledSecondsPerRecord, "modelled_seconds_per_record", 0,
+		"experiments: workers model their compute — a training record takes this long on one CPU (the worker's requested CPUs on Kubernetes, 1 locally), waited instead of computed; the model does not train (0: compute for real)")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: a relaunched PS (or a new job) restores the newest complete one")
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "each PS checkpoints every this many versions (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")

@@ -50,6 +50,10 @@ type Config struct {
 	// Optimizer overrides the model's default optimizer spec when set.
 	Optimizer string
 	Seed      int64
+	// ModelledSecondsPerRecord > 0 makes the workers model their compute
+	// (experiments): a training record takes this long on one CPU, waited
+	// instead of computed, on the worker's requested CPUs (1 locally).
+	ModelledSecondsPerRecord float64
 
 	MaxTaskAttempts         int
 	TaskTimeout             time.Duration
@@ -246,6 +250,12 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)
+	}
+	if roleflags.CheckModelled(c.ModelledSecondsPerRecord) != nil {
+		bad("modelled_seconds_per_record", "must be 0 (compute for real) or a positive time, got %v", c.ModelledSecondsPerRecord)
+	}
+	if c.ModelledSecondsPerRecord > 0 && c.allReduce() {
+		bad("modelled_seconds_per_record", "modelled compute is for ParameterServerStrategy jobs")
 	}
 }
 

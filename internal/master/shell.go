@@ -175,6 +175,12 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
 	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
+	if m.cfg.ModelledSecondsPerRecord > 0 {
+		w.ModelledSecondsPerRecord, w.ModelledCPUs = m.cfg.ModelledSecondsPerRecord, 1
+		if req := m.cfg.RequestedCPU.Worker; req > 0 {
+			w.ModelledCPUs = req
+		}
+	}
 	if m.cfg.allReduce() {
 		w.DistributionStrategy, w.CollectiveAddr, w.Optimizer = roleflags.StrategyAllReduce, m.cfg.CollectiveAddr, m.optimizer
 		// A step means the same batch at any world size (docs/design.md).

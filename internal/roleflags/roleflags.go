@@ -14,6 +14,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -63,11 +64,18 @@ type Worker struct {
 	CheckpointDir     string // --checkpoint_dir
 	CheckpointSteps   int64  // --checkpoint_steps
 	KeepCheckpointMax int    // --keep_checkpoint_max
+	// Modelled compute (--modelled_seconds_per_record, --modelled_cpus;
+	// experiments that need more workers than the machine can compute): a
+	// training minibatch takes its records × the seconds one record takes
+	// on one CPU ÷ the worker's CPUs, spent waiting instead of computing;
+	// 0: real compute.
+	ModelledSecondsPerRecord float64
+	ModelledCPUs             float64
 }
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -88,6 +96,8 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.StringVar(&w.CheckpointDir, "checkpoint_dir", d.CheckpointDir, "AllreduceStrategy: where the ring's rank 0 writes checkpoints")
 	fs.Int64Var(&w.CheckpointSteps, "checkpoint_steps", d.CheckpointSteps, "AllreduceStrategy: checkpoint every this many steps (0: never)")
 	fs.IntVar(&w.KeepCheckpointMax, "keep_checkpoint_max", d.KeepCheckpointMax, "AllreduceStrategy: checkpoint versions to keep (0: all)")
+	fs.Float64Var(&w.ModelledSecondsPerRecord, "modelled_seconds_per_record", d.ModelledSecondsPerRecord, "modelled compute (experiments): a training record takes this long on one CPU, waited instead of computed (0: compute for real)")
+	fs.Float64Var(&w.ModelledCPUs, "modelled_cpus", d.ModelledCPUs, "modelled compute: the CPUs this worker has (it waits records × --modelled_seconds_per_record ÷ this per minibatch)")
 }
 
 // Args renders w as the worker's command line. Every flag of a PS job's
@@ -119,6 +129,10 @@ func (w Worker) Args() []string {
 		args = append(args, "--checkpoint_dir="+w.CheckpointDir, "--checkpoint_steps="+strconv.FormatInt(w.CheckpointSteps, 10),
 			"--keep_checkpoint_max="+strconv.Itoa(w.KeepCheckpointMax))
 	}
+	if w.ModelledSecondsPerRecord > 0 {
+		args = append(args, "--modelled_seconds_per_record="+strconv.FormatFloat(w.ModelledSecondsPerRecord, 'g', -1, 64),
+			"--modelled_cpus="+strconv.FormatFloat(w.ModelledCPUs, 'g', -1, 64))
+	}
 	return args
 }
 
@@ -142,7 +156,25 @@ func (w Worker) Validate() error {
 	if w.GlobalBatchSize < 0 {
 		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)
 	}
+	if err := CheckModelled(w.ModelledSecondsPerRecord); err != nil {
+		return err
+	}
+	if w.ModelledSecondsPerRecord > 0 && w.DistributionStrategy == StrategyAllReduce {
+		return errors.New("--modelled_seconds_per_record: modelled compute is for ParameterServerStrategy workers")
+	}
+	if !(w.ModelledCPUs > 0) || math.IsInf(w.ModelledCPUs, 0) {
+		return fmt.Errorf("--modelled_cpus: must be a positive number, got %v", w.ModelledCPUs)
+	}
 	return CheckCheckpointFlags(w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax)
+}
+
+// CheckModelled checks --modelled_seconds_per_record: 0 (real compute) or
+// a positive, finite time.
+func CheckModelled(secondsPerRecord float64) error {
+	if secondsPerRecord < 0 || math.IsNaN(secondsPerRecord) || math.IsInf(secondsPerRecord, 0) {
+		return fmt.Errorf("--modelled_seconds_per_record: must be 0 (compute for real) or a positive time, got %v", secondsPerRecord)
+	}
+	return nil
 }
 
 // CheckCollectiveAddr checks that addr is host:port with a host that ring

@@ -3,6 +3,7 @@ package roleflags
 import (
 	"flag"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -39,12 +40,14 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1}
+	modelled := full
+	modelled.ModelledSecondsPerRecord, modelled.ModelledCPUs = 0.00025, 2.5
 	oneNoPS := full
 	oneNoPS.PSAddrs = nil
 	allReduce := oneNoPS
 	allReduce.DistributionStrategy, allReduce.CollectiveAddr, allReduce.Optimizer = StrategyAllReduce, "10.0.0.7:0", "adam:learning_rate=0.01"
-	for _, w := range []Worker{DefaultWorker(), full, oneNoPS, allReduce} {
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -299,5 +302,31 @@ func TestDurationRendering(t *testing.T) {
 		if got := parse[PS](t, p.Args()); got.MasterTimeout != d {
 			t.Errorf("%s: parsed back %s", d, got.MasterTimeout)
 		}
+	}
+}
+
+func TestWorkerModelledComputeFlags(t *testing.T) {
+	w := DefaultWorker()
+	w.WorkerID = 1
+	for _, c := range []struct {
+		secs, cpus float64
+		strategy   string
+		want       string
+	}{
+		{-1, 1, StrategyPS, "--modelled_seconds_per_record: must be 0"},
+		{math.NaN(), 1, StrategyPS, "--modelled_seconds_per_record: must be 0"},
+		{0.001, 0, StrategyPS, "--modelled_cpus: must be a positive number"},
+		{0.001, math.Inf(1), StrategyPS, "--modelled_cpus: must be a positive number"},
+		{0.001, 1, StrategyAllReduce, "modelled compute is for ParameterServerStrategy"},
+	} {
+		v := w
+		v.ModelledSecondsPerRecord, v.ModelledCPUs, v.DistributionStrategy, v.CollectiveAddr = c.secs, c.cpus, c.strategy, "10.0.0.1:0"
+		if err := v.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v s/record on %v CPUs (%s): %v, want %q", c.secs, c.cpus, c.strategy, err, c.want)
+		}
+	}
+	w.ModelledSecondsPerRecord = 0.001
+	if err := w.Validate(); err != nil {
+		t.Errorf("a modelled worker: %v", err)
 	}
 }

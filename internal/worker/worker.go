@@ -63,6 +63,13 @@ type Config struct {
 	CheckpointDir     string
 	CheckpointSteps   int64
 	KeepCheckpointMax int
+	// Modelled compute (experiments): a training minibatch waits its
+	// records × ModelledSecondsPerRecord ÷ ModelledCPUs instead of
+	// computing, then tells every PS shard it applied it (a push with no
+	// gradients): tasks, reports and the exactly-once ledger stay real,
+	// the model does not train. 0: real compute.
+	ModelledSecondsPerRecord float64
+	ModelledCPUs             float64
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -171,6 +178,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
 	defer func() { w.ps.Close() }() // the client of the last layout
+	if w.cfg.ModelledSecondsPerRecord > 0 {
+		w.log.Info("modelled compute: training minibatches wait instead of computing; the model does not train",
+			"seconds_per_record", w.cfg.ModelledSecondsPerRecord, "cpus", w.cfg.ModelledCPUs)
+	}
 	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}
@@ -381,6 +392,24 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 	return nil
 }
 
+// modelledMinibatch spends the time n records take on this worker's CPUs
+// (modelled compute), then records the minibatch on every shard that
+// lacks it, with no gradients: the PS state does not change.
+func (w *Worker) modelledMinibatch(ctx context.Context, n int, key *pserverpb.MinibatchKey, leaveOut func(int) bool, report *masterpb.ReportTaskResultRequest) error {
+	d := time.Duration(float64(n) * w.cfg.ModelledSecondsPerRecord / w.cfg.ModelledCPUs * float64(time.Second))
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+	}
+	if _, _, err := w.ps.PushMinibatch(ctx, nil, nil, w.cfg.WorkerID, client.AllShards, key, leaveOut); err != nil {
+		return &fatalError{fmt.Errorf("record minibatch %d of task %d: %w", key.Index, key.TaskId, err)}
+	}
+	report.Records += int64(n)
+	report.Steps++
+	return nil
+}
+
 // fatalError marks a failure of the worker itself, not of the task's data.
 type fatalError struct{ err error }
 
@@ -478,6 +507,9 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 				report.Records += int64(len(labels))
 				return nil
 			}
+		}
+		if w.cfg.ModelledSecondsPerRecord > 0 {
+			return w.modelledMinibatch(ctx, len(labels), key, leaveOut, report)
 		}
 		// Sync SGD may reject gradients computed on a stale model: re-pull
 		// and redo the minibatch, pushing only to the shards that rejected.
