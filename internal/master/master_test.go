@@ -409,8 +409,17 @@ func TestRunAppliesTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go m.Run(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	// Run writes its summary under --output as it stops: let it finish
+	// before the test's TempDir is removed.
+	defer func() {
+		cancel()
+		<-done
+	}()
 	targets <- Target{Workers: 1, Source: "test"}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
