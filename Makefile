@@ -4,7 +4,7 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build train test bench proto e2e k8s-up k8s-down
+.PHONY: build train test bench proto e2e experiments k8s-up k8s-down
 build:
 	go build -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -23,6 +23,12 @@ proto:
 # The Kubernetes e2e suite alone (it starts and stops a rig of its own).
 e2e:
 	hack/e2e.sh
+
+# The seeds' experiments, full versions (docs/experiments.md); one or some
+# with EXPERIMENTS=gang,...
+EXPERIMENTS ?= all
+experiments:
+	hack/experiments.sh $(EXPERIMENTS)
 
 # A test control plane for people (hack/k8s-rig/README.md): 2 process nodes
 # whose pods of image elasticdl[:any tag] run bin/elasticdl, the PriorityClasses,

@@ -56,6 +56,8 @@ func TestCommands(t *testing.T) {
 		{k8sTrain("--yaml", "--distribution_strategy=AllreduceStrategy", "--collective_port=29500"), 0, "- --collective_port=29500", ""},
 		{k8sTrain("--yaml", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=1"), 2, "", "--num_ps_pods: must be 0 with --distribution_strategy=AllreduceStrategy"},
 		{k8sTrain("--collective_port=70000"), 2, "", "--collective_port: 70000 is not a port"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--gang"}, 2, "", "--gang: all-or-nothing admission is for --backend=k8s"},
+		{k8sTrain("--yaml", "--gang"), 0, "- --gang", ""},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x"}, 2, "", "--checkpoint_dir_for_init: required"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init=c"}, 2, "", "--validation_data: required"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x", "--checkpoint_dir_for_init=c", "--training_data=t"}, 2, "", "training_data"},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -46,6 +47,9 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 func (o jobOptions) check() error {
 	switch o.backend {
 	case backendLocal:
+		if o.k8s.gang {
+			return usageError{errors.New("--gang: all-or-nothing admission is for --backend=k8s (a local job has no cluster to wait for)")}
+		}
 		return nil
 	case backendK8s:
 		return o.k8s.check()

@@ -20,7 +20,7 @@ import (
 // k8sOptions are the flags of --backend=k8s: how the job's pods are built.
 type k8sOptions struct {
 	image, namespace, kubeconfig    string
-	yaml                            bool
+	yaml, gang                      bool
 	masterPriority, workerPriority  string
 	psPriority, highClass, lowClass string
 	masterRequest, masterLimit      string
@@ -66,6 +66,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.psHost, "ps_host", "", "k8s: host at which workers reach every PS instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.StringVar(&o.masterHost, "master_host", "", "k8s: host at which workers and PS reach the master instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
+	fs.BoolVar(&o.gang, "gang", false, "k8s: gang admission, the non-elastic baseline: the master launches no worker or PS until all --num_workers workers and --num_ps_pods PS fit at once in what the cluster's pods leave free, then launches them all (the master needs deploy/rbac-gang.yaml to see the nodes and pods)")
 	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
 }
 

@@ -198,8 +198,12 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 			rec.Notify(true, "TargetUnwatched", err.Error()+": the job keeps its worker target")
 		}
 	}()
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
-		HandOver: self.Replaced(), Targets: targets})
+	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
+		HandOver: self.Replaced(), Targets: targets}
+	if o.gang {
+		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)
+	}
+	m, err := master.New(cfg, deps)
 	if err == nil && cfg.MetricsPort > 0 {
 		var stop func()
 		if stop, err = startMasterMetrics(m, portAddr("", cfg.MetricsPort), logger); err == nil {
@@ -237,4 +241,13 @@ func publishResult(self *k8s.MasterPod, job string, s *master.Summary, runErr er
 	}
 	// Not the job's context: the result is published after a stop too.
 	return self.PublishResult(context.Background(), job, b, runErr != nil)
+}
+
+// gangAdmission is --gang's Deps.Admit: wait until all the job's workers
+// and PS fit at once.
+func gangAdmission(self *k8s.MasterPod, cfg master.Config, worker, ps k8s.PodSettings, logger *slog.Logger) func(context.Context) (time.Duration, error) {
+	g := k8s.Gang{Priority: self.Priority(), Logger: logger}
+	g.Add(cfg.NumWorkers, worker)
+	g.Add(cfg.NumPS, ps)
+	return func(ctx context.Context) (time.Duration, error) { return self.WaitAdmitted(ctx, g) }
 }

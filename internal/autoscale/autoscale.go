@@ -121,32 +121,7 @@ type Decision struct {
 //     resource of the cluster), until no job below its maximum has a
 //     worker that fits.
 func Decide(s Snapshot) []Decision {
-	var order []Node
-	var total Resources
-	for _, n := range s.Nodes {
-		if n.Schedulable {
-			order = append(order, n)
-			total = total.Add(n.Allocatable)
-		}
-	}
-	// First fit tries the nodes fewest jobs may use first, so that a job
-	// that may go anywhere leaves a pool to the jobs limited to it.
-	claims := map[string]int{}
-	for _, n := range order {
-		for _, j := range s.Jobs {
-			if j.NodeSelector.matches(n) {
-				claims[n.Name]++
-			}
-		}
-	}
-	slices.SortFunc(order, func(a, b Node) int {
-		return cmp.Or(cmp.Compare(claims[a.Name], claims[b.Name]), cmp.Compare(a.Name, b.Name))
-	})
-	free := make([]Resources, len(order)) // by order's index
-	at := make(map[string]int, len(order))
-	for i, n := range order {
-		free[i], at[n.Name] = n.Allocatable, i
-	}
+	r := newRoom(s.Nodes, s.Jobs)
 	lowest := int32(0)
 	for i, j := range s.Jobs {
 		if i == 0 || j.Priority < lowest {
@@ -157,38 +132,14 @@ func Decide(s Snapshot) []Decision {
 	for _, j := range s.Jobs {
 		managed[j.Key] = true
 	}
-	var waiting []Pod
+	var others []Pod
 	for _, p := range s.Pods {
-		if managed[p.Job] {
-			continue // the jobs' own workers are what is decided
-		}
-		if p.Node == "" {
-			if p.Priority > lowest {
-				waiting = append(waiting, p)
-			}
-			continue
-		}
-		if i, ok := at[p.Node]; ok {
-			free[i] = free[i].sub(p.Request)
+		if !managed[p.Job] { // the jobs' own workers are what is decided
+			others = append(others, p)
 		}
 	}
-	// Largest first: a big service pod is the hardest to fit later.
-	slices.SortStableFunc(waiting, func(a, b Pod) int {
-		return cmp.Or(cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
-	})
-	place := func(r Resources, sel Selector) bool {
-		for i := range order {
-			if free[i].fits(r) && sel.matches(order[i]) {
-				free[i] = free[i].sub(r)
-				return true
-			}
-		}
-		return false
-	}
-	for _, p := range waiting {
-		place(p.Request, p.NodeSelector)
-	}
-
+	r.hold(others, lowest)
+	total, place := r.total, r.place
 	out := make([]Decision, len(s.Jobs))
 	for i, j := range s.Jobs {
 		out[i] = Decision{Key: j.Key}
@@ -236,4 +187,105 @@ func Decide(s Snapshot) []Decision {
 		out[best].Target++
 		out[best].Placed++
 	}
+}
+
+// Admit reports whether every pod of pods fits at once in what the
+// cluster of s leaves free: all-or-nothing admission of a gang (a job that
+// starts only with all its pods). Every pod of s.Pods bound to a node
+// holds its room; pods waiting to be scheduled at a priority above
+// priority are placed first, as the scheduler would serve them first;
+// then pods are placed largest first, each on the first node with room
+// that its selector allows. s.Jobs is not used.
+func Admit(s Snapshot, priority int32, pods []Pod) bool {
+	r := newRoom(s.Nodes, nil)
+	r.hold(s.Pods, priority)
+	pods = slices.Clone(pods)
+	largestFirst(pods)
+	for _, p := range pods {
+		if !r.place(p.Request, p.NodeSelector) {
+			return false
+		}
+	}
+	return true
+}
+
+// room is the free capacity of a cluster's schedulable nodes, in the order
+// first fit tries them.
+type room struct {
+	order []Node
+	free  []Resources // by order's index
+	at    map[string]int
+	total Resources
+}
+
+// newRoom is the nodes' allocatable, nothing held. First fit tries the
+// nodes fewest of jobs may use first, so that a job that may go anywhere
+// leaves a pool to the jobs limited to it.
+func newRoom(nodes []Node, jobs []Job) *room {
+	r := &room{}
+	for _, n := range nodes {
+		if n.Schedulable {
+			r.order = append(r.order, n)
+			r.total = r.total.Add(n.Allocatable)
+		}
+	}
+	claims := map[string]int{}
+	for _, n := range r.order {
+		for _, j := range jobs {
+			if j.NodeSelector.matches(n) {
+				claims[n.Name]++
+			}
+		}
+	}
+	slices.SortFunc(r.order, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(claims[a.Name], claims[b.Name]), cmp.Compare(a.Name, b.Name))
+	})
+	r.free = make([]Resources, len(r.order))
+	r.at = make(map[string]int, len(r.order))
+	for i, n := range r.order {
+		r.free[i], r.at[n.Name] = n.Allocatable, i
+	}
+	return r
+}
+
+// hold takes what pods hold: a bound pod its request on its node; pods
+// waiting at a priority above above are placed, largest first (the
+// scheduler serves them before anything at that priority or below); other
+// waiting pods hold nothing.
+func (r *room) hold(pods []Pod, above int32) {
+	var waiting []Pod
+	for _, p := range pods {
+		if p.Node == "" {
+			if p.Priority > above {
+				waiting = append(waiting, p)
+			}
+			continue
+		}
+		if i, ok := r.at[p.Node]; ok {
+			r.free[i] = r.free[i].sub(p.Request)
+		}
+	}
+	largestFirst(waiting)
+	for _, p := range waiting {
+		r.place(p.Request, p.NodeSelector)
+	}
+}
+
+// largestFirst sorts pods by request, largest first: a big pod is the
+// hardest to fit later.
+func largestFirst(pods []Pod) {
+	slices.SortStableFunc(pods, func(a, b Pod) int {
+		return cmp.Or(cmp.Compare(b.Request.MilliCPU, a.Request.MilliCPU), cmp.Compare(b.Request.Memory, a.Request.Memory))
+	})
+}
+
+// place takes req from the first node with room that sel allows.
+func (r *room) place(req Resources, sel Selector) bool {
+	for i := range r.order {
+		if r.free[i].fits(req) && sel.matches(r.order[i]) {
+			r.free[i] = r.free[i].sub(req)
+			return true
+		}
+	}
+	return false
 }

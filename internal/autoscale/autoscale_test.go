@@ -178,3 +178,52 @@ func BenchmarkDecide(b *testing.B) {
 		Decide(s)
 	}
 }
+
+func TestAdmit(t *testing.T) {
+	gang := func(n int, milliCPU int64) []Pod {
+		var ps []Pod
+		for range n {
+			ps = append(ps, Pod{Request: cpu(milliCPU)})
+		}
+		return ps
+	}
+	// The seeds' experiment: 24 CPUs on 3 nodes, a job of 13 1-CPU workers
+	// and a 500m PS; the first job holds 13.75 CPUs.
+	three := nodes(3, 8000)
+	first := append(service(7, "n00", 1000), service(6, "n01", 1000)...)
+	first = append(first, Pod{Node: "n00", Request: cpu(750)})
+	second := append(gang(13, 1000), Pod{Request: cpu(500)})
+	cases := []struct {
+		name     string
+		s        Snapshot
+		priority int32
+		pods     []Pod
+		want     bool
+	}{
+		{"empty cluster", Snapshot{Nodes: three}, 0, second, true},
+		{"no nodes", Snapshot{}, 0, second, false},
+		{"nothing to admit", Snapshot{}, 0, nil, true},
+		{"the second of two 13-CPU jobs on 24 CPUs waits", Snapshot{Nodes: three, Pods: first}, 0, second, false},
+		{"9 CPUs fit where 10.25 are free", Snapshot{Nodes: three, Pods: first}, 0, gang(9, 1000), true},
+		// 10.25 CPUs are free in all, but 0.25 + 2 + 8 on three nodes: 10 whole CPUs.
+		{"room split across nodes", Snapshot{Nodes: three, Pods: first}, 0, gang(11, 1000), false},
+		{"a cordoned node does not count", Snapshot{Nodes: []Node{three[0], {Name: "n01", Allocatable: Resources{8000, 64 * gi}}}}, 0, gang(9, 1000), false},
+		{"a higher-priority pod waiting is served first", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 0, gang(3, 1000), false},
+		{"a lower-priority pod waiting holds nothing", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 1000, gang(4, 1000), true},
+		{"a bound pod of any priority holds its room", Snapshot{Nodes: nodes(1, 4000), Pods: []Pod{{Node: "n00", Request: cpu(1000), Priority: -5}}}, 0, gang(4, 1000), false},
+		{"largest first: 3 + 1 + 1 + 3 on two 4-CPU nodes", Snapshot{Nodes: nodes(2, 4000)}, 0, []Pod{{Request: cpu(1000)}, {Request: cpu(3000)}, {Request: cpu(1000)}, {Request: cpu(3000)}}, true},
+		{"node selectors", Snapshot{Nodes: pools()}, 0, []Pod{{Request: cpu(3000), NodeSelector: Selector{"pool": "train"}}, {Request: cpu(3000), NodeSelector: Selector{"pool": "train"}}}, false},
+		{"memory counts", Snapshot{Nodes: nodes(1, 8000)}, 0, []Pod{{Request: Resources{1000, 40 * gi}}, {Request: Resources{1000, 40 * gi}}}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			in := slices.Clone(c.pods)
+			if got := Admit(c.s, c.priority, c.pods); got != c.want {
+				t.Errorf("Admit = %v, want %v", got, c.want)
+			}
+			if !slices.EqualFunc(in, c.pods, func(a, b Pod) bool { return a.Request == b.Request }) {
+				t.Errorf("Admit reordered its argument")
+			}
+		})
+	}
+}

@@ -61,6 +61,11 @@ type Deps struct {
 	// workers (an autoscaler, `elasticdl scale`); Run applies each, within
 	// the job's bounds, once the job has started or resumed.
 	Targets <-chan Target
+	// Admit, when set, is asked before a new job launches anything: it
+	// blocks until the job may start (all-or-nothing admission, --gang)
+	// and returns how long it waited. A job resumed after failover is not
+	// asked again.
+	Admit func(ctx context.Context) (time.Duration, error)
 }
 
 // Target is a wish for the number of workers a job runs, and who has it.
@@ -117,6 +122,7 @@ type Master struct {
 	targets  <-chan Target
 	// resuming: the core was rebuilt from persisted state (failover).
 	resuming bool
+	admit    func(ctx context.Context) (time.Duration, error)
 	persist  *persister
 	seq      uint64 // steps so far (under mu): what the persister covers
 
@@ -210,6 +216,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		store:     deps.Store,
 		handOver:  deps.HandOver,
 		targets:   deps.Targets,
+		admit:     deps.Admit,
 		listener:  deps.Listener,
 		resuming:  resuming,
 	}
@@ -329,8 +336,14 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 			"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr, "resuming", m.resuming)
 		if m.resuming {
 			m.resume(ctx)
-		} else {
+		} else if m.admit == nil {
 			m.step(ctx, job.Start{})
+		} else if waited, err := m.admit(ctx); err != nil {
+			m.step(ctx, job.Fail{Err: fmt.Errorf("admission: %w", err)})
+		} else {
+			m.log.Info("job admitted: every pod fits at once", "waited", waited.Round(time.Millisecond))
+			m.notify.Notify(false, "GangAdmitted", fmt.Sprintf("all the job's pods fit at once after %.1fs: launching them", waited.Seconds()))
+			m.step(ctx, job.Start{AdmissionWait: waited})
 		}
 		// Serving only now: a worker's request (one retried from a dead
 		// master's time, say) finds the core resumed and the prediction

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -455,4 +456,72 @@ func mlpJobConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
 	cfg.ModelDef, cfg.TrainingData, cfg.Output = "fashion_mnist.mlp", writeIDX(t, 1000), t.TempDir()
 	return cfg
+}
+
+// TestRunWaitsForAdmission: a job with Deps.Admit (--gang) launches nothing
+// until it is admitted, then everything at once, and its summary says how
+// long it waited; an admission that fails fails the job with nothing
+// launched.
+func TestRunWaitsForAdmission(t *testing.T) {
+	reg := zooRegistry(t)
+	cfg := mlpJobConfig(t)
+	cfg.NumWorkers, cfg.NumPS = 3, 1
+	fb := newFakeBackend()
+	asked, admit := make(chan struct{}), make(chan struct{})
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Admit: func(ctx context.Context) (time.Duration, error) {
+		close(asked)
+		select {
+		case <-admit:
+			return 1500 * time.Millisecond, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *Summary, 1)
+	go func() {
+		s, _ := m.Run(ctx)
+		done <- s
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	<-asked
+	time.Sleep(50 * time.Millisecond)
+	if l := len(fb.launches()); l != 0 {
+		t.Fatalf("launched %d instances before the job was admitted", l)
+	}
+	close(admit)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(fb.launches()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("launched %d instances after admission, want the PS and 3 workers", len(fb.launches()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if s := <-done; s == nil || s.AdmissionWaitSeconds != 1.5 {
+		t.Errorf("summary %+v: want admission_wait_seconds 1.5", s)
+	}
+	done <- nil
+
+	fb = newFakeBackend()
+	cfg.Output = t.TempDir()
+	m, err = New(cfg, Deps{Backend: fb, Registry: reg, Admit: func(context.Context) (time.Duration, error) {
+		return 0, errors.New("forbidden")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := m.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "admission: forbidden") || s == nil || s.Status != "failed" {
+		t.Errorf("Run with a failing admission: summary %+v, err %v; want failed naming the admission", s, err)
+	}
+	if l := len(fb.launches()); l != 0 {
+		t.Errorf("launched %d instances for a job that was not admitted", l)
+	}
 }

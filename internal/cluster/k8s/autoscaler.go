@@ -211,7 +211,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 		return s, nil, usage, err
 	}
 	for _, n := range nodes {
-		node := autoscale.Node{Name: n.Name, Allocatable: resources(n.Status.Allocatable), Schedulable: schedulable(n), Labels: n.Labels}
+		node := snapshotNode(n)
 		s.Nodes = append(s.Nodes, node)
 		usage.addNode(node)
 	}
@@ -240,12 +240,9 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 	}
 	seen := make([]bool, len(s.Jobs)) // a worker's priority known
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		ap, ok := snapshotPod(p)
+		if !ok {
 			continue
-		}
-		ap := autoscale.Pod{Node: p.Spec.NodeName, Request: podRequest(p), NodeSelector: p.Spec.NodeSelector}
-		if p.Spec.Priority != nil {
-			ap.Priority = *p.Spec.Priority
 		}
 		if p.Labels[LabelApp] == AppName && p.Labels[LabelReplicaType] == string(cluster.Worker) {
 			key := p.Namespace + "/" + p.Labels[LabelJob]

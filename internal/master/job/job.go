@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"elasticdl/internal/master/policy"
@@ -303,6 +304,9 @@ type Reply struct {
 func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 	switch ev := ev.(type) {
 	case Start:
+		if ev.AdmissionWait > 0 {
+			j.summary.AdmissionWaitSeconds = math.Round(ev.AdmissionWait.Seconds()*1000) / 1000
+		}
 		j.start(now)
 	case Tick:
 		j.tick(now)

@@ -10,7 +10,11 @@ import (
 type Event interface{ isEvent() }
 
 // Start launches the job's parameter servers and workers.
-type Start struct{}
+type Start struct {
+	// AdmissionWait is how long the job waited to be admitted whole
+	// before it started (--gang); 0 for an elastic job.
+	AdmissionWait time.Duration
+}
 
 // Tick applies timeouts: held tasks, silent workers.
 type Tick struct{}

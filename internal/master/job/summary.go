@@ -41,6 +41,9 @@ type Summary struct {
 	// FirstTaskTrainedAt is when the first training task was reported
 	// done (wall clock, UTC): how soon an elastic job made progress.
 	FirstTaskTrainedAt *time.Time `json:"first_task_trained_at,omitempty"`
+	// AdmissionWaitSeconds is how long a gang job (--gang) waited until
+	// all its pods fitted at once, before it launched any.
+	AdmissionWaitSeconds float64 `json:"admission_wait_seconds,omitempty"`
 	// MasterRestarts counts the masters that took the job over from one
 	// that died (failover), each resuming from the persisted state.
 	MasterRestarts int `json:"master_restarts"`

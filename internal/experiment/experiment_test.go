@@ -1,0 +1,127 @@
+package experiment
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// twoJobs: job a holds 10 CPUs over [0, 10), job b 10 over [5, 20) (our
+// seconds) on 20 CPUs.
+func twoJobs(mode string, index int, scale float64) Run {
+	return Run{Mode: mode, Index: index,
+		Jobs: []Job{{Name: "a", Submitted: 0, Started: 1, Ended: 10 * scale, ExactlyOnce: true},
+			{Name: "b", Submitted: 2, Started: 6, Ended: 20 * scale, ExactlyOnce: true}},
+		Timeline: []Sample{{T: 0, CPU: []float64{10, 0}}, {T: 5 * scale, CPU: []float64{10, 10}}, {T: 10 * scale, CPU: []float64{0, 10}}},
+	}
+}
+
+func TestRunMeasures(t *testing.T) {
+	r := twoJobs("elastic", 0, 1)
+	if m := r.Makespan(); m != 20 {
+		t.Errorf("Makespan = %v, want 20", m)
+	}
+	// (10·5 + 20·5 + 10·10) / (20·20) = 250/400.
+	if u := r.Utilization(20); math.Abs(u-0.625) > 1e-12 {
+		t.Errorf("Utilization = %v, want 0.625", u)
+	}
+	if u := (Run{}).Utilization(20); u != 0 {
+		t.Errorf("Utilization of an empty run = %v, want 0", u)
+	}
+	if w := r.Jobs[1].Wait(); w != 4 {
+		t.Errorf("Wait = %v, want 4", w)
+	}
+}
+
+func TestSpreadsAndRatios(t *testing.T) {
+	runs := []Run{twoJobs("gang", 0, 2), twoJobs("elastic", 0, 1), twoJobs("gang", 1, 1), twoJobs("elastic", 1, 1), twoJobs("elastic", 2, 1)}
+	r := Ratios(runs, "elastic", "gang", Run.Makespan)
+	if len(r) != 2 || r[0] != 0.5 || r[1] != 1 {
+		t.Errorf("Ratios = %v, want [0.5 1] (run 2 has no gang pair)", r)
+	}
+	s := SpreadOf(r)
+	if s.Mean != 0.75 || s.Min != 0.5 || s.Max != 1 || s.N != 2 {
+		t.Errorf("SpreadOf = %+v", s)
+	}
+	if got := s.Format("%.2f"); got != "0.75 (0.50–1.00)" {
+		t.Errorf("Format = %q", got)
+	}
+	if got := SpreadOf([]float64{3}).Format("%.1f"); got != "3.0" {
+		t.Errorf("Format of one = %q", got)
+	}
+	if got := SpreadOf(nil).Format("%.1f"); got != "—" {
+		t.Errorf("Format of none = %q", got)
+	}
+	if got := Of(runs, "gang", Run.Makespan); len(got) != 2 || got[0] != 40 || got[1] != 20 {
+		t.Errorf("Of = %v", got)
+	}
+}
+
+func TestUpdateSection(t *testing.T) {
+	doc, err := UpdateSection([]byte("# Experiments\n\nintro\n"), "one", "first body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err = UpdateSection(doc, "two", "second body\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc = append(doc, "\nhand-written tail\n"...)
+	doc, err = UpdateSection(doc, "one", "new body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	for _, want := range []string{"# Experiments\n\nintro\n\n<!-- experiment one", "new body\n<!-- end of experiment one -->", "second body\n<!-- end of experiment two -->", "hand-written tail"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("document lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "first body") || strings.Count(s, "<!-- experiment one") != 1 {
+		t.Errorf("section one not replaced once:\n%s", s)
+	}
+	begin, _ := markers("three")
+	if _, err := UpdateSection([]byte(begin+"\nno end"), "three", "x"); err == nil || !strings.Contains(err.Error(), "end marker") {
+		t.Errorf("a section without its end marker: err %v, want one naming the end marker", err)
+	}
+}
+
+func TestGangVsElasticReport(t *testing.T) {
+	g := GangVsElastic{Date: "2026-11-25", Machine: "a test", Nodes: 2, CPUsPerNode: 10, Workers: 13, WorkerCPU: 1, PSCPU: 0.5, MasterCPU: 0.25,
+		SecondsPerRecord: 180e-6, Calibration: "made up", Epochs: 3, RecordsPerEpoch: 60000, Scale: 10, SecondAfter: 3,
+		Runs: []Run{twoJobs("gang", 0, 1.4), twoJobs("elastic", 0, 1)}}
+	ratio, wait := g.Summary()
+	if math.Abs(ratio.Mean-1/1.4) > 1e-9 || wait.Mean != 4 {
+		t.Errorf("Summary = %+v, %+v; want ratio 1/1.4 and wait 4", ratio, wait)
+	}
+	md := g.Markdown("experiments/x.png")
+	for _, want := range []string{"| both jobs done (makespan), seed's seconds | 780–795 / 570–580 | 280 | 200 | 0.714 |",
+		"**0.714**", "**4.0 s**", "exactly once: **true**", "![", "experiments/x.png", "180 µs"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "x.png")
+	if err := PlotHeld(path, []Panel{{"gang", g.Runs[0]}, {"elastic", g.Runs[1]}}, g.Capacity(), g.Scale); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("plot is not a PNG (%d bytes, err %v)", len(b), err)
+	}
+	if err := PlotHeld(path, nil, 1, 1); err == nil {
+		t.Errorf("a plot of no panels: want an error")
+	}
+}
+
+func TestCNNSecondsPerRecord(t *testing.T) {
+	s, err := CNNSecondsPerRecord(50 * time.Millisecond)
+	// A record of the cnn costs tens to hundreds of µs on any CPU of today.
+	if err != nil || s < 1e-6 || s > 0.1 {
+		t.Errorf("CNNSecondsPerRecord = %v, %v", s, err)
+	}
+}

@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"elasticdl/internal/experiment"
+)
+
+// The seeds' experiments (docs/experiments.md). Each runs a short version
+// in every e2e run (CI), which checks what the experiment shows and
+// renders its report into a temp dir; with ELASTICDL_EXPERIMENT naming it
+// (or "all": `make experiments`, hack/experiments.sh) it runs the full
+// version and rewrites its section, plot and data under docs/.
+
+// experimentFull says whether ELASTICDL_EXPERIMENT asks for the full
+// version of experiment name.
+func experimentFull(name string) bool {
+	for _, v := range strings.Split(os.Getenv("ELASTICDL_EXPERIMENT"), ",") {
+		if v = strings.TrimSpace(v); v == "all" || v == name {
+			return true
+		}
+	}
+	return false
+}
+
+// experimentOut is where an experiment writes its report: docs/ for the
+// full version, a temp dir for the short one.
+func experimentOut(t *testing.T, full bool) (doc, dir string) {
+	if !full {
+		d := t.TempDir()
+		return filepath.Join(d, "experiments.md"), filepath.Join(d, "experiments")
+	}
+	return filepath.Join(repoRoot, "docs", "experiments.md"), filepath.Join(repoRoot, "docs", "experiments")
+}
+
+// machine describes this machine for a report.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), model, runtime.Version())
+}
+
+// writeReport writes an experiment's data as dir/name.json and its
+// section into doc.
+func writeReport(t *testing.T, doc, dir, name string, data any, section string) {
+	t.Helper()
+	b, err := json.MarshalIndent(data, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(doc)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	updated, err := experiment.UpdateSection(old, name, section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, updated, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report of experiment %s in %s (data and plot in %s):\n%s", name, doc, dir, section)
+}
+
+// timeline samples, every 500 ms until stop, the CPUs requested by each
+// job's running pods and its running workers, and notes when each job's
+// master Job has ended.
+type timeline struct {
+	mu      sync.Mutex
+	t0      time.Time
+	jobs    []string
+	samples []experiment.Sample
+	ended   map[string]float64
+}
+
+func watchJobs(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, t0 time.Time, jobs []string) *timeline {
+	tl := &timeline{t0: t0, jobs: jobs, ended: map[string]float64{}}
+	go func() {
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			tl.sample(ctx, t, cs, ns)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return tl
+}
+
+func (tl *timeline) sample(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
+	at := time.Since(tl.t0).Seconds()
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=elasticdl"})
+	if err != nil {
+		if ctx.Err() == nil {
+			t.Logf("timeline: list pods: %v", err)
+		}
+		return
+	}
+	jobs, err := cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	s := experiment.Sample{T: at, CPU: make([]float64, len(tl.jobs)), Workers: make([]int, len(tl.jobs))}
+	for _, p := range pods.Items {
+		i := slices.Index(tl.jobs, p.Labels["elasticdl.io/job-name"])
+		if i < 0 || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Spec.Containers {
+			s.CPU[i] += c.Resources.Requests.Cpu().AsApproximateFloat64()
+		}
+		if p.Labels["elasticdl.io/replica-type"] == "worker" {
+			s.Workers[i]++
+		}
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, j := range jobs.Items {
+		name := strings.TrimSuffix(strings.TrimPrefix(j.Name, "elasticdl-"), "-master")
+		if _, seen := tl.ended[name]; seen || !slices.Contains(tl.jobs, name) {
+			continue
+		}
+		for _, c := range j.Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				tl.ended[name] = at
+			}
+		}
+	}
+	tl.samples = append(tl.samples, s)
+}
+
+// result returns the samples and when each job ended; ok once all have.
+func (tl *timeline) result() (samples []experiment.Sample, ended map[string]float64, ok bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return slices.Clone(tl.samples), maps.Clone(tl.ended), len(tl.ended) == len(tl.jobs)
+}
+
+// gangRBAC lets the ServiceAccount elasticdl of ns list the cluster's
+// nodes and pods (deploy/rbac-gang.yaml), for --gang.
+func gangRBAC(t *testing.T, ns string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "rbac-gang.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := strings.ReplaceAll(string(b), "name: elasticdl-gang-default", "name: elasticdl-gang-"+ns)
+	kubectlApply(t, strings.ReplaceAll(m, "namespace: default", "namespace: "+ns))
+	t.Cleanup(func() {
+		kubectlCmd(context.Background(), "", "delete", "clusterrolebinding", "elasticdl-gang-"+ns, "--ignore-not-found")
+	})
+}
+
+// TestExperimentGangVsElastic is experiment 1 (the ElasticDL report's two
+// overlapping jobs): on 24 CPUs, two jobs that each want 13 workers of one
+// CPU (+ a PS), the second submitted shortly after the first, once as gang
+// jobs (--gang: all or nothing) and once elastic. Workers are real
+// elasticdl worker processes on process nodes with modelled compute
+// (calibrated from fashion_mnist.cnn's real step here); everything else is
+// real. It checks that a gang job holds nothing until it can have
+// everything and that the elastic second job starts at once beside the
+// first, grows when the first ends, and finishes both sooner; every
+// epoch of every job is trained exactly once.
+func TestExperimentGangVsElastic(t *testing.T) {
+	timeTest(t)
+	needK8sCLI(t)
+	full := experimentFull("gang")
+	g := experiment.GangVsElastic{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
+		Command: "make experiments EXPERIMENTS=gang", Nodes: 3, CPUsPerNode: 8, Workers: 13, WorkerCPU: 1, PSCPU: 0.5, MasterCPU: 0.25,
+		RecordsPerEpoch: 60000}
+	runs, alone := 1, 16.0 // the first job alone, our seconds
+	if full {
+		runs, alone = 3, 60
+	}
+	var err error
+	if g.SecondsPerRecord, err = experiment.CNNSecondsPerRecord(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g.Calibration = fmt.Sprintf("fashion_mnist.cnn's batch-64 forward and backward measured here, one goroutine, BLAS backend of the test binary (%s)", blasNote())
+	g.Epochs = max(1, int(math.Round(alone*float64(g.Workers)*g.WorkerCPU/(float64(g.RecordsPerEpoch)*g.SecondsPerRecord))))
+	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
+	g.Scale = 370 / modelled
+	// Tasks of about a second on one CPU: the last round of tasks, when
+	// some workers have none left, costs little.
+	g.MinibatchSize = 256
+	g.MinibatchesPerTask = max(1, int(math.Round(1/(float64(g.MinibatchSize)*g.SecondsPerRecord))))
+	g.SecondAfter = 30 / g.Scale
+	t.Logf("modelled compute %.1f µs a record: %d epochs, %.1f s for a job alone at 13 workers, scale %.2f, second job after %.1f s",
+		g.SecondsPerRecord*1e6, g.Epochs, modelled, g.Scale, g.SecondAfter)
+
+	label := startProcNodes(t, "e2e-x", g.Nodes, fmt.Sprint(g.CPUsPerNode), "24Gi")
+	cs := scaleClient(t)
+	for i := range runs {
+		// Alternated, so that drift on a shared machine falls on both.
+		modes := []string{"gang", "elastic"}
+		if i%2 == 1 {
+			slices.Reverse(modes)
+		}
+		for _, mode := range modes {
+			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
+				r := runGangVsElastic(t, cs, g, label, mode, i)
+				g.Runs = append(g.Runs, r)
+			})
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+	}
+
+	ratio, wait := g.Summary()
+	t.Logf("elastic ÷ gang makespan %s, second elastic job's wait %s s", ratio.Format("%.3f"), wait.Format("%.1f"))
+	if !full && ratio.Max >= 0.9 {
+		// Modelled compute makes the jobs' work fixed; the elastic pair
+		// must overlap. The seed's ratio is 0.73.
+		t.Errorf("elastic ÷ gang makespan %.3f: the elastic jobs did not overlap", ratio.Max)
+	}
+	doc, dir := experimentOut(t, full)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var panels []experiment.Panel
+	for _, mode := range []string{"gang", "elastic"} {
+		for _, r := range g.Runs {
+			if r.Mode == mode && r.Index == 0 {
+				panels = append(panels, experiment.Panel{Title: mode + " (run 0): CPUs held by each job", Run: r})
+			}
+		}
+	}
+	if err := experiment.PlotHeld(filepath.Join(dir, "gang-vs-elastic.png"), panels, g.Capacity(), g.Scale); err != nil {
+		t.Fatal(err)
+	}
+	writeReport(t, doc, dir, "gang-vs-elastic", g, g.Markdown("experiments/gang-vs-elastic.png"))
+}
+
+// blasNote names the BLAS backend the calibration ran with.
+func blasNote() string {
+	if os.Getenv("OPENBLAS_NUM_THREADS") == "1" {
+		return "hack/experiments.sh builds it as the workers are, OPENBLAS_NUM_THREADS=1"
+	}
+	return "as go test built it"
+}
+
+// runGangVsElastic runs the two jobs of experiment 1 in mode gang or
+// elastic in a namespace of their own and returns what happened.
+func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVsElastic, label, mode string, index int) experiment.Run {
+	ns := newNamespace(t)
+	args := []string{"--model_def=fashion_mnist.cnn", "--validation_data=",
+		fmt.Sprintf("--num_workers=%d", g.Workers), "--num_ps_pods=1", fmt.Sprintf("--num_epochs=%d", g.Epochs),
+		fmt.Sprintf("--minibatch_size=%d", g.MinibatchSize), fmt.Sprintf("--num_minibatches_per_task=%d", g.MinibatchesPerTask), "--log_interval=5s",
+		fmt.Sprintf("--modelled_seconds_per_record=%g", g.SecondsPerRecord),
+		fmt.Sprintf("--worker_resource_request=cpu=%g,memory=256Mi", g.WorkerCPU),
+		fmt.Sprintf("--ps_resource_request=cpu=%gm,memory=256Mi", g.PSCPU*1000),
+		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", g.MasterCPU*1000)}
+	if mode == "gang" {
+		gangRBAC(t, ns)
+		args = append(args, "--gang")
+	}
+	names := []string{"first", "second"}
+	jobs := []*job{newJob(t, ns, names[0], label), newJob(t, ns, names[1], label)}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	t0 := time.Now()
+	tl := watchJobs(ctx, t, cs, ns, t0, names)
+	submitJob(t, jobs[0], args...)
+	time.Sleep(time.Until(t0.Add(time.Duration(g.SecondAfter * float64(time.Second)))))
+	submitJob(t, jobs[1], args...)
+	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
+	waitFor(t, time.Duration(4*modelled+180)*time.Second, "both jobs to end", func() (bool, string) {
+		s, ended, ok := tl.result()
+		if len(s) == 0 {
+			return false, "no sample"
+		}
+		return ok, fmt.Sprintf("ended %v, last sample %+v", ended, s[len(s)-1])
+	})
+	stop()
+	samples, ended, _ := tl.result()
+	r := experiment.Run{Mode: mode, Index: index, Timeline: samples}
+	for i, j := range jobs {
+		res := waitSucceeded(t, j, 30*time.Second)
+		ej := experiment.Job{Name: names[i] + " job", Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
+			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == g.Epochs}
+		if !res.FirstTaskTrainedAt.IsZero() {
+			ej.Started = res.FirstTaskTrainedAt.Sub(t0).Seconds()
+		}
+		for _, e := range res.Summary.Epochs {
+			ej.Records += e.RecordsTrained
+			if e.Records != g.RecordsPerEpoch || e.RecordsTrained != e.Records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
+				ej.ExactlyOnce = false
+			}
+		}
+		ej.FirstRunning = -1
+		for _, s := range samples {
+			ej.MaxWorkers = max(ej.MaxWorkers, s.Workers[i])
+			if s.Workers[i] > 0 && ej.FirstRunning < 0 {
+				ej.FirstRunning = s.T
+			}
+		}
+		if !ej.ExactlyOnce {
+			t.Errorf("%s job: not every epoch exactly once: %s", names[i], summaryLine(res.Summary))
+		}
+		r.Jobs = append(r.Jobs, ej)
+	}
+	first, second := r.Jobs[0], r.Jobs[1]
+	t.Logf("%s run %d: makespan %.1fs, first %.1f→%.1f→%.1f, second %.1f→%.1f→%.1f (admission %.1fs, ≤%d workers), utilization %.1f%%",
+		mode, index, r.Makespan(), first.Submitted, first.Started, first.Ended, second.Submitted, second.Started, second.Ended,
+		second.AdmissionWait, second.MaxWorkers, 100*r.Utilization(g.Capacity()))
+	overlap := 0
+	for _, s := range samples {
+		if s.Workers[0] > 0 && s.Workers[1] > 0 {
+			overlap++
+		}
+	}
+	switch mode {
+	case "gang":
+		if overlap > 0 {
+			t.Errorf("gang: the second job had workers running beside the first's in %d samples", overlap)
+		}
+		if second.AdmissionWait <= 0 || second.Started < first.Ended-2 {
+			t.Errorf("gang: the second job was admitted after %.1fs and trained from %.1fs, before the first ended at %.1fs",
+				second.AdmissionWait, second.Started, first.Ended)
+		}
+		if first.MaxWorkers != g.Workers || second.MaxWorkers != g.Workers {
+			t.Errorf("gang: workers at most %d and %d, want all %d", first.MaxWorkers, second.MaxWorkers, g.Workers)
+		}
+	case "elastic":
+		if overlap == 0 {
+			t.Errorf("elastic: the second job never trained beside the first")
+		}
+		if second.Started >= first.Ended {
+			t.Errorf("elastic: the second job's first task (%.1fs) came after the first job ended (%.1fs)", second.Started, first.Ended)
+		}
+		if second.MaxWorkers != g.Workers {
+			t.Errorf("elastic: the second job grew to %d workers, want %d once the first ended", second.MaxWorkers, g.Workers)
+		}
+	}
+	return r
+}
