@@ -3,7 +3,8 @@
 # control plane of their own (hack/e2e.sh's rig: built and cached like the
 # e2e suite's). Each rewrites its section of docs/experiments.md and its
 # plot and data under docs/experiments/. Names (comma-separated, default
-# all): gang (experiment 1, gang vs elastic).
+# all): gang (experiment 1, gang vs elastic), services (experiment 2,
+# training beside an online service).
 #   hack/experiments.sh            # all
 #   hack/experiments.sh gang       # one
 # Extra arguments go to `go test` (e.g. -v is on already).
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 names="${1:-all}"
 [ $# -gt 0 ] && shift
 hack/deps.sh
-declare -A tests=([gang]=GangVsElastic)
+declare -A tests=([gang]=GangVsElastic [services]=BesideServices)
 run=()
 if [ "$names" = all ]; then
   run=("${tests[@]}")

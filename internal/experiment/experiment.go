@@ -40,8 +40,9 @@ type Job struct {
 // done.
 func (j Job) Wait() float64 { return j.Started - j.Submitted }
 
-// Sample is what the jobs held at one moment: CPUs requested by their
-// running pods and running workers, by job (in Run.Jobs' order).
+// Sample is what was held at one moment: CPUs requested by running pods
+// and running workers, by series (Run.Series: a run's jobs, or services
+// and training).
 type Sample struct {
 	T       float64   `json:"t"`
 	CPU     []float64 `json:"cpu"`
@@ -50,14 +51,27 @@ type Sample struct {
 
 // Run is one run of an experiment in one mode (a baseline or elastic).
 type Run struct {
-	Mode     string   `json:"mode"`
-	Index    int      `json:"index"`
-	Jobs     []Job    `json:"jobs"`
+	Mode  string `json:"mode"`
+	Index int    `json:"index"`
+	Jobs  []Job  `json:"jobs"`
+	// Series name the columns of the timeline's samples.
+	Series   []string `json:"series"`
 	Timeline []Sample `json:"timeline"`
+	// End, when set, is the end of the measured window (else the last
+	// job's end).
+	End float64 `json:"end,omitempty"`
+	// Waits: how long each pod of an online service waited from its
+	// creation to running (experiment 2).
+	Waits []float64 `json:"waits,omitempty"`
+	// Records trained in the measured window (experiment 2).
+	Records int64 `json:"records,omitempty"`
 }
 
 // Makespan is from the run's start to the last job's end.
 func (r Run) Makespan() float64 {
+	if r.End > 0 {
+		return r.End
+	}
 	end := 0.0
 	for _, j := range r.Jobs {
 		end = max(end, j.Ended)

@@ -16,6 +16,7 @@ func twoJobs(mode string, index int, scale float64) Run {
 	return Run{Mode: mode, Index: index,
 		Jobs: []Job{{Name: "a", Submitted: 0, Started: 1, Ended: 10 * scale, ExactlyOnce: true},
 			{Name: "b", Submitted: 2, Started: 6, Ended: 20 * scale, ExactlyOnce: true}},
+		Series:   []string{"a", "b"},
 		Timeline: []Sample{{T: 0, CPU: []float64{10, 0}}, {T: 5 * scale, CPU: []float64{10, 10}}, {T: 10 * scale, CPU: []float64{0, 10}}},
 	}
 }
@@ -123,5 +124,23 @@ func TestCNNSecondsPerRecord(t *testing.T) {
 	// A record of the cnn costs tens to hundreds of µs on any CPU of today.
 	if err != nil || s < 1e-6 || s > 0.1 {
 		t.Errorf("CNNSecondsPerRecord = %v, %v", s, err)
+	}
+}
+
+func TestBesideServicesReport(t *testing.T) {
+	run := func(mode string, training float64, waits ...float64) Run {
+		return Run{Mode: mode, Series: []string{"service", "training"}, End: 10, Records: int64(training * 1000), Waits: waits,
+			Timeline: []Sample{{T: 0, CPU: []float64{4, training}, Workers: []int{0, int(training)}}, {T: 5, CPU: []float64{8, training / 2}, Workers: []int{0, int(training / 2)}}}}
+	}
+	e := BesideServices{Nodes: 1, CPUsPerNode: 10, ServiceCPU: 0.5, ServiceMin: 8, ServiceMax: 16, Day: 10, Jobs: 1, MaxWorkers: 6, FixedWorkers: 2,
+		Runs: []Run{run("fixed", 2, 0.5, 0.7, 6), run("elastic", 6, 0.4, 0.6, 0.9)}}
+	// fixed: (6·5 + 9·5)/100 = 75 %; elastic: (10·5 + 11·5)/100 = 105 % (the
+	// sampled requests, not capped).
+	md := e.Markdown("p.png")
+	for _, want := range []string{"| 75.0 | 105.0 | 1.40 |", "| 2000 | 6000 | 3.00 |", "| 1–2 | 3–6 |", "0.70 / 6.00 (3 pods)", "0.60 / 0.90 (3 pods)",
+		"waited over 5 s | — | 1 | 0 |", "worst service pod wait with elastic training **0.90 s**", "p.png"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
 	}
 }

@@ -27,9 +27,9 @@ type Panel struct {
 	Run   Run
 }
 
-// PlotHeld draws, one panel under the other, the CPUs each job's pods
-// held over time, stacked, against the capacity: time in the seed's
-// seconds (ours × scale).
+// PlotHeld draws, one panel under the other, the CPUs each series of a
+// run (its jobs, or services and training) held over time, stacked,
+// against the capacity: time in the seed's seconds (ours × scale).
 func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 	if len(panels) == 0 {
 		return fmt.Errorf("plot %s: no panels", path)
@@ -51,7 +51,7 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 		r := pn.Run
 		// Stacked step areas, the first job at the bottom.
 		base := make([]float64, len(r.Timeline))
-		for ji, j := range r.Jobs {
+		for ji, name := range r.Series {
 			var poly plotter.XYs
 			var top plotter.XYs
 			for i, s := range r.Timeline {
@@ -89,7 +89,7 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 			area.Color = color.RGBA{R: c.R, G: c.G, B: c.B, A: 0xa0}
 			area.LineStyle.Width = 0
 			p.Add(area)
-			p.Legend.Add(fmt.Sprintf("%s (submitted at %.0f s)", j.Name, j.Submitted*scale), area)
+			p.Legend.Add(name, area)
 		}
 		capLine, err := plotter.NewLine(plotter.XYs{{X: 0, Y: capacity}, {X: end * 1.02, Y: capacity}})
 		if err != nil {

@@ -204,6 +204,11 @@ func (w *podWaits) waits() (ran []time.Duration, waiting int) {
 // serviceManifest is the online service: a Deployment of the websvc web
 // server at elasticdl-high, 300m a pod, on the test's nodes.
 func serviceManifest(ns, label string, replicas int) string {
+	return webDeployment(ns, label, replicas, "300m")
+}
+
+// webDeployment is serviceManifest with cpu a pod.
+func webDeployment(ns, label string, replicas int, cpu string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: %s}
@@ -222,8 +227,8 @@ spec:
         env:
         - {name: POD_IP, valueFrom: {fieldRef: {fieldPath: status.podIP}}}
         - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
-        resources: {requests: {cpu: 300m, memory: 64Mi}}
-`, ns, replicas, label)
+        resources: {requests: {cpu: %s, memory: 64Mi}}
+`, ns, replicas, label, cpu)
 }
 
 // servicePods returns the service's pods that run, after checking that

@@ -89,19 +89,31 @@ func writeReport(t *testing.T, doc, dir, name string, data any, section string) 
 	t.Logf("report of experiment %s in %s (data and plot in %s):\n%s", name, doc, dir, section)
 }
 
-// timeline samples, every 500 ms until stop, the CPUs requested by each
-// job's running pods and its running workers, and notes when each job's
-// master Job has ended.
+// timeline samples a namespace every 500 ms until ctx ends: the CPUs
+// requested by the running pods of each series (which series a pod is of:
+// seriesOf, -1 for none) and the running elasticdl workers; and it notes
+// when the master Job of each of jobs has ended.
 type timeline struct {
-	mu      sync.Mutex
-	t0      time.Time
-	jobs    []string
-	samples []experiment.Sample
-	ended   map[string]float64
+	mu       sync.Mutex
+	t0       time.Time
+	seriesOf func(*corev1.Pod) int
+	series   int
+	jobs     []string
+	samples  []experiment.Sample
+	ended    map[string]float64
+}
+
+// byJob is a seriesOf: the pods of each of jobs, in order.
+func byJob(jobs []string) func(*corev1.Pod) int {
+	return func(p *corev1.Pod) int { return slices.Index(jobs, p.Labels["elasticdl.io/job-name"]) }
 }
 
 func watchJobs(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, t0 time.Time, jobs []string) *timeline {
-	tl := &timeline{t0: t0, jobs: jobs, ended: map[string]float64{}}
+	return watchSeries(ctx, t, cs, ns, t0, byJob(jobs), len(jobs), jobs)
+}
+
+func watchSeries(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string, t0 time.Time, seriesOf func(*corev1.Pod) int, series int, jobs []string) *timeline {
+	tl := &timeline{t0: t0, seriesOf: seriesOf, series: series, jobs: jobs, ended: map[string]float64{}}
 	go func() {
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
@@ -119,7 +131,7 @@ func watchJobs(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns st
 
 func (tl *timeline) sample(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns string) {
 	at := time.Since(tl.t0).Seconds()
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=elasticdl"})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		if ctx.Err() == nil {
 			t.Logf("timeline: list pods: %v", err)
@@ -130,16 +142,16 @@ func (tl *timeline) sample(ctx context.Context, t *testing.T, cs kubernetes.Inte
 	if err != nil {
 		return
 	}
-	s := experiment.Sample{T: at, CPU: make([]float64, len(tl.jobs)), Workers: make([]int, len(tl.jobs))}
+	s := experiment.Sample{T: at, CPU: make([]float64, tl.series), Workers: make([]int, tl.series)}
 	for _, p := range pods.Items {
-		i := slices.Index(tl.jobs, p.Labels["elasticdl.io/job-name"])
+		i := tl.seriesOf(&p)
 		if i < 0 || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
 		for _, c := range p.Spec.Containers {
 			s.CPU[i] += c.Resources.Requests.Cpu().AsApproximateFloat64()
 		}
-		if p.Labels["elasticdl.io/replica-type"] == "worker" {
+		if p.Labels["app.kubernetes.io/name"] == "elasticdl" && p.Labels["elasticdl.io/replica-type"] == "worker" {
 			s.Workers[i]++
 		}
 	}
@@ -202,11 +214,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 	if full {
 		runs, alone = 3, 60
 	}
-	var err error
-	if g.SecondsPerRecord, err = experiment.CNNSecondsPerRecord(time.Second); err != nil {
-		t.Fatal(err)
-	}
-	g.Calibration = fmt.Sprintf("fashion_mnist.cnn's batch-64 forward and backward measured here, one goroutine, BLAS backend of the test binary (%s)", blasNote())
+	g.SecondsPerRecord, g.Calibration = calibrate(t)
 	g.Epochs = max(1, int(math.Round(alone*float64(g.Workers)*g.WorkerCPU/(float64(g.RecordsPerEpoch)*g.SecondsPerRecord))))
 	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
 	g.Scale = 370 / modelled
@@ -304,7 +312,7 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 	})
 	stop()
 	samples, ended, _ := tl.result()
-	r := experiment.Run{Mode: mode, Index: index, Timeline: samples}
+	r := experiment.Run{Mode: mode, Index: index, Series: []string{"first job", "second job"}, Timeline: samples}
 	for i, j := range jobs {
 		res := waitSucceeded(t, j, 30*time.Second)
 		ej := experiment.Job{Name: names[i] + " job", Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
@@ -361,6 +369,191 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 		}
 		if second.MaxWorkers != g.Workers {
 			t.Errorf("elastic: the second job grew to %d workers, want %d once the first ended", second.MaxWorkers, g.Workers)
+		}
+	}
+	return r
+}
+
+// calibrate measures the modelled compute's cost of a record (see
+// experiment.CNNSecondsPerRecord) and says where it comes from.
+func calibrate(t *testing.T) (secondsPerRecord float64, note string) {
+	t.Helper()
+	s, err := experiment.CNNSecondsPerRecord(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fmt.Sprintf("fashion_mnist.cnn's batch-64 forward and backward measured here, one goroutine, BLAS backend of the test binary (%s)", blasNote())
+}
+
+// TestExperimentBesideServices is experiment 2 (Paddle EDL's nginx
+// experiment, ElasticDL's "auto react"): an online service at
+// elasticdl-high — real web servers — whose replicas follow a day of load
+// set by a load driver, beside two training jobs at elasticdl-low, once as
+// fixed-size jobs sized for the service's peak and once elastic, sized by
+// `elasticdl autoscaler` (deploy/autoscaler.yaml). It measures the
+// cluster's utilization over the day, the records trained, and how long
+// each service pod waited to run; it checks that elastic training fills
+// more of the cluster and trains more, and that no service pod waits
+// long for training to make room.
+func TestExperimentBesideServices(t *testing.T) {
+	timeTest(t)
+	needK8sCLI(t)
+	full := experimentFull("services")
+	e := experiment.BesideServices{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
+		Command: "make experiments EXPERIMENTS=services", Nodes: 3, CPUsPerNode: 8,
+		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 40,
+		Jobs: 2, MaxWorkers: 32, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.25}
+	runs := 1
+	if full {
+		runs, e.Day = 3, 100
+	}
+	// Fixed-size jobs get what fits beside the service's peak, the
+	// autoscaler's 100m left aside.
+	peakLeft := e.Capacity() - float64(e.ServiceMax)*e.ServiceCPU - float64(e.Jobs)*(e.PSCPU+e.MasterCPU) - 0.1
+	e.FixedWorkers = int(peakLeft / float64(e.Jobs) / e.WorkerCPU)
+	e.SecondsPerRecord, e.Calibration = calibrate(t)
+	label := startProcNodes(t, "e2e-y", e.Nodes, fmt.Sprint(e.CPUsPerNode), "24Gi")
+	cs := scaleClient(t)
+	for i := range runs {
+		modes := []string{"fixed", "elastic"}
+		if i%2 == 1 {
+			slices.Reverse(modes)
+		}
+		for _, mode := range modes {
+			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
+				e.Runs = append(e.Runs, runBesideServices(t, cs, e, label, mode, i))
+			})
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+	}
+	util := func(r experiment.Run) float64 { return r.Utilization(e.Capacity()) }
+	fixed, elastic := experiment.SpreadOf(experiment.Of(e.Runs, "fixed", util)), experiment.SpreadOf(experiment.Of(e.Runs, "elastic", util))
+	t.Logf("utilization over the day: fixed-size %s, elastic %s", fixed.Format("%.3f"), elastic.Format("%.3f"))
+	if elastic.Min <= fixed.Max {
+		t.Errorf("elastic training filled no more of the cluster (%.3f) than fixed-size jobs (%.3f)", elastic.Min, fixed.Max)
+	}
+	doc, dir := experimentOut(t, full)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var panels []experiment.Panel
+	for _, mode := range []string{"fixed", "elastic"} {
+		for _, r := range e.Runs {
+			if r.Mode == mode && r.Index == 0 {
+				panels = append(panels, experiment.Panel{Title: mode + " training (run 0): CPUs requested", Run: r})
+			}
+		}
+	}
+	if err := experiment.PlotHeld(filepath.Join(dir, "beside-services.png"), panels, e.Capacity(), 1); err != nil {
+		t.Fatal(err)
+	}
+	writeReport(t, doc, dir, "beside-services", e, e.Markdown("experiments/beside-services.png"))
+}
+
+// serviceReplicas is the load curve: ServiceMin at the day's start and
+// end, ServiceMax at noon (a raised cosine).
+func serviceReplicas(e experiment.BesideServices, at float64) int {
+	f := (1 - math.Cos(2*math.Pi*min(max(at/e.Day, 0), 1))) / 2
+	return e.ServiceMin + int(math.Round(f*float64(e.ServiceMax-e.ServiceMin)))
+}
+
+// runBesideServices runs one day of experiment 2 in mode fixed or elastic.
+func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.BesideServices, label, mode string, index int) experiment.Run {
+	ns := newNamespace(t)
+	waits := watchPodWaits(t, ns, "app=web")
+	var as *autoscalerPod
+	args := []string{"--model_def=fashion_mnist.cnn", "--validation_data=", "--num_ps_pods=1", "--num_epochs=100000",
+		"--minibatch_size=256", fmt.Sprintf("--num_minibatches_per_task=%d", max(1, int(math.Round(1/(256*e.SecondsPerRecord))))),
+		"--log_interval=1s", fmt.Sprintf("--modelled_seconds_per_record=%g", e.SecondsPerRecord),
+		fmt.Sprintf("--worker_resource_request=cpu=%g,memory=256Mi", e.WorkerCPU),
+		fmt.Sprintf("--ps_resource_request=cpu=%gm,memory=256Mi", e.PSCPU*1000),
+		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", e.MasterCPU*1000),
+		"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high"}
+	if mode == "elastic" {
+		as = startAutoscaler(t, label)
+		args = append(args, fmt.Sprintf("--num_workers=%d", e.MaxWorkers), "--min_workers=1")
+	} else {
+		args = append(args, fmt.Sprintf("--num_workers=%d", e.FixedWorkers))
+	}
+	replicas := e.ServiceMin
+	kubectlApply(t, webDeployment(ns, label, replicas, fmt.Sprintf("%gm", e.ServiceCPU*1000)))
+	waitFor(t, 30*time.Second, "the service's pods running", func() (bool, string) {
+		n := servicePods(t, ns, false)
+		return n == replicas, fmt.Sprint(n)
+	})
+	var jobs []*job
+	for k := range e.Jobs {
+		jobs = append(jobs, submit(t, ns, fmt.Sprintf("train-%d", k), label, args...))
+	}
+	for _, j := range jobs {
+		j.waitTraining(60 * time.Second)
+	}
+	recordsDone := func() (n int64) {
+		for _, j := range jobs {
+			n += j.recordsDone()
+		}
+		return n
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	t0 := time.Now()
+	before := recordsDone()
+	tl := watchSeries(ctx, t, cs, ns, t0, func(p *corev1.Pod) int {
+		switch {
+		case p.Labels["app"] == "web":
+			return 0
+		case p.Labels["app.kubernetes.io/name"] == "elasticdl":
+			return 1
+		}
+		return -1
+	}, 2, nil)
+	for at := time.Duration(0); at < time.Duration(e.Day*float64(time.Second)); at += time.Second {
+		time.Sleep(time.Until(t0.Add(at)))
+		if n := serviceReplicas(e, at.Seconds()); n != replicas {
+			replicas = n
+			kubectl(t, "scale", "deployment", "web", "-n", ns, fmt.Sprintf("--replicas=%d", n))
+		}
+	}
+	time.Sleep(time.Until(t0.Add(time.Duration(e.Day * float64(time.Second)))))
+	after := recordsDone()
+	stop()
+	samples, _, _ := tl.result()
+	servicePods(t, ns, true) // each answers HTTP
+	waitFor(t, 30*time.Second, "every service pod to have run", func() (bool, string) {
+		_, waiting := waits.waits()
+		return waiting == 0, fmt.Sprintf("%d waiting", waiting)
+	})
+	ran, _ := waits.waits()
+	r := experiment.Run{Mode: mode, Index: index, Series: []string{"online service", "training"}, Timeline: samples, End: e.Day, Records: after - before}
+	for _, d := range ran {
+		r.Waits = append(r.Waits, d.Seconds())
+	}
+	for _, j := range jobs {
+		if l := j.podLog(j.masterPod()); strings.Contains(l, "job failed") {
+			t.Errorf("job %s failed:\n%s", j.name, tail(l, 20))
+		}
+	}
+	lo, hi := -1, 0
+	for _, s := range samples {
+		if lo < 0 || s.Workers[1] < lo {
+			lo = s.Workers[1]
+		}
+		hi = max(hi, s.Workers[1])
+	}
+	t.Logf("%s run %d: utilization %.1f%%, %d records trained over the day, workers %d–%d, service pods %d (worst wait %s)",
+		mode, index, 100*r.Utilization(e.Capacity()), r.Records, lo, hi, len(ran), ran[len(ran)-1].Round(time.Millisecond))
+	if r.Records <= 0 {
+		t.Errorf("%s: no training progress over the day", mode)
+	}
+	if mode == "elastic" {
+		as.checkKept()
+		if worst := ran[len(ran)-1]; worst > 10*time.Second {
+			t.Errorf("a service pod waited %s to run beside elastic training: training did not make room in time", worst)
+		}
+		if hi <= e.FixedWorkers*e.Jobs {
+			t.Errorf("elastic training never grew past the fixed size (%d workers at most)", hi)
 		}
 	}
 	return r
