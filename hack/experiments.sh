@@ -4,7 +4,8 @@
 # e2e suite's). Each rewrites its section of docs/experiments.md and its
 # plot and data under docs/experiments/. Names (comma-separated, default
 # all): gang (experiment 1, gang vs elastic), services (experiment 2,
-# training beside an online service).
+# training beside an online service), sharing (experiment 4, many jobs
+# sharing a cluster).
 #   hack/experiments.sh            # all
 #   hack/experiments.sh gang       # one
 # Extra arguments go to `go test` (e.g. -v is on already).
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 names="${1:-all}"
 [ $# -gt 0 ] && shift
 hack/deps.sh
-declare -A tests=([gang]=GangVsElastic [services]=BesideServices)
+declare -A tests=([gang]=GangVsElastic [services]=BesideServices [sharing]=SharedCluster)
 run=()
 if [ "$names" = all ]; then
   run=("${tests[@]}")

@@ -14,6 +14,7 @@ package autoscale
 
 import (
 	"cmp"
+	"math"
 	"slices"
 )
 
@@ -192,13 +193,18 @@ func Decide(s Snapshot) []Decision {
 // Admit reports whether every pod of pods fits at once in what the
 // cluster of s leaves free: all-or-nothing admission of a gang (a job that
 // starts only with all its pods). Every pod of s.Pods bound to a node
-// holds its room; pods waiting to be scheduled at a priority above
-// priority are placed first, as the scheduler would serve them first;
-// then pods are placed largest first, each on the first node with room
-// that its selector allows. s.Jobs is not used.
+// holds its room; pods waiting to be scheduled at priority or above are
+// placed first, as the scheduler serves them before pods created later
+// at the same priority (they include the pods of a gang admitted a moment
+// ago, not bound yet); then pods are placed largest first, each on the
+// first node with room that its selector allows. s.Jobs is not used.
 func Admit(s Snapshot, priority int32, pods []Pod) bool {
 	r := newRoom(s.Nodes, nil)
-	r.hold(s.Pods, priority)
+	if priority == math.MinInt32 {
+		r.hold(s.Pods, priority) // nothing is below; the lowest waiting pods are not held
+	} else {
+		r.hold(s.Pods, priority-1)
+	}
 	pods = slices.Clone(pods)
 	largestFirst(pods)
 	for _, p := range pods {

@@ -209,7 +209,9 @@ func TestAdmit(t *testing.T) {
 		{"room split across nodes", Snapshot{Nodes: three, Pods: first}, 0, gang(11, 1000), false},
 		{"a cordoned node does not count", Snapshot{Nodes: []Node{three[0], {Name: "n01", Allocatable: Resources{8000, 64 * gi}}}}, 0, gang(9, 1000), false},
 		{"a higher-priority pod waiting is served first", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 0, gang(3, 1000), false},
-		{"a lower-priority pod waiting holds nothing", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 1000, gang(4, 1000), true},
+		{"a lower-priority pod waiting holds nothing", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 1001, gang(4, 1000), true},
+		// A gang admitted a moment ago whose pods are not bound yet.
+		{"an equal-priority pod waiting is served first", Snapshot{Nodes: nodes(1, 4000), Pods: service(1, "", 2000)}, 1000, gang(3, 1000), false},
 		{"a bound pod of any priority holds its room", Snapshot{Nodes: nodes(1, 4000), Pods: []Pod{{Node: "n00", Request: cpu(1000), Priority: -5}}}, 0, gang(4, 1000), false},
 		{"largest first: 3 + 1 + 1 + 3 on two 4-CPU nodes", Snapshot{Nodes: nodes(2, 4000)}, 0, []Pod{{Request: cpu(1000)}, {Request: cpu(3000)}, {Request: cpu(1000)}, {Request: cpu(3000)}}, true},
 		{"node selectors", Snapshot{Nodes: pools()}, 0, []Pod{{Request: cpu(3000), NodeSelector: Selector{"pool": "train"}}, {Request: cpu(3000), NodeSelector: Selector{"pool": "train"}}}, false},

@@ -144,3 +144,32 @@ func TestBesideServicesReport(t *testing.T) {
 		}
 	}
 }
+
+func TestFairnessAndSharingReport(t *testing.T) {
+	r := Run{Mode: "elastic", Series: []string{"a", "b", "c"}, Jobs: []Job{
+		{Name: "a", Submitted: 0, FirstRunning: 1, Ended: 30}, {Name: "b", Submitted: 5, FirstRunning: 6, Ended: 40}, {Name: "c", Submitted: 10, FirstRunning: -1, Ended: 12}},
+		Timeline: []Sample{
+			{T: 0, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},     // one job: not counted
+			{T: 6, CPU: []float64{2, 1, 0}, Workers: []int{4, 2, 0}},     // 2.0
+			{T: 10, CPU: []float64{1.5, 1, 0.5}, Workers: []int{3, 2, 0}}, // c holds its master only: 1.5
+			{T: 20, CPU: []float64{1, 1, 0}, Workers: []int{2, 2, 0}},     // 1.0
+		}}
+	if m, w, n := Fairness(r); n != 3 || m != 1.5 || math.Abs(w-2.0/3) > 1e-12 {
+		t.Errorf("Fairness = %v, %v, %v; want median 1.5, 2/3 within, 3 samples", m, w, n)
+	}
+	fifo := r
+	fifo.Mode = "fifo"
+	fifo.Jobs = []Job{{Submitted: 0, FirstRunning: 1, Ended: 60}, {Submitted: 5, FirstRunning: 31, Ended: 80}, {Submitted: 10, FirstRunning: 61, Ended: 90}}
+	e := SharedCluster{Nodes: 1, CPUsPerNode: 4, Jobs: 3, Arrival: 5, MaxWorkers: 4, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.25, Epochs: 2, RecordsPerEpoch: 10,
+		Runs: []Run{fifo, r}}
+	md := e.Markdown("s.png")
+	// Completion: fifo (60+75+80)/3 = 71.7, elastic (30+35+2)/3 = 22.3;
+	// pending: fifo (1+26+51)/3 = 26.0; elastic (1+1+2)/3 = 1.3, c never
+	// ran a worker: its whole life.
+	for _, want := range []string{"| 71.7 (60.0–80.0) | 22.3 (2.0–35.0) |", "| 26.0 (1.0–51.0) | 1.3 (1.0–2.0) |", "| longest pending, s | 51.0 | 2.0 |",
+		"elastic ÷ fixed-size: **0.31**", "s.png", "2.50 CPUs: 1.9× the cluster"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -19,7 +19,16 @@ var palette = []color.RGBA{
 	{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+	{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+	{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
 }
+
+// maxLegend: runs of more series than this (many jobs) get no legend
+// entry per series; their colours repeat.
+const maxLegend = 6
 
 // Panel is one plot of a figure: a run's timeline and its title.
 type Panel struct {
@@ -89,7 +98,9 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 			area.Color = color.RGBA{R: c.R, G: c.G, B: c.B, A: 0xa0}
 			area.LineStyle.Width = 0
 			p.Add(area)
-			p.Legend.Add(name, area)
+			if len(r.Series) <= maxLegend {
+				p.Legend.Add(name, area)
+			}
 		}
 		capLine, err := plotter.NewLine(plotter.XYs{{X: 0, Y: capacity}, {X: end * 1.02, Y: capacity}})
 		if err != nil {

@@ -220,8 +220,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 	g.Scale = 370 / modelled
 	// Tasks of about a second on one CPU: the last round of tasks, when
 	// some workers have none left, costs little.
-	g.MinibatchSize = 256
-	g.MinibatchesPerTask = max(1, int(math.Round(1/(float64(g.MinibatchSize)*g.SecondsPerRecord))))
+	g.MinibatchSize, g.MinibatchesPerTask = modelledMinibatch, taskMinibatches(g.SecondsPerRecord)
 	g.SecondAfter = 30 / g.Scale
 	t.Logf("modelled compute %.1f µs a record: %d epochs, %.1f s for a job alone at 13 workers, scale %.2f, second job after %.1f s",
 		g.SecondsPerRecord*1e6, g.Epochs, modelled, g.Scale, g.SecondAfter)
@@ -282,68 +281,24 @@ func blasNote() string {
 // elastic in a namespace of their own and returns what happened.
 func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVsElastic, label, mode string, index int) experiment.Run {
 	ns := newNamespace(t)
-	args := []string{"--model_def=fashion_mnist.cnn", "--validation_data=",
-		fmt.Sprintf("--num_workers=%d", g.Workers), "--num_ps_pods=1", fmt.Sprintf("--num_epochs=%d", g.Epochs),
-		fmt.Sprintf("--minibatch_size=%d", g.MinibatchSize), fmt.Sprintf("--num_minibatches_per_task=%d", g.MinibatchesPerTask), "--log_interval=5s",
-		fmt.Sprintf("--modelled_seconds_per_record=%g", g.SecondsPerRecord),
-		fmt.Sprintf("--worker_resource_request=cpu=%g,memory=256Mi", g.WorkerCPU),
-		fmt.Sprintf("--ps_resource_request=cpu=%gm,memory=256Mi", g.PSCPU*1000),
-		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", g.MasterCPU*1000)}
+	args := append(modelledJobArgs(g.SecondsPerRecord, g.WorkerCPU, g.PSCPU, g.MasterCPU),
+		fmt.Sprintf("--num_workers=%d", g.Workers), fmt.Sprintf("--num_epochs=%d", g.Epochs))
 	if mode == "gang" {
 		gangRBAC(t, ns)
 		args = append(args, "--gang")
 	}
 	names := []string{"first", "second"}
-	jobs := []*job{newJob(t, ns, names[0], label), newJob(t, ns, names[1], label)}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	t0 := time.Now()
-	tl := watchJobs(ctx, t, cs, ns, t0, names)
-	submitJob(t, jobs[0], args...)
-	time.Sleep(time.Until(t0.Add(time.Duration(g.SecondAfter * float64(time.Second)))))
-	submitJob(t, jobs[1], args...)
 	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
-	waitFor(t, time.Duration(4*modelled+180)*time.Second, "both jobs to end", func() (bool, string) {
-		s, ended, ok := tl.result()
-		if len(s) == 0 {
-			return false, "no sample"
-		}
-		return ok, fmt.Sprintf("ended %v, last sample %+v", ended, s[len(s)-1])
-	})
-	stop()
-	samples, ended, _ := tl.result()
-	r := experiment.Run{Mode: mode, Index: index, Series: []string{"first job", "second job"}, Timeline: samples}
-	for i, j := range jobs {
-		res := waitSucceeded(t, j, 30*time.Second)
-		ej := experiment.Job{Name: names[i] + " job", Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
-			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == g.Epochs}
-		if !res.FirstTaskTrainedAt.IsZero() {
-			ej.Started = res.FirstTaskTrainedAt.Sub(t0).Seconds()
-		}
-		for _, e := range res.Summary.Epochs {
-			ej.Records += e.RecordsTrained
-			if e.Records != g.RecordsPerEpoch || e.RecordsTrained != e.Records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
-				ej.ExactlyOnce = false
-			}
-		}
-		ej.FirstRunning = -1
-		for _, s := range samples {
-			ej.MaxWorkers = max(ej.MaxWorkers, s.Workers[i])
-			if s.Workers[i] > 0 && ej.FirstRunning < 0 {
-				ej.FirstRunning = s.T
-			}
-		}
-		if !ej.ExactlyOnce {
-			t.Errorf("%s job: not every epoch exactly once: %s", names[i], summaryLine(res.Summary))
-		}
-		r.Jobs = append(r.Jobs, ej)
-	}
+	r := runJobs(t, cs, ns, label, names, args, g.Epochs, g.RecordsPerEpoch, func(i int) time.Duration {
+		return time.Duration(float64(i) * g.SecondAfter * float64(time.Second))
+	}, time.Duration(4*modelled+180)*time.Second)
+	r.Mode, r.Index, r.Series = mode, index, []string{"first job", "second job"}
 	first, second := r.Jobs[0], r.Jobs[1]
 	t.Logf("%s run %d: makespan %.1fs, first %.1f→%.1f→%.1f, second %.1f→%.1f→%.1f (admission %.1fs, ≤%d workers), utilization %.1f%%",
 		mode, index, r.Makespan(), first.Submitted, first.Started, first.Ended, second.Submitted, second.Started, second.Ended,
 		second.AdmissionWait, second.MaxWorkers, 100*r.Utilization(g.Capacity()))
 	overlap := 0
-	for _, s := range samples {
+	for _, s := range r.Timeline {
 		if s.Workers[0] > 0 && s.Workers[1] > 0 {
 			overlap++
 		}
@@ -464,13 +419,8 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 	ns := newNamespace(t)
 	waits := watchPodWaits(t, ns, "app=web")
 	var as *autoscalerPod
-	args := []string{"--model_def=fashion_mnist.cnn", "--validation_data=", "--num_ps_pods=1", "--num_epochs=100000",
-		"--minibatch_size=256", fmt.Sprintf("--num_minibatches_per_task=%d", max(1, int(math.Round(1/(256*e.SecondsPerRecord))))),
-		"--log_interval=1s", fmt.Sprintf("--modelled_seconds_per_record=%g", e.SecondsPerRecord),
-		fmt.Sprintf("--worker_resource_request=cpu=%g,memory=256Mi", e.WorkerCPU),
-		fmt.Sprintf("--ps_resource_request=cpu=%gm,memory=256Mi", e.PSCPU*1000),
-		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", e.MasterCPU*1000),
-		"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high"}
+	args := append(modelledJobArgs(e.SecondsPerRecord, e.WorkerCPU, e.PSCPU, e.MasterCPU), "--num_epochs=100000", "--log_interval=1s",
+		"--worker_pod_priority=elasticdl-low", "--master_pod_priority=elasticdl-high", "--ps_pod_priority=elasticdl-high")
 	if mode == "elastic" {
 		as = startAutoscaler(t, label)
 		args = append(args, fmt.Sprintf("--num_workers=%d", e.MaxWorkers), "--min_workers=1")
@@ -557,4 +507,192 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 		}
 	}
 	return r
+}
+
+// runJobs submits the jobs names in ns with args, job i at submitAt(i)
+// after the first, waits for all to end (at most timeout), and returns the
+// run: the timeline of what each held, and each job's times, workers and
+// ledger (each epoch must hold recordsPerEpoch records, trained exactly
+// once, for epochs epochs).
+func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, args []string, epochs int, recordsPerEpoch int64,
+	submitAt func(int) time.Duration, timeout time.Duration) experiment.Run {
+	t.Helper()
+	var jobs []*job
+	for _, name := range names {
+		jobs = append(jobs, newJob(t, ns, name, label))
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	t0 := time.Now()
+	tl := watchJobs(ctx, t, cs, ns, t0, names)
+	for i, j := range jobs {
+		time.Sleep(time.Until(t0.Add(submitAt(i))))
+		submitJob(t, j, args...)
+	}
+	waitFor(t, timeout, "every job to end", func() (bool, string) {
+		s, ended, ok := tl.result()
+		if len(s) == 0 {
+			return false, "no sample"
+		}
+		return ok, fmt.Sprintf("ended %v, last sample %+v", ended, s[len(s)-1])
+	})
+	stop()
+	samples, ended, _ := tl.result()
+	r := experiment.Run{Timeline: samples}
+	for i, j := range jobs {
+		res := waitSucceeded(t, j, 30*time.Second)
+		ej := experiment.Job{Name: names[i], Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
+			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == epochs, FirstRunning: -1}
+		if !res.FirstTaskTrainedAt.IsZero() {
+			ej.Started = res.FirstTaskTrainedAt.Sub(t0).Seconds()
+		}
+		for _, e := range res.Summary.Epochs {
+			ej.Records += e.RecordsTrained
+			if e.Records != recordsPerEpoch || e.RecordsTrained != e.Records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
+				ej.ExactlyOnce = false
+			}
+		}
+		for _, s := range samples {
+			ej.MaxWorkers = max(ej.MaxWorkers, s.Workers[i])
+			if s.Workers[i] > 0 && ej.FirstRunning < 0 {
+				ej.FirstRunning = s.T
+			}
+		}
+		if !ej.ExactlyOnce {
+			t.Errorf("job %s: not every epoch exactly once: %s", names[i], summaryLine(res.Summary))
+		}
+		r.Jobs = append(r.Jobs, ej)
+	}
+	return r
+}
+
+// modelledMinibatch is the minibatch of the experiments' modelled jobs.
+const modelledMinibatch = 256
+
+// taskMinibatches makes tasks of about a second on one CPU, so that the
+// last round of a job's tasks, when some workers have none left, costs
+// little.
+func taskMinibatches(secondsPerRecord float64) int {
+	return max(1, int(math.Round(1/(modelledMinibatch*secondsPerRecord))))
+}
+
+// modelledJobArgs are the flags the experiments' jobs share:
+// fashion_mnist.cnn with modelled compute, one PS, no evaluation, tasks
+// of about a second, and what each pod requests (CPUs).
+func modelledJobArgs(secondsPerRecord, workerCPU, psCPU, masterCPU float64) []string {
+	return []string{"--model_def=fashion_mnist.cnn", "--validation_data=", "--num_ps_pods=1",
+		fmt.Sprintf("--minibatch_size=%d", modelledMinibatch), fmt.Sprintf("--num_minibatches_per_task=%d", taskMinibatches(secondsPerRecord)),
+		fmt.Sprintf("--modelled_seconds_per_record=%g", secondsPerRecord),
+		fmt.Sprintf("--worker_resource_request=cpu=%gm,memory=256Mi", workerCPU*1000),
+		fmt.Sprintf("--ps_resource_request=cpu=%gm,memory=256Mi", psCPU*1000),
+		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", masterCPU*1000)}
+}
+
+// TestExperimentSharedCluster is experiment 4 (Paddle EDL's "evenly
+// distributes resource among jobs"): jobs arriving one after another on a
+// cluster that fits a fraction of what they want, once as fixed-size jobs
+// served first come, first served (--gang: each starts when all its pods
+// fit), once elastic (1..max workers) sized by `elasticdl autoscaler`. It
+// records each job's pending and completion times and what each held over
+// time, and checks that with the autoscaler no job waits long, the jobs
+// share the cluster evenly and finish sooner on average, and every epoch of
+// every job is trained exactly once.
+func TestExperimentSharedCluster(t *testing.T) {
+	timeTest(t)
+	needK8sCLI(t)
+	full := experimentFull("sharing")
+	e := experiment.SharedCluster{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
+		Command: "make experiments EXPERIMENTS=sharing", Nodes: 2, CPUsPerNode: 6,
+		Jobs: 6, Arrival: 3, MaxWorkers: 8, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.1, RecordsPerEpoch: 10000}
+	runs, alone := 1, 8.0 // a job alone at its maximum, our seconds
+	if full {
+		runs, alone = 2, 25
+		e.Nodes, e.CPUsPerNode, e.Jobs, e.Arrival = 3, 8, 20, 5
+	}
+	e.SecondsPerRecord, e.Calibration = calibrate(t)
+	e.Epochs = max(1, int(math.Round(alone*float64(e.MaxWorkers)*e.WorkerCPU/(float64(e.RecordsPerEpoch)*e.SecondsPerRecord))))
+	label := startProcNodes(t, "e2e-z", e.Nodes, fmt.Sprint(e.CPUsPerNode), "24Gi")
+	cs := scaleClient(t)
+	var names []string
+	for i := range e.Jobs {
+		names = append(names, fmt.Sprintf("job-%02d", i))
+	}
+	for i := range runs {
+		modes := []string{"fifo", "elastic"}
+		if i%2 == 1 {
+			slices.Reverse(modes)
+		}
+		for _, mode := range modes {
+			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
+				ns := newNamespace(t)
+				args := append(modelledJobArgs(e.SecondsPerRecord, e.WorkerCPU, e.PSCPU, e.MasterCPU),
+					fmt.Sprintf("--num_workers=%d", e.MaxWorkers), fmt.Sprintf("--num_epochs=%d", e.Epochs),
+					"--training_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--log_interval=5s")
+				if mode == "fifo" {
+					gangRBAC(t, ns)
+					args = append(args, "--gang")
+				} else {
+					as := startAutoscaler(t, label)
+					defer as.checkKept()
+					args = append(args, "--min_workers=1")
+				}
+				work := float64(e.Jobs) * alone * float64(e.MaxWorkers) * e.WorkerCPU / e.Capacity()
+				r := runJobs(t, cs, ns, label, names, args, e.Epochs, e.RecordsPerEpoch, func(i int) time.Duration {
+					return time.Duration(float64(i) * e.Arrival * float64(time.Second))
+				}, time.Duration(4*work+300)*time.Second)
+				r.Mode, r.Index, r.Series = mode, i, names
+				median, within, _ := experiment.Fairness(r)
+				var completion float64
+				for _, j := range r.Jobs {
+					completion += j.Ended - j.Submitted
+				}
+				t.Logf("%s run %d: makespan %.1fs, mean completion %.1fs, utilization %.1f%%, share max÷min median %.2f (≤1.5 %.0f%% of the time)",
+					mode, i, r.Makespan(), completion/float64(len(r.Jobs)), 100*r.Utilization(e.Capacity()), median, 100*within)
+				if mode == "elastic" {
+					for _, j := range r.Jobs {
+						if j.FirstRunning < 0 || j.FirstRunning-j.Submitted > 30 {
+							t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, j.FirstRunning-j.Submitted, j.FirstRunning)
+						}
+					}
+				}
+				e.Runs = append(e.Runs, r)
+			})
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+	}
+	mean := func(mode string) float64 {
+		var sum float64
+		var n int
+		for _, r := range e.Runs {
+			if r.Mode == mode {
+				for _, j := range r.Jobs {
+					sum += j.Ended - j.Submitted
+					n++
+				}
+			}
+		}
+		return sum / float64(max(n, 1))
+	}
+	if fifo, elastic := mean("fifo"), mean("elastic"); elastic >= fifo {
+		t.Errorf("mean completion time: elastic %.1fs, fixed-size first come first served %.1fs: want elastic sooner", elastic, fifo)
+	}
+	doc, dir := experimentOut(t, full)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var panels []experiment.Panel
+	for _, mode := range []string{"fifo", "elastic"} {
+		for _, r := range e.Runs {
+			if r.Mode == mode && r.Index == 0 {
+				title := map[string]string{"fifo": "fixed-size, first come first served", "elastic": "elastic, sized by the autoscaler"}[mode]
+				panels = append(panels, experiment.Panel{Title: title + " (run 0): CPUs held by each job", Run: r})
+			}
+		}
+	}
+	if err := experiment.PlotHeld(filepath.Join(dir, "shared-cluster.png"), panels, e.Capacity(), 1); err != nil {
+		t.Fatal(err)
+	}
+	writeReport(t, doc, dir, "shared-cluster", e, e.Markdown("experiments/shared-cluster.png"))
 }
