@@ -149,13 +149,14 @@ func TestFairnessAndSharingReport(t *testing.T) {
 	r := Run{Mode: "elastic", Series: []string{"a", "b", "c"}, Jobs: []Job{
 		{Name: "a", Submitted: 0, FirstRunning: 1, Ended: 30}, {Name: "b", Submitted: 5, FirstRunning: 6, Ended: 40}, {Name: "c", Submitted: 10, FirstRunning: -1, Ended: 12}},
 		Timeline: []Sample{
-			{T: 0, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},     // one job: not counted
-			{T: 6, CPU: []float64{2, 1, 0}, Workers: []int{4, 2, 0}},     // 2.0
-			{T: 10, CPU: []float64{1.5, 1, 0.5}, Workers: []int{3, 2, 0}}, // c holds its master only: 1.5
-			{T: 20, CPU: []float64{1, 1, 0}, Workers: []int{2, 2, 0}},     // 1.0
+			{T: 0, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},       // one job: not counted
+			{T: 6, CPU: []float64{2, 1, 0}, Workers: []int{4, 2, 0}},       // 2.0
+			{T: 10, CPU: []float64{1.5, 1, 0.25}, Workers: []int{3, 2, 0}}, // c waits, holding its master: 6.0
+			{T: 12, CPU: []float64{1.5, 1, 0.25}, Workers: []int{3, 2, 0}}, // c has ended (a leftover pod): 1.5
+			{T: 20, CPU: []float64{1, 1, 0}, Workers: []int{2, 2, 0}},      // 1.0
 		}}
-	if m, w, n := Fairness(r); n != 3 || m != 1.5 || math.Abs(w-2.0/3) > 1e-12 {
-		t.Errorf("Fairness = %v, %v, %v; want median 1.5, 2/3 within, 3 samples", m, w, n)
+	if m, w, n := Fairness(r); n != 4 || m != 2 || math.Abs(w-0.5) > 1e-12 {
+		t.Errorf("Fairness = %v, %v, %v; want median 2, 1/2 within, 4 samples", m, w, n)
 	}
 	fifo := r
 	fifo.Mode = "fifo"

@@ -37,20 +37,21 @@ type SharedCluster struct {
 // Capacity is the cluster's CPUs.
 func (e SharedCluster) Capacity() float64 { return float64(e.Nodes) * e.CPUsPerNode }
 
-// Fairness is, over the samples of r in which at least two jobs train
-// (have a worker running), the ratio of the largest to the smallest CPU
-// share among those jobs: its median, and the fraction of those samples
-// in which it is at most 1.5. n counts the samples.
+// Fairness is, over the samples of r in which at least two jobs are in
+// the cluster (their master runs and they have not ended: a job waiting
+// for room counts, holding its master's share), the ratio of the largest
+// to the smallest CPU share among those jobs: its median, and the fraction
+// of those samples in which it is at most 1.5. n counts the samples.
 func Fairness(r Run) (median, within float64, n int) {
 	var ratios []float64
 	for _, s := range r.Timeline {
 		lo, hi, k := math.Inf(1), 0.0, 0
-		for i, w := range s.Workers {
-			if w == 0 {
+		for i, cpu := range s.CPU {
+			if cpu <= 0 || (i < len(r.Jobs) && s.T >= r.Jobs[i].Ended) {
 				continue
 			}
 			k++
-			lo, hi = min(lo, s.CPU[i]), max(hi, s.CPU[i])
+			lo, hi = min(lo, cpu), max(hi, cpu)
 		}
 		if k >= 2 && lo > 0 {
 			ratios = append(ratios, hi/lo)
@@ -129,8 +130,8 @@ func (e SharedCluster) Markdown(plot string) string {
 		{"longest pending, s", worst("fifo", pending), worst("elastic", pending)},
 		{"all jobs done (makespan), s", SpreadOf(Of(e.Runs, "fifo", Run.Makespan)).Format("%.1f"), SpreadOf(Of(e.Runs, "elastic", Run.Makespan)).Format("%.1f")},
 		{"CPU requested by the jobs ÷ capacity over the makespan, %", SpreadOf(Of(e.Runs, "fifo", util)).Format("%.1f"), SpreadOf(Of(e.Runs, "elastic", util)).Format("%.1f")},
-		{"max ÷ min CPU share among the jobs training, median over time", ff, ef},
-		{"time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs train", fw, ew},
+		{"max ÷ min CPU share among the jobs in the cluster, median over time", ff, ef},
+		{"time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs are in", fw, ew},
 	}
 	b.WriteString(Table([]string{"", "fixed-size, first come first served (ours)", "elastic + autoscaler (ours)"}, rows))
 	fc, ec := SpreadOf(jobTimes(e.Runs, "fifo", completion)), SpreadOf(jobTimes(e.Runs, "elastic", completion))
