@@ -227,22 +227,9 @@ func TestExperimentGangVsElastic(t *testing.T) {
 
 	label := startProcNodes(t, "e2e-x", g.Nodes, fmt.Sprint(g.CPUsPerNode), "24Gi")
 	cs := scaleClient(t)
-	for i := range runs {
-		// Alternated, so that drift on a shared machine falls on both.
-		modes := []string{"gang", "elastic"}
-		if i%2 == 1 {
-			slices.Reverse(modes)
-		}
-		for _, mode := range modes {
-			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
-				r := runGangVsElastic(t, cs, g, label, mode, i)
-				g.Runs = append(g.Runs, r)
-			})
-			if t.Failed() {
-				t.FailNow()
-			}
-		}
-	}
+	g.Runs = alternate(t, runs, "gang", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
+		return runGangVsElastic(t, cs, g, label, mode, i)
+	})
 
 	ratio, wait := g.Summary()
 	t.Logf("elastic ÷ gang makespan %s, second elastic job's wait %s s", ratio.Format("%.3f"), wait.Format("%.1f"))
@@ -251,22 +238,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 		// must overlap. The seed's ratio is 0.73.
 		t.Errorf("elastic ÷ gang makespan %.3f: the elastic jobs did not overlap", ratio.Max)
 	}
-	doc, dir := experimentOut(t, full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var panels []experiment.Panel
-	for _, mode := range []string{"gang", "elastic"} {
-		for _, r := range g.Runs {
-			if r.Mode == mode && r.Index == 0 {
-				panels = append(panels, experiment.Panel{Title: mode + " (run 0): CPUs held by each job", Run: r})
-			}
-		}
-	}
-	if err := experiment.PlotHeld(filepath.Join(dir, "gang-vs-elastic.png"), panels, g.Capacity(), g.Scale); err != nil {
-		t.Fatal(err)
-	}
-	writeReport(t, doc, dir, "gang-vs-elastic", g, g.Markdown("experiments/gang-vs-elastic.png"))
+	report(t, full, "gang-vs-elastic", g.Runs, []string{"gang", "elastic"}, g.Capacity(), g.Scale, g, g.Markdown)
 }
 
 // blasNote names the BLAS backend the calibration ran with.
@@ -356,7 +328,7 @@ func TestExperimentBesideServices(t *testing.T) {
 	full := experimentFull("services")
 	e := experiment.BesideServices{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		Command: "make experiments EXPERIMENTS=services", Nodes: 3, CPUsPerNode: 8,
-		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 40,
+		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 30,
 		Jobs: 2, MaxWorkers: 32, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.25}
 	runs := 1
 	if full {
@@ -369,42 +341,16 @@ func TestExperimentBesideServices(t *testing.T) {
 	e.SecondsPerRecord, e.Calibration = calibrate(t)
 	label := startProcNodes(t, "e2e-y", e.Nodes, fmt.Sprint(e.CPUsPerNode), "24Gi")
 	cs := scaleClient(t)
-	for i := range runs {
-		modes := []string{"fixed", "elastic"}
-		if i%2 == 1 {
-			slices.Reverse(modes)
-		}
-		for _, mode := range modes {
-			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
-				e.Runs = append(e.Runs, runBesideServices(t, cs, e, label, mode, i))
-			})
-			if t.Failed() {
-				t.FailNow()
-			}
-		}
-	}
+	e.Runs = alternate(t, runs, "fixed", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
+		return runBesideServices(t, cs, e, label, mode, i)
+	})
 	util := func(r experiment.Run) float64 { return r.Utilization(e.Capacity()) }
 	fixed, elastic := experiment.SpreadOf(experiment.Of(e.Runs, "fixed", util)), experiment.SpreadOf(experiment.Of(e.Runs, "elastic", util))
 	t.Logf("utilization over the day: fixed-size %s, elastic %s", fixed.Format("%.3f"), elastic.Format("%.3f"))
 	if elastic.Min <= fixed.Max {
 		t.Errorf("elastic training filled no more of the cluster (%.3f) than fixed-size jobs (%.3f)", elastic.Min, fixed.Max)
 	}
-	doc, dir := experimentOut(t, full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var panels []experiment.Panel
-	for _, mode := range []string{"fixed", "elastic"} {
-		for _, r := range e.Runs {
-			if r.Mode == mode && r.Index == 0 {
-				panels = append(panels, experiment.Panel{Title: mode + " training (run 0): CPUs requested", Run: r})
-			}
-		}
-	}
-	if err := experiment.PlotHeld(filepath.Join(dir, "beside-services.png"), panels, e.Capacity(), 1); err != nil {
-		t.Fatal(err)
-	}
-	writeReport(t, doc, dir, "beside-services", e, e.Markdown("experiments/beside-services.png"))
+	report(t, full, "beside-services", e.Runs, []string{"fixed", "elastic"}, e.Capacity(), 1, e, e.Markdown)
 }
 
 // serviceReplicas is the load curve: ServiceMin at the day's start and
@@ -617,51 +563,40 @@ func TestExperimentSharedCluster(t *testing.T) {
 	for i := range e.Jobs {
 		names = append(names, fmt.Sprintf("job-%02d", i))
 	}
-	for i := range runs {
-		modes := []string{"fifo", "elastic"}
-		if i%2 == 1 {
-			slices.Reverse(modes)
+	e.Runs = alternate(t, runs, "fifo", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
+		ns := newNamespace(t)
+		args := append(modelledJobArgs(e.SecondsPerRecord, e.WorkerCPU, e.PSCPU, e.MasterCPU),
+			fmt.Sprintf("--num_workers=%d", e.MaxWorkers), fmt.Sprintf("--num_epochs=%d", e.Epochs),
+			"--training_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--log_interval=5s")
+		if mode == "fifo" {
+			gangRBAC(t, ns)
+			args = append(args, "--gang")
+		} else {
+			as := startAutoscaler(t, label)
+			defer as.checkKept()
+			args = append(args, "--min_workers=1")
 		}
-		for _, mode := range modes {
-			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
-				ns := newNamespace(t)
-				args := append(modelledJobArgs(e.SecondsPerRecord, e.WorkerCPU, e.PSCPU, e.MasterCPU),
-					fmt.Sprintf("--num_workers=%d", e.MaxWorkers), fmt.Sprintf("--num_epochs=%d", e.Epochs),
-					"--training_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--log_interval=5s")
-				if mode == "fifo" {
-					gangRBAC(t, ns)
-					args = append(args, "--gang")
-				} else {
-					as := startAutoscaler(t, label)
-					defer as.checkKept()
-					args = append(args, "--min_workers=1")
+		work := float64(e.Jobs) * alone * float64(e.MaxWorkers) * e.WorkerCPU / e.Capacity()
+		r := runJobs(t, cs, ns, label, names, args, e.Epochs, e.RecordsPerEpoch, func(i int) time.Duration {
+			return time.Duration(float64(i) * e.Arrival * float64(time.Second))
+		}, time.Duration(4*work+300)*time.Second)
+		r.Mode, r.Index, r.Series = mode, i, names
+		median, within, _ := experiment.Fairness(r)
+		var completion float64
+		for _, j := range r.Jobs {
+			completion += j.Ended - j.Submitted
+		}
+		t.Logf("%s run %d: makespan %.1fs, mean completion %.1fs, utilization %.1f%%, share max÷min median %.2f (≤1.5 %.0f%% of the time)",
+			mode, i, r.Makespan(), completion/float64(len(r.Jobs)), 100*r.Utilization(e.Capacity()), median, 100*within)
+		if mode == "elastic" {
+			for _, j := range r.Jobs {
+				if j.FirstRunning < 0 || j.FirstRunning-j.Submitted > 30 {
+					t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, j.FirstRunning-j.Submitted, j.FirstRunning)
 				}
-				work := float64(e.Jobs) * alone * float64(e.MaxWorkers) * e.WorkerCPU / e.Capacity()
-				r := runJobs(t, cs, ns, label, names, args, e.Epochs, e.RecordsPerEpoch, func(i int) time.Duration {
-					return time.Duration(float64(i) * e.Arrival * float64(time.Second))
-				}, time.Duration(4*work+300)*time.Second)
-				r.Mode, r.Index, r.Series = mode, i, names
-				median, within, _ := experiment.Fairness(r)
-				var completion float64
-				for _, j := range r.Jobs {
-					completion += j.Ended - j.Submitted
-				}
-				t.Logf("%s run %d: makespan %.1fs, mean completion %.1fs, utilization %.1f%%, share max÷min median %.2f (≤1.5 %.0f%% of the time)",
-					mode, i, r.Makespan(), completion/float64(len(r.Jobs)), 100*r.Utilization(e.Capacity()), median, 100*within)
-				if mode == "elastic" {
-					for _, j := range r.Jobs {
-						if j.FirstRunning < 0 || j.FirstRunning-j.Submitted > 30 {
-							t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, j.FirstRunning-j.Submitted, j.FirstRunning)
-						}
-					}
-				}
-				e.Runs = append(e.Runs, r)
-			})
-			if t.Failed() {
-				t.FailNow()
 			}
 		}
-	}
+		return r
+	})
 	// What the experiment shows, robustly: first come, first served makes
 	// jobs wait for whole jobs to end; the autoscaler gives each newcomer
 	// room at once. Completion times are reported, not checked: with
@@ -681,21 +616,58 @@ func TestExperimentSharedCluster(t *testing.T) {
 	if fifo, elastic := longestPending("fifo"), longestPending("elastic"); elastic >= fifo {
 		t.Errorf("longest pending: elastic %.1fs, first come first served %.1fs: want the elastic jobs to start sooner", elastic, fifo)
 	}
+	report(t, full, "shared-cluster", e.Runs, []string{"fifo", "elastic"}, e.Capacity(), 1, e, e.Markdown)
+}
+
+// alternate runs each of two modes runs times as subtests MODE-i, their
+// order alternated from run to run so that drift on a shared machine
+// falls on both, and returns the runs; it stops at the first failure.
+func alternate(t *testing.T, runs int, a, b string, run func(t *testing.T, mode string, i int) experiment.Run) []experiment.Run {
+	var out []experiment.Run
+	for i := range runs {
+		modes := []string{a, b}
+		if i%2 == 1 {
+			slices.Reverse(modes)
+		}
+		for _, mode := range modes {
+			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
+				out = append(out, run(t, mode, i))
+			})
+			if t.Failed() {
+				t.FailNow()
+			}
+		}
+	}
+	return out
+}
+
+// report plots run 0 of each mode, one panel each in the order of modes,
+// and writes the experiment's data and its section (markdown, given the
+// plot's path from the document).
+func report(t *testing.T, full bool, name string, runs []experiment.Run, modes []string, capacity, scale float64, data any, markdown func(plot string) string) {
+	t.Helper()
 	doc, dir := experimentOut(t, full)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var panels []experiment.Panel
-	for _, mode := range []string{"fifo", "elastic"} {
-		for _, r := range e.Runs {
+	for _, mode := range modes {
+		for _, r := range runs {
 			if r.Mode == mode && r.Index == 0 {
-				title := map[string]string{"fifo": "fixed-size, first come first served", "elastic": "elastic, sized by the autoscaler"}[mode]
-				panels = append(panels, experiment.Panel{Title: title + " (run 0): CPUs held by each job", Run: r})
+				panels = append(panels, experiment.Panel{Title: experimentModes[mode] + " (run 0)", Run: r})
 			}
 		}
 	}
-	if err := experiment.PlotHeld(filepath.Join(dir, "shared-cluster.png"), panels, e.Capacity(), 1); err != nil {
+	if err := experiment.PlotHeld(filepath.Join(dir, name+".png"), panels, capacity, scale); err != nil {
 		t.Fatal(err)
 	}
-	writeReport(t, doc, dir, "shared-cluster", e, e.Markdown("experiments/shared-cluster.png"))
+	writeReport(t, doc, dir, name, data, markdown("experiments/"+name+".png"))
+}
+
+// experimentModes are the plots' titles of the modes.
+var experimentModes = map[string]string{
+	"gang":    "gang: all or nothing (--gang)",
+	"elastic": "elastic",
+	"fixed":   "fixed-size training",
+	"fifo":    "fixed-size, first come first served (--gang)",
 }
