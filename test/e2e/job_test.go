@@ -547,6 +547,14 @@ func TestK8sBadInput(t *testing.T) {
 		expect(t, newJob(t, ns, "norole", label), nil, "the missing permission",
 			contains("forbidden", "rbac", "permission"))
 	})
+	t.Run("gang job without deploy/rbac-gang.yaml", func(t *testing.T) {
+		ns := newNamespace(t)
+		j := newJob(t, ns, "nogang", label)
+		expect(t, j, nil, "deploy/rbac-gang.yaml", contains("deploy/rbac-gang.yaml"), "--gang")
+		if ps := j.pods("worker"); len(ps) != 0 {
+			t.Errorf("a gang job that was never admitted launched workers: %v", ps)
+		}
+	})
 	t.Run("training data missing in the pod", func(t *testing.T) {
 		ns := newNamespace(t)
 		j := newJob(t, ns, "nodata", label)
