@@ -174,3 +174,53 @@ func TestFairnessAndSharingReport(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteAndRegenerate: Write leaves data, plot and section; Regenerate
+// rebuilds the plot and section from the data alone, the same section.
+func TestWriteAndRegenerate(t *testing.T) {
+	dir := t.TempDir()
+	doc, out := filepath.Join(dir, "experiments.md"), filepath.Join(dir, "experiments")
+	if err := os.WriteFile(doc, []byte("# Experiments\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := GangVsElastic{Nodes: 2, CPUsPerNode: 10, Workers: 13, Scale: 2, Runs: []Run{twoJobs("gang", 0, 1.4), twoJobs("elastic", 0, 1)}}
+	section, err := Write(doc, out, "gang-vs-elastic", g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(section, "](experiments/gang-vs-elastic.png)") {
+		t.Errorf("section does not show the plot by its path from the document:\n%s", section)
+	}
+	first, _ := os.ReadFile(doc)
+	os.Remove(filepath.Join(out, "gang-vs-elastic.png"))
+	names, err := Regenerate(doc, out)
+	if err != nil || len(names) != 1 || names[0] != "gang-vs-elastic" {
+		t.Fatalf("Regenerate = %v, %v", names, err)
+	}
+	again, _ := os.ReadFile(doc)
+	if string(again) != string(first) {
+		t.Errorf("the regenerated document differs:\n%s\n---\n%s", first, again)
+	}
+	if _, err := os.Stat(filepath.Join(out, "gang-vs-elastic.png")); err != nil {
+		t.Errorf("plot not regenerated: %v", err)
+	}
+	os.WriteFile(filepath.Join(out, "shared-cluster.json"), []byte("{not json"), 0o644)
+	if _, err := Regenerate(doc, out); err == nil || !strings.Contains(err.Error(), "shared-cluster.json") {
+		t.Errorf("Regenerate of corrupt data: %v, want an error naming the file", err)
+	}
+}
+
+// TestRegenerateDocs rewrites docs/experiments.md's generated sections and
+// plots from docs/experiments/*.json (after a change to how reports look):
+//
+//	ELASTICDL_EXPERIMENT_REPORT=1 go test ./internal/experiment -run RegenerateDocs
+func TestRegenerateDocs(t *testing.T) {
+	if os.Getenv("ELASTICDL_EXPERIMENT_REPORT") != "1" {
+		t.Skip("set ELASTICDL_EXPERIMENT_REPORT=1 to rewrite docs/experiments.md from docs/experiments/*.json")
+	}
+	names, err := Regenerate("../../docs/experiments.md", "../../docs/experiments")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("regenerated %v", names)
+}

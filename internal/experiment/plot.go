@@ -54,7 +54,7 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 		p.X.Label.Text = "time (s, scaled to the seed's)"
 		p.Y.Label.Text = "CPUs requested"
 		p.X.Min, p.X.Max = 0, end*1.02
-		p.Y.Min, p.Y.Max = 0, capacity*1.15
+		p.Y.Min, p.Y.Max = 0, capacity*1.3 // room for the legend
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())
 		r := pn.Run
@@ -95,7 +95,7 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 				return fmt.Errorf("plot %s: %w", path, err)
 			}
 			c := palette[ji%len(palette)]
-			area.Color = color.RGBA{R: c.R, G: c.G, B: c.B, A: 0xa0}
+			area.Color = color.NRGBA{R: c.R, G: c.G, B: c.B, A: 0xc0}
 			area.LineStyle.Width = 0
 			p.Add(area)
 			if len(r.Series) <= maxLegend {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -62,31 +61,6 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), model, runtime.Version())
-}
-
-// writeReport writes an experiment's data as dir/name.json and its
-// section into doc.
-func writeReport(t *testing.T, doc, dir, name string, data any, section string) {
-	t.Helper()
-	b, err := json.MarshalIndent(data, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".json"), append(b, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old, err := os.ReadFile(doc)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	updated, err := experiment.UpdateSection(old, name, section)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(doc, updated, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("report of experiment %s in %s (data and plot in %s):\n%s", name, doc, dir, section)
 }
 
 // timeline samples a namespace every 500 ms until ctx ends: the CPUs
@@ -238,7 +212,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 		// must overlap. The seed's ratio is 0.73.
 		t.Errorf("elastic ÷ gang makespan %.3f: the elastic jobs did not overlap", ratio.Max)
 	}
-	report(t, full, "gang-vs-elastic", g.Runs, []string{"gang", "elastic"}, g.Capacity(), g.Scale, g, g.Markdown)
+	report(t, full, "gang-vs-elastic", g)
 }
 
 // blasNote names the BLAS backend the calibration ran with.
@@ -350,7 +324,7 @@ func TestExperimentBesideServices(t *testing.T) {
 	if elastic.Min <= fixed.Max {
 		t.Errorf("elastic training filled no more of the cluster (%.3f) than fixed-size jobs (%.3f)", elastic.Min, fixed.Max)
 	}
-	report(t, full, "beside-services", e.Runs, []string{"fixed", "elastic"}, e.Capacity(), 1, e, e.Markdown)
+	report(t, full, "beside-services", e)
 }
 
 // serviceReplicas is the load curve: ServiceMin at the day's start and
@@ -616,7 +590,7 @@ func TestExperimentSharedCluster(t *testing.T) {
 	if fifo, elastic := longestPending("fifo"), longestPending("elastic"); elastic >= fifo {
 		t.Errorf("longest pending: elastic %.1fs, first come first served %.1fs: want the elastic jobs to start sooner", elastic, fifo)
 	}
-	report(t, full, "shared-cluster", e.Runs, []string{"fifo", "elastic"}, e.Capacity(), 1, e, e.Markdown)
+	report(t, full, "shared-cluster", e)
 }
 
 // alternate runs each of two modes runs times as subtests MODE-i, their
@@ -641,33 +615,14 @@ func alternate(t *testing.T, runs int, a, b string, run func(t *testing.T, mode 
 	return out
 }
 
-// report plots run 0 of each mode, one panel each in the order of modes,
-// and writes the experiment's data and its section (markdown, given the
-// plot's path from the document).
-func report(t *testing.T, full bool, name string, runs []experiment.Run, modes []string, capacity, scale float64, data any, markdown func(plot string) string) {
+// report writes the experiment's data, plot and section (see
+// experiment.Write) into docs/ (full) or a temp dir (short).
+func report(t *testing.T, full bool, name string, r experiment.Report) {
 	t.Helper()
 	doc, dir := experimentOut(t, full)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	section, err := experiment.Write(doc, dir, name, r)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var panels []experiment.Panel
-	for _, mode := range modes {
-		for _, r := range runs {
-			if r.Mode == mode && r.Index == 0 {
-				panels = append(panels, experiment.Panel{Title: experimentModes[mode] + " (run 0)", Run: r})
-			}
-		}
-	}
-	if err := experiment.PlotHeld(filepath.Join(dir, name+".png"), panels, capacity, scale); err != nil {
-		t.Fatal(err)
-	}
-	writeReport(t, doc, dir, name, data, markdown("experiments/"+name+".png"))
-}
-
-// experimentModes are the plots' titles of the modes.
-var experimentModes = map[string]string{
-	"gang":    "gang: all or nothing (--gang)",
-	"elastic": "elastic",
-	"fixed":   "fixed-size training",
-	"fifo":    "fixed-size, first come first served (--gang)",
+	t.Logf("report of experiment %s in %s (data and plot in %s):\n%s", name, doc, dir, section)
 }
