@@ -127,8 +127,10 @@ func (m *Master) drainEvents() {
 	}
 }
 
-// logProgress logs one progress line: epoch, records, rate, loss, and the
-// instances that run out of those the job wants.
+// logProgress logs one progress line: the newest epoch and its records,
+// the records of every epoch (epochs overlap: a fast job hands out the
+// next epoch's tasks while the last ones of the previous run), rate, loss,
+// and the instances that run out of those the job wants.
 func (m *Master) logProgress() {
 	m.mu.Lock()
 	s := m.job.Snapshot()
@@ -144,6 +146,7 @@ func (m *Master) logProgress() {
 	m.log.Info("progress",
 		"epoch", fmt.Sprintf("%d/%d", pr.Epoch, pr.NumEpochs),
 		"records", fmt.Sprintf("%d/%d", pr.EpochRecordsDone, pr.EpochRecordsTotal),
+		"records_done", pr.RecordsDone,
 		"records_per_s", math.Round(rate),
 		"loss", fmt.Sprintf("%.4f", loss),
 		"workers", workers,

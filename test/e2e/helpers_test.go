@@ -760,24 +760,21 @@ func (j *job) waitWorkers(timeout time.Duration, running, unschedulable int) []p
 }
 
 // waitTraining waits until the master's log reports training progress (a
-// progress line with records > 0).
-var progressRE = regexp.MustCompile(`records=([1-9][0-9]*)/`)
+// progress line with records done > 0).
+var progressRE = regexp.MustCompile(`records_done=([1-9][0-9]*)`)
 
-// epochProgressRE reads a progress line's epoch and its records.
-var epochProgressRE = regexp.MustCompile(`epoch=([0-9]+)/[0-9]+ records=([0-9]+)/([0-9]+)`)
+// recordsDoneRE reads a progress line's records done over all epochs.
+var recordsDoneRE = regexp.MustCompile(`records_done=([0-9]+)`)
 
-// recordsDone is the records trained as of the master's last progress
-// line, over all epochs (the line counts the current epoch's).
+// recordsDone is the records trained, over all epochs, as of the master's
+// last progress line.
 func (j *job) recordsDone() int64 {
-	m := epochProgressRE.FindAllStringSubmatch(j.podLog(j.masterPod()), -1)
+	m := recordsDoneRE.FindAllStringSubmatch(j.podLog(j.masterPod()), -1)
 	if len(m) == 0 {
 		return 0
 	}
-	last := m[len(m)-1]
-	epoch, _ := strconv.ParseInt(last[1], 10, 64)
-	records, _ := strconv.ParseInt(last[2], 10, 64)
-	perEpoch, _ := strconv.ParseInt(last[3], 10, 64)
-	return max(epoch-1, 0)*perEpoch + records
+	n, _ := strconv.ParseInt(m[len(m)-1][1], 10, 64)
+	return n
 }
 
 func (j *job) waitTraining(timeout time.Duration) {

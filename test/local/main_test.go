@@ -172,12 +172,20 @@ func (j *job) epochRecordsDone() (epoch string, done int64) {
 }
 
 // recordsDone is the training progress over every epoch, from the latest
-// progress line (epochs before the current one count in full).
+// progress line.
 func (j *job) recordsDone() int64 {
-	epoch, done := j.epochRecordsDone()
-	n, _, _ := strings.Cut(epoch, "/")
-	e, _ := strconv.ParseInt(n, 10, 64)
-	return max(e-1, 0)*60000 + done
+	var done int64
+	sc := bufio.NewScanner(strings.NewReader(j.stderr.String()))
+	for sc.Scan() {
+		if line := sc.Text(); strings.Contains(line, "msg=progress") {
+			for _, f := range strings.Fields(line) {
+				if v, ok := strings.CutPrefix(f, "records_done="); ok {
+					done, _ = strconv.ParseInt(v, 10, 64)
+				}
+			}
+		}
+	}
+	return done
 }
 
 func assertExactlyOnce(t *testing.T, s master.Summary, epochs int, records int64) {
