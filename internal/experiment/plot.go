@@ -51,7 +51,10 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 	for _, pn := range panels {
 		p := plot.New()
 		p.Title.Text = pn.Title
-		p.X.Label.Text = "time (s, scaled to the seed's)"
+		p.X.Label.Text = "time (s)"
+		if scale != 1 {
+			p.X.Label.Text = "time (s, scaled to the seed's)"
+		}
 		p.Y.Label.Text = "CPUs requested"
 		p.X.Min, p.X.Max = 0, end*1.02
 		p.Y.Min, p.Y.Max = 0, capacity*1.3 // room for the legend
