@@ -125,12 +125,12 @@ func SpreadOf(xs []float64) Spread {
 }
 
 // Format writes s with format f for each number: "mean (min–max)", or
-// just the value for a single run.
+// just the mean for a single run or a range that f shows as one number.
 func (s Spread) Format(f string) string {
 	if s.N == 0 {
 		return "—"
 	}
-	if s.N == 1 || s.Min == s.Max {
+	if s.N == 1 || fmt.Sprintf(f, s.Min) == fmt.Sprintf(f, s.Max) {
 		return fmt.Sprintf(f, s.Mean)
 	}
 	return fmt.Sprintf(f+" ("+f+"–"+f+")", s.Mean, s.Min, s.Max)
