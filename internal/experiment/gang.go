@@ -63,13 +63,12 @@ func (g GangVsElastic) Summary() (ratio, elasticWait Spread) {
 // plot is the figure's path relative to that document.
 func (g GangVsElastic) Markdown(plot string) string {
 	var b strings.Builder
-	runs := len(Of(g.Runs, "elastic", Run.Makespan))
-	fmt.Fprintf(&b, "Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %.0f CPUs = %.0f CPUs. "+
-		"Each job: %d workers × %g CPU + 1 PS × %g CPU + a master × %g CPU, %d epoch(s) of %d records in tasks of %d × %d. "+
+	b.WriteString(preamble(g.Date, g.Machine, g.Runs, g.Nodes, g.CPUsPerNode))
+	fmt.Fprintf(&b, "Each job: %d workers × %g CPU + 1 PS × %g CPU + a master × %g CPU, %d epoch(s) of %d records in tasks of %d × %d. "+
 		"Modelled compute: a record takes %.0f µs of one CPU (%s). "+
 		"Time scale: one second here is %.2f of the seed's (the first job alone: %.0f s in the seed); "+
 		"the second job is submitted %.1f s (seed: %.0f s) after the first.\n\n",
-		g.Date, g.Machine, runs, g.Nodes, g.CPUsPerNode, g.Capacity(), g.Workers, g.WorkerCPU, g.PSCPU, g.MasterCPU,
+		g.Workers, g.WorkerCPU, g.PSCPU, g.MasterCPU,
 		g.Epochs, g.RecordsPerEpoch, g.MinibatchesPerTask, g.MinibatchSize, g.SecondsPerRecord*1e6, g.Calibration, g.Scale, seedFirstAlone, g.SecondAfter, seedSecondAfter)
 	scaled := func(f func(Run) float64) func(Run) float64 { return func(r Run) float64 { return f(r) * g.Scale } }
 	second := func(f func(Job) float64) func(Run) float64 {

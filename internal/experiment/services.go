@@ -65,14 +65,13 @@ func waitStats(runs []Run, mode string, slow float64) (median, worst float64, ov
 // Markdown is the experiment's generated section of docs/experiments.md.
 func (e BesideServices) Markdown(plot string) string {
 	var b strings.Builder
-	runs := len(Of(e.Runs, "elastic", Run.Makespan))
-	fmt.Fprintf(&b, "Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %.0f CPUs = %.0f CPUs. "+
-		"The service: a Deployment of the project's Go web server (every pod answers HTTP) at `elasticdl-high`, %g CPU a pod, "+
+	b.WriteString(preamble(e.Date, e.Machine, e.Runs, e.Nodes, e.CPUsPerNode))
+	fmt.Fprintf(&b, "The service: a Deployment of the project's Go web server (every pod answers HTTP) at `elasticdl-high`, %g CPU a pod, "+
 		"%d → %d → %d replicas over a day of %.0f s (a raised cosine, set every second by the test's load driver). "+
 		"Training: %d jobs at `elasticdl-low` (PS and master at `elasticdl-high`), workers of %g CPU: fixed-size with %d workers each "+
 		"(what fits beside the service's peak), or elastic with 1..%d sized by `elasticdl autoscaler`. "+
 		"Modelled compute: %.0f µs a record (%s).\n\n",
-		e.Date, e.Machine, runs, e.Nodes, e.CPUsPerNode, e.Capacity(), e.ServiceCPU, e.ServiceMin, e.ServiceMax, e.ServiceMin, e.Day,
+		e.ServiceCPU, e.ServiceMin, e.ServiceMax, e.ServiceMin, e.Day,
 		e.Jobs, e.WorkerCPU, e.FixedWorkers, e.MaxWorkers, e.SecondsPerRecord*1e6, e.Calibration)
 	util := func(r Run) float64 { return 100 * r.Utilization(e.Capacity()) }
 	records := func(r Run) float64 { return float64(r.Records) }

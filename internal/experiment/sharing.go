@@ -86,11 +86,10 @@ func jobTimes(runs []Run, mode string, f func(Job) float64) []float64 {
 // Markdown is the experiment's generated section of docs/experiments.md.
 func (e SharedCluster) Markdown(plot string) string {
 	var b strings.Builder
-	runs := len(Of(e.Runs, "elastic", Run.Makespan))
-	fmt.Fprintf(&b, "Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %.0f CPUs = %.0f CPUs. "+
-		"%d jobs arrive %.0f s apart, each wanting %d workers × %g CPU + a PS × %g + a master × %g (%.2f CPUs: %.1f× the cluster together), "+
+	b.WriteString(preamble(e.Date, e.Machine, e.Runs, e.Nodes, e.CPUsPerNode))
+	fmt.Fprintf(&b, "%d jobs arrive %.0f s apart, each wanting %d workers × %g CPU + a PS × %g + a master × %g (%.2f CPUs: %.1f× the cluster together), "+
 		"each with the same work: %d epochs of %d records, modelled at %.0f µs a record on one CPU (%s).\n\n",
-		e.Date, e.Machine, runs, e.Nodes, e.CPUsPerNode, e.Capacity(), e.Jobs, e.Arrival, e.MaxWorkers, e.WorkerCPU, e.PSCPU, e.MasterCPU,
+		e.Jobs, e.Arrival, e.MaxWorkers, e.WorkerCPU, e.PSCPU, e.MasterCPU,
 		e.jobCPU(), float64(e.Jobs)*e.jobCPU()/e.Capacity(), e.Epochs, e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration)
 	completion := func(j Job) float64 { return j.Ended - j.Submitted }
 	pending := func(j Job) float64 {

@@ -514,9 +514,9 @@ func modelledJobArgs(secondsPerRecord, workerCPU, psCPU, masterCPU float64) []st
 // served first come, first served (--gang: each starts when all its pods
 // fit), once elastic (1..max workers) sized by `elasticdl autoscaler`. It
 // records each job's pending and completion times and what each held over
-// time, and checks that with the autoscaler no job waits long, the jobs
-// share the cluster evenly and finish sooner on average, and every epoch of
-// every job is trained exactly once.
+// time, and checks that with the autoscaler no job waits long and the
+// jobs start sooner than first come, first served, and every epoch of every
+// job is trained exactly once.
 func TestExperimentSharedCluster(t *testing.T) {
 	timeTest(t)
 	needK8sCLI(t)
