@@ -184,7 +184,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 	g := experiment.GangVsElastic{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		Command: "make experiments EXPERIMENTS=gang", Nodes: 3, CPUsPerNode: 8, Workers: 13, WorkerCPU: 1, PSCPU: 0.5, MasterCPU: 0.25,
 		RecordsPerEpoch: 60000}
-	runs, alone := 1, 16.0 // the first job alone, our seconds
+	runs, alone := 1, 12.0 // the first job alone, our seconds
 	if full {
 		runs, alone = 3, 60
 	}
@@ -302,7 +302,7 @@ func TestExperimentBesideServices(t *testing.T) {
 	full := experimentFull("services")
 	e := experiment.BesideServices{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		Command: "make experiments EXPERIMENTS=services", Nodes: 3, CPUsPerNode: 8,
-		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 30,
+		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 24,
 		Jobs: 2, MaxWorkers: 32, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.25}
 	runs := 1
 	if full {
@@ -524,7 +524,7 @@ func TestExperimentSharedCluster(t *testing.T) {
 	e := experiment.SharedCluster{Date: time.Now().UTC().Format("2006-01-02"), Machine: machine(),
 		Command: "make experiments EXPERIMENTS=sharing", Nodes: 2, CPUsPerNode: 6,
 		Jobs: 6, Arrival: 3, MaxWorkers: 8, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.1, RecordsPerEpoch: 10000}
-	runs, alone := 1, 8.0 // a job alone at its maximum, our seconds
+	runs, alone := 1, 6.0 // a job alone at its maximum, our seconds
 	if full {
 		runs, alone = 2, 25
 		e.Nodes, e.CPUsPerNode, e.Jobs, e.Arrival = 3, 8, 20, 5
