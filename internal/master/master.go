@@ -64,7 +64,8 @@ type Deps struct {
 	// Admit, when set, is asked before a new job launches anything: it
 	// blocks until the job may start (all-or-nothing admission, --gang)
 	// and returns how long it waited. A job resumed after failover is not
-	// asked again.
+	// asked again; a master stopped while it waits hands over nothing, and
+	// the next one asks again.
 	Admit func(ctx context.Context) (time.Duration, error)
 }
 
@@ -339,7 +340,12 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		} else if m.admit == nil {
 			m.step(ctx, job.Start{})
 		} else if waited, err := m.admit(ctx); err != nil {
-			m.step(ctx, job.Fail{Err: fmt.Errorf("admission: %w", err)})
+			// Stopped while waiting: the loop below stops the job or, for
+			// a master that hands over, leaves it (not started, nothing
+			// persisted) to the next master, which asks again.
+			if ctx.Err() == nil {
+				m.step(ctx, job.Fail{Err: fmt.Errorf("admission: %w", err)})
+			}
 		} else {
 			m.log.Info("job admitted: every pod fits at once", "waited", waited.Round(time.Millisecond))
 			m.notify.Notify(false, "GangAdmitted", fmt.Sprintf("all the job's pods fit at once after %.1fs: launching them", waited.Seconds()))

@@ -310,3 +310,52 @@ func TestRunHandsOver(t *testing.T) {
 		t.Errorf("the next master knows workers %+v, PS %+v: want the 3 launched", st.Workers, st.PS)
 	}
 }
+
+// TestAdmissionHandedOver: a gang master whose pod is deleted while it
+// waits for admission hands the job over: it fails nothing, launches and
+// persists nothing, and the next master starts the job afresh (asking for
+// admission again) instead of resuming a failed one.
+func TestAdmissionHandedOver(t *testing.T) {
+	reg := zooRegistry(t)
+	cfg := mlpJobConfig(t)
+	cfg.RunID = "run1"
+	cfg.NumWorkers, cfg.NumPS = 2, 1
+	fb := newFakeBackend()
+	store := &memStore{}
+	asked := make(chan struct{})
+	waitForever := func(ctx context.Context) (time.Duration, error) {
+		close(asked)
+		<-ctx.Done()
+		return time.Second, context.Cause(ctx)
+	}
+	m, err := New(cfg, Deps{Backend: fb, Registry: reg, Store: store, HandOver: true, Admit: waitForever})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := m.Run(ctx)
+		done <- err
+	}()
+	<-asked
+	cancel()
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if !errors.Is(err, ErrHandedOver) {
+		t.Fatalf("Run: %v; want ErrHandedOver", err)
+	}
+	if l := len(fb.launches()); l != 0 {
+		t.Errorf("launched %d instances while waiting for admission", l)
+	}
+	next, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg, Store: store, HandOver: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.resuming {
+		t.Errorf("the next master resumes a job that never started (phase %v): it must ask for admission again", next.job.Phase())
+	}
+}
