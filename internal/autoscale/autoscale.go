@@ -14,7 +14,6 @@ package autoscale
 
 import (
 	"cmp"
-	"math"
 	"slices"
 )
 
@@ -133,20 +132,14 @@ func Decide(s Snapshot) []Decision {
 	for _, j := range s.Jobs {
 		managed[j.Key] = true
 	}
-	var others []Pod
-	for _, p := range s.Pods {
-		if !managed[p.Job] { // the jobs' own workers are what is decided
-			others = append(others, p)
-		}
-	}
-	r.hold(others, lowest)
-	total, place := r.total, r.place
+	// The jobs' own workers are what is decided: they hold nothing here.
+	r.hold(s.Pods, managed, func(priority int32) bool { return priority > lowest })
 	out := make([]Decision, len(s.Jobs))
 	for i, j := range s.Jobs {
 		out[i] = Decision{Key: j.Key}
 		lo := max(1, min(j.Min, j.Max))
 		for range lo {
-			if place(j.Worker, j.NodeSelector) {
+			if r.place(j.Worker, j.NodeSelector) {
 				out[i].Placed++
 			}
 		}
@@ -159,11 +152,11 @@ func Decide(s Snapshot) []Decision {
 			w = 1
 		}
 		var sh float64
-		if total.MilliCPU > 0 {
-			sh = max(sh, float64(int64(out[i].Target)*j.Worker.MilliCPU)/float64(total.MilliCPU))
+		if r.total.MilliCPU > 0 {
+			sh = max(sh, float64(int64(out[i].Target)*j.Worker.MilliCPU)/float64(r.total.MilliCPU))
 		}
-		if total.Memory > 0 {
-			sh = max(sh, float64(int64(out[i].Target)*j.Worker.Memory)/float64(total.Memory))
+		if r.total.Memory > 0 {
+			sh = max(sh, float64(int64(out[i].Target)*j.Worker.Memory)/float64(r.total.Memory))
 		}
 		return sh / w
 	}
@@ -181,7 +174,7 @@ func Decide(s Snapshot) []Decision {
 		if best < 0 {
 			return out
 		}
-		if !place(s.Jobs[best].Worker, s.Jobs[best].NodeSelector) {
+		if !r.place(s.Jobs[best].Worker, s.Jobs[best].NodeSelector) {
 			full[best] = true
 			continue
 		}
@@ -200,11 +193,7 @@ func Decide(s Snapshot) []Decision {
 // first node with room that its selector allows. s.Jobs is not used.
 func Admit(s Snapshot, priority int32, pods []Pod) bool {
 	r := newRoom(s.Nodes, nil)
-	if priority == math.MinInt32 {
-		r.hold(s.Pods, priority) // nothing is below; the lowest waiting pods are not held
-	} else {
-		r.hold(s.Pods, priority-1)
-	}
+	r.hold(s.Pods, nil, func(p int32) bool { return p >= priority })
 	pods = slices.Clone(pods)
 	largestFirst(pods)
 	for _, p := range pods {
@@ -254,15 +243,18 @@ func newRoom(nodes []Node, jobs []Job) *room {
 	return r
 }
 
-// hold takes what pods hold: a bound pod its request on its node; pods
-// waiting at a priority above above are placed, largest first (the
-// scheduler serves them before anything at that priority or below); other
-// waiting pods hold nothing.
-func (r *room) hold(pods []Pod, above int32) {
+// hold takes what pods hold, but those of the jobs in skip: a bound pod
+// its request on its node; waiting pods whose priority the scheduler
+// serves first (servedFirst) are placed, largest first; other waiting pods
+// hold nothing.
+func (r *room) hold(pods []Pod, skip map[string]bool, servedFirst func(priority int32) bool) {
 	var waiting []Pod
 	for _, p := range pods {
+		if skip[p.Job] {
+			continue
+		}
 		if p.Node == "" {
-			if p.Priority > above {
+			if servedFirst(p.Priority) {
 				waiting = append(waiting, p)
 			}
 			continue
