@@ -129,35 +129,8 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 // node added, removed, or whose room or readiness changed; a master Job
 // added, changed or removed.
 func (a *autoscaler) watchChanges(all, masters informers.SharedInformerFactory, kick chan<- struct{}) error {
-	poke := func() {
-		select {
-		case kick <- struct{}{}:
-		default:
-		}
-	}
-	pods := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() },
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*corev1.Pod)
-			n, ok2 := newObj.(*corev1.Pod)
-			if !ok1 || !ok2 || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
-				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
-				poke()
-			}
-		},
-		DeleteFunc: func(any) { poke() },
-	}
-	nodes := cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { poke() },
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*corev1.Node)
-			n, ok2 := newObj.(*corev1.Node)
-			if !ok1 || !ok2 || schedulable(o) != schedulable(n) || resources(o.Status.Allocatable) != resources(n.Status.Allocatable) {
-				poke()
-			}
-		},
-		DeleteFunc: func(any) { poke() },
-	}
+	poke := pokes(kick)
+	pods, nodes := roomChanges(poke)
 	jobs := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() }}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
@@ -172,6 +145,47 @@ func (a *autoscaler) watchChanges(all, masters informers.SharedInformerFactory, 
 		}
 	}
 	return nil
+}
+
+// pokes returns a function that signals kick without blocking (one
+// signal waits at most).
+func pokes(kick chan<- struct{}) func() {
+	return func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// roomChanges are informer handlers that poke on what can change the room
+// of a cluster: a pod created, bound, finishing, being deleted or gone; a
+// node added, removed, or whose room or readiness changed.
+func roomChanges(poke func()) (pods, nodes cache.ResourceEventHandlerFuncs) {
+	pods = cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Pod)
+			n, ok2 := newObj.(*corev1.Pod)
+			if !ok1 || !ok2 || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
+				(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) {
+				poke()
+			}
+		},
+		DeleteFunc: func(any) { poke() },
+	}
+	nodes = cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { poke() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Node)
+			n, ok2 := newObj.(*corev1.Node)
+			if !ok1 || !ok2 || schedulable(o) != schedulable(n) || resources(o.Status.Allocatable) != resources(n.Status.Allocatable) {
+				poke()
+			}
+		},
+		DeleteFunc: func(any) { poke() },
+	}
+	return pods, nodes
 }
 
 // round decides once and annotates the jobs whose target changed.

@@ -9,6 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"elasticdl/internal/autoscale"
 )
@@ -34,13 +38,15 @@ func (g *Gang) Add(n int, s PodSettings) {
 }
 
 // WaitAdmitted blocks until every pod of g fits at once in the room the
-// cluster's pods leave on its nodes (autoscale.Admit over a fresh listing
-// of the nodes and pods each Interval); meanwhile the job holds nothing
-// but its master. It returns how long it waited. A master that may not
-// list the cluster's nodes and pods fails at once, naming the RBAC it
-// needs. Two gang jobs that look at the same moment may both be admitted
-// and then wait for pods: a scheduler plugin (coscheduling) closes that
-// race, which this admission does not.
+// cluster's pods leave on its nodes (autoscale.Admit), looking again
+// whenever a node or pod changes that room, and at least every Interval;
+// meanwhile the job holds nothing but its master. The cluster's nodes and
+// pods are listed once and then watched (informers), not listed on every
+// look. It returns how long it waited. A master that may not list the
+// cluster's nodes and pods fails at once, naming the RBAC it needs. Two
+// gang jobs that look at the same moment may both be admitted and then
+// wait for pods: a scheduler plugin (coscheduling) closes that race, which
+// this admission does not.
 func (m *MasterPod) WaitAdmitted(ctx context.Context, g Gang) (time.Duration, error) {
 	if g.Interval <= 0 {
 		g.Interval = time.Second
@@ -48,52 +54,97 @@ func (m *MasterPod) WaitAdmitted(ctx context.Context, g Gang) (time.Duration, er
 	if g.Logger == nil {
 		g.Logger = slog.Default()
 	}
-	var want autoscale.Resources
-	for _, p := range g.Pods {
-		want = want.Add(p.Request)
-	}
 	start := time.Now()
-	for said := false; ; said = true {
-		s, err := m.c.clusterSnapshot(ctx)
-		if apierrors.IsForbidden(err) {
-			return time.Since(start), fmt.Errorf("--gang: the master must see the cluster's nodes and pods to admit the job whole: apply deploy/rbac-gang.yaml (%w)", err)
+	// An informer retries a forbidden list for ever: ask once first.
+	if err := m.c.mayListCluster(ctx); err != nil {
+		return time.Since(start), err
+	}
+	f := informers.NewSharedInformerFactory(m.c.cs, 0)
+	nodes, pods := f.Core().V1().Nodes(), f.Core().V1().Pods()
+	kick := make(chan struct{}, 1)
+	podChanges, nodeChanges := roomChanges(pokes(kick))
+	if _, err := pods.Informer().AddEventHandler(podChanges); err != nil {
+		return time.Since(start), fmt.Errorf("gang admission: watching pods: %w", err)
+	}
+	if _, err := nodes.Informer().AddEventHandler(nodeChanges); err != nil {
+		return time.Since(start), fmt.Errorf("gang admission: watching nodes: %w", err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	f.Start(wctx.Done())
+	defer f.Shutdown()
+	defer stop() // before Shutdown, which waits for the informers
+	sctx, cancel := m.c.bounded(ctx)
+	synced := cache.WaitForCacheSync(sctx.Done(), nodes.Informer().HasSynced, pods.Informer().HasSynced)
+	cancel()
+	if !synced {
+		if ctx.Err() != nil {
+			return time.Since(start), context.Cause(ctx)
 		}
+		return time.Since(start), fmt.Errorf("gang admission: the cluster's nodes and pods not listed within %s", m.c.timeout)
+	}
+	tick := time.NewTicker(g.Interval)
+	defer tick.Stop()
+	for said := false; ; said = true {
+		s, err := listedSnapshot(nodes.Lister(), pods.Lister())
 		if err != nil {
-			g.Logger.Warn("gang admission: listing the cluster", "err", err)
-		} else if autoscale.Admit(s, g.Priority, g.Pods) {
+			return time.Since(start), fmt.Errorf("gang admission: %w", err)
+		}
+		if autoscale.Admit(s, g.Priority, g.Pods) {
 			return time.Since(start), nil
-		} else if !said {
+		}
+		if !said {
+			var want autoscale.Resources
+			for _, p := range g.Pods {
+				want = want.Add(p.Request)
+			}
 			g.Logger.Info("gang: waiting until all the job's pods fit at once", "pods", len(g.Pods),
 				"milli_cpu", want.MilliCPU, "memory", want.Memory, "nodes", len(s.Nodes), "cluster_pods", len(s.Pods))
 		}
 		select {
 		case <-ctx.Done():
 			return time.Since(start), context.Cause(ctx)
-		case <-time.After(g.Interval):
+		case <-kick:
+		case <-tick.C:
 		}
 	}
 }
 
-// clusterSnapshot lists every node and every pod that holds or wants
-// resources (no jobs: admission does not size them).
-func (c *Client) clusterSnapshot(ctx context.Context) (autoscale.Snapshot, error) {
-	var s autoscale.Snapshot
+// mayListCluster lists one node and one pod of the whole cluster: what
+// the gang admission's informers need, with RBAC's verdict said plainly.
+func (c *Client) mayListCluster(ctx context.Context) error {
 	ctx, cancel := c.bounded(ctx)
 	defer cancel()
-	nodes, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	_, err := c.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})
+	if err == nil {
+		_, err = c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{Limit: 1})
+	}
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("--gang: the master must see the cluster's nodes and pods to admit the job whole: apply deploy/rbac-gang.yaml (%w)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("gang admission: list the cluster: %w", err)
+	}
+	return nil
+}
+
+// listedSnapshot is what the listers hold of the cluster's nodes and of
+// the pods that hold or want room (no jobs: admission does not size them).
+func listedSnapshot(nodes corelisters.NodeLister, pods corelisters.PodLister) (autoscale.Snapshot, error) {
+	var s autoscale.Snapshot
+	ns, err := nodes.List(labels.Everything())
 	if err != nil {
 		return s, fmt.Errorf("list nodes: %w", err)
 	}
-	for i := range nodes.Items {
-		s.Nodes = append(s.Nodes, snapshotNode(&nodes.Items[i]))
+	for _, n := range ns {
+		s.Nodes = append(s.Nodes, snapshotNode(n))
 	}
-	pods, err := c.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	ps, err := pods.List(labels.Everything())
 	if err != nil {
 		return s, fmt.Errorf("list pods: %w", err)
 	}
-	for i := range pods.Items {
-		if p, ok := snapshotPod(&pods.Items[i]); ok {
-			s.Pods = append(s.Pods, p)
+	for _, p := range ps {
+		if ap, ok := snapshotPod(p); ok {
+			s.Pods = append(s.Pods, ap)
 		}
 	}
 	return s, nil
