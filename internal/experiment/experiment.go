@@ -21,15 +21,10 @@ type Job struct {
 	Submitted float64 `json:"submitted"`
 	// Started is when its first training task was reported done.
 	Started float64 `json:"started"`
-	// FirstRunning is when a worker of it was first seen running (-1:
-	// never).
-	FirstRunning float64 `json:"first_running"`
 	// Ended is when its master Job was seen complete.
 	Ended float64 `json:"ended"`
 	// AdmissionWait is how long a gang job waited to be admitted whole.
 	AdmissionWait float64 `json:"admission_wait"`
-	// MaxWorkers is the most workers it had running at once.
-	MaxWorkers int `json:"max_workers"`
 	// Records trained over all epochs, and whether every epoch trained
 	// each of its records exactly once.
 	Records     int64 `json:"records"`
@@ -39,6 +34,9 @@ type Job struct {
 // Wait is how long the job waited from its submission to its first task
 // done.
 func (j Job) Wait() float64 { return j.Started - j.Submitted }
+
+// Completion is how long the job took from its submission to its end.
+func (j Job) Completion() float64 { return j.Ended - j.Submitted }
 
 // Sample is what was held at one moment: CPUs requested by running pods
 // and running workers, by series (Run.Series: a run's jobs, or services
@@ -77,6 +75,48 @@ func (r Run) Makespan() float64 {
 		end = max(end, j.Ended)
 	}
 	return end
+}
+
+// FirstRunning is when series i (job i) was first seen with a worker
+// running; -1 if never.
+func (r Run) FirstRunning(i int) float64 {
+	for _, s := range r.Timeline {
+		if s.workers(i) > 0 {
+			return s.T
+		}
+	}
+	return -1
+}
+
+// WorkerRange is the fewest and the most workers series i had running
+// over the timeline.
+func (r Run) WorkerRange(i int) (lo, hi int) {
+	for k, s := range r.Timeline {
+		if k == 0 || s.workers(i) < lo {
+			lo = s.workers(i)
+		}
+		hi = max(hi, s.workers(i))
+	}
+	return lo, hi
+}
+
+// workers is series i's running workers (0 where the sample has no such
+// series: data written by hand or cut short).
+func (s Sample) workers(i int) int {
+	if i < len(s.Workers) {
+		return s.Workers[i]
+	}
+	return 0
+}
+
+// Pending is how long job i waited from its submission for a worker to
+// run: its whole life if none ever did.
+func (r Run) Pending(i int) float64 {
+	j := r.Jobs[i]
+	if at := r.FirstRunning(i); at >= 0 {
+		return at - j.Submitted
+	}
+	return j.Completion()
 }
 
 // Utilization is the mean share of capacity (CPUs) that the jobs' pods

@@ -16,8 +16,9 @@ func twoJobs(mode string, index int, scale float64) Run {
 	return Run{Mode: mode, Index: index,
 		Jobs: []Job{{Name: "a", Submitted: 0, Started: 1, Ended: 10 * scale, ExactlyOnce: true},
 			{Name: "b", Submitted: 2, Started: 6, Ended: 20 * scale, ExactlyOnce: true}},
-		Series:   []string{"a", "b"},
-		Timeline: []Sample{{T: 0, CPU: []float64{10, 0}}, {T: 5 * scale, CPU: []float64{10, 10}}, {T: 10 * scale, CPU: []float64{0, 10}}},
+		Series: []string{"a", "b"},
+		Timeline: []Sample{{T: 0, CPU: []float64{10, 0}, Workers: []int{9, 0}}, {T: 5 * scale, CPU: []float64{10, 10}, Workers: []int{9, 9}},
+			{T: 10 * scale, CPU: []float64{0, 10}, Workers: []int{0, 9}}},
 	}
 }
 
@@ -147,9 +148,11 @@ func TestBesideServicesReport(t *testing.T) {
 
 func TestFairnessAndSharingReport(t *testing.T) {
 	r := Run{Mode: "elastic", Series: []string{"a", "b", "c"}, Jobs: []Job{
-		{Name: "a", Submitted: 0, FirstRunning: 1, Ended: 30}, {Name: "b", Submitted: 5, FirstRunning: 6, Ended: 40}, {Name: "c", Submitted: 10, FirstRunning: -1, Ended: 12}},
+		{Name: "a", Submitted: 0, Ended: 30}, {Name: "b", Submitted: 5, Ended: 40}, {Name: "c", Submitted: 10, Ended: 12}},
+		// Workers first run at 1 (a) and 6 (b); c never runs one.
 		Timeline: []Sample{
-			{T: 0, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},       // one job: not counted
+			{T: 0, CPU: []float64{0, 0, 0}, Workers: []int{0, 0, 0}},       // nothing held: not counted
+			{T: 1, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},       // one job: not counted
 			{T: 6, CPU: []float64{2, 1, 0}, Workers: []int{4, 2, 0}},       // 2.0
 			{T: 10, CPU: []float64{1.5, 1, 0.25}, Workers: []int{3, 2, 0}}, // c waits, holding its master: 6.0
 			{T: 12, CPU: []float64{1.5, 1, 0.25}, Workers: []int{3, 2, 0}}, // c has ended (a leftover pod): 1.5
@@ -160,7 +163,10 @@ func TestFairnessAndSharingReport(t *testing.T) {
 	}
 	fifo := r
 	fifo.Mode = "fifo"
-	fifo.Jobs = []Job{{Submitted: 0, FirstRunning: 1, Ended: 60}, {Submitted: 5, FirstRunning: 31, Ended: 80}, {Submitted: 10, FirstRunning: 61, Ended: 90}}
+	fifo.Jobs = []Job{{Submitted: 0, Ended: 60}, {Submitted: 5, Ended: 80}, {Submitted: 10, Ended: 90}}
+	// Workers first run at 1, 31 and 61.
+	fifo.Timeline = []Sample{{T: 0, CPU: []float64{0, 0, 0}, Workers: []int{0, 0, 0}}, {T: 1, CPU: []float64{2, 0, 0}, Workers: []int{4, 0, 0}},
+		{T: 31, CPU: []float64{2, 2, 0}, Workers: []int{4, 4, 0}}, {T: 61, CPU: []float64{0, 2, 2}, Workers: []int{0, 4, 4}}}
 	e := SharedCluster{Nodes: 1, CPUsPerNode: 4, Jobs: 3, Arrival: 5, MaxWorkers: 4, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.25, Epochs: 2, RecordsPerEpoch: 10,
 		Runs: []Run{fifo, r}}
 	md := e.Markdown("s.png")

@@ -80,16 +80,12 @@ func (e BesideServices) Markdown(plot string) string {
 	workers := func(mode string) string {
 		lo, hi := -1, 0
 		for _, r := range e.Runs {
-			if r.Mode != mode {
-				continue
-			}
-			for _, s := range r.Timeline {
-				if len(s.Workers) > 1 {
-					if lo < 0 || s.Workers[1] < lo {
-						lo = s.Workers[1]
-					}
-					hi = max(hi, s.Workers[1])
+			if r.Mode == mode && len(r.Timeline) > 0 {
+				l, h := r.WorkerRange(1)
+				if lo < 0 || l < lo {
+					lo = l
 				}
+				hi = max(hi, h)
 			}
 		}
 		return fmt.Sprintf("%d–%d", max(lo, 0), hi)

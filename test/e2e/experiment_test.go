@@ -190,7 +190,7 @@ func TestExperimentGangVsElastic(t *testing.T) {
 	}
 	g.SecondsPerRecord, g.Calibration = calibrate(t)
 	g.Epochs = max(1, int(math.Round(alone*float64(g.Workers)*g.WorkerCPU/(float64(g.RecordsPerEpoch)*g.SecondsPerRecord))))
-	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
+	modelled := g.Alone()
 	g.Scale = 370 / modelled
 	// Tasks of about a second on one CPU: the last round of tasks, when
 	// some workers have none left, costs little.
@@ -234,15 +234,16 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 		args = append(args, "--gang")
 	}
 	names := []string{"first", "second"}
-	modelled := float64(g.Epochs) * float64(g.RecordsPerEpoch) * g.SecondsPerRecord / (float64(g.Workers) * g.WorkerCPU)
 	r := runJobs(t, cs, ns, label, names, args, g.Epochs, g.RecordsPerEpoch, func(i int) time.Duration {
 		return time.Duration(float64(i) * g.SecondAfter * float64(time.Second))
-	}, time.Duration(4*modelled+180)*time.Second)
+	}, time.Duration(4*g.Alone()+180)*time.Second)
 	r.Mode, r.Index, r.Series = mode, index, []string{"first job", "second job"}
 	first, second := r.Jobs[0], r.Jobs[1]
+	_, firstMost := r.WorkerRange(0)
+	_, secondMost := r.WorkerRange(1)
 	t.Logf("%s run %d: makespan %.1fs, first %.1f→%.1f→%.1f, second %.1f→%.1f→%.1f (admission %.1fs, ≤%d workers), utilization %.1f%%",
 		mode, index, r.Makespan(), first.Submitted, first.Started, first.Ended, second.Submitted, second.Started, second.Ended,
-		second.AdmissionWait, second.MaxWorkers, 100*r.Utilization(g.Capacity()))
+		second.AdmissionWait, secondMost, 100*r.Utilization(g.Capacity()))
 	overlap := 0
 	for _, s := range r.Timeline {
 		if s.Workers[0] > 0 && s.Workers[1] > 0 {
@@ -258,8 +259,8 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 			t.Errorf("gang: the second job was admitted after %.1fs and trained from %.1fs, before the first ended at %.1fs",
 				second.AdmissionWait, second.Started, first.Ended)
 		}
-		if first.MaxWorkers != g.Workers || second.MaxWorkers != g.Workers {
-			t.Errorf("gang: workers at most %d and %d, want all %d", first.MaxWorkers, second.MaxWorkers, g.Workers)
+		if firstMost != g.Workers || secondMost != g.Workers {
+			t.Errorf("gang: workers at most %d and %d, want all %d", firstMost, secondMost, g.Workers)
 		}
 	case "elastic":
 		if overlap == 0 {
@@ -268,8 +269,8 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 		if second.Started >= first.Ended {
 			t.Errorf("elastic: the second job's first task (%.1fs) came after the first job ended (%.1fs)", second.Started, first.Ended)
 		}
-		if second.MaxWorkers != g.Workers {
-			t.Errorf("elastic: the second job grew to %d workers, want %d once the first ended", second.MaxWorkers, g.Workers)
+		if secondMost != g.Workers {
+			t.Errorf("elastic: the second job grew to %d workers, want %d once the first ended", secondMost, g.Workers)
 		}
 	}
 	return r
@@ -405,13 +406,7 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 			t.Errorf("job %s failed:\n%s", j.name, tail(l, 20))
 		}
 	}
-	lo, hi := -1, 0
-	for _, s := range samples {
-		if lo < 0 || s.Workers[1] < lo {
-			lo = s.Workers[1]
-		}
-		hi = max(hi, s.Workers[1])
-	}
+	lo, hi := r.WorkerRange(1)
 	t.Logf("%s run %d: utilization %.1f%%, %d records trained over the day, workers %d–%d, service pods %d (worst wait %s)",
 		mode, index, 100*r.Utilization(e.Capacity()), r.Records, lo, hi, len(ran), ran[len(ran)-1].Round(time.Millisecond))
 	if r.Records <= 0 {
@@ -462,7 +457,7 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, arg
 	for i, j := range jobs {
 		res := waitSucceeded(t, j, 30*time.Second)
 		ej := experiment.Job{Name: names[i], Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
-			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == epochs, FirstRunning: -1}
+			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == epochs}
 		if !res.FirstTaskTrainedAt.IsZero() {
 			ej.Started = res.FirstTaskTrainedAt.Sub(t0).Seconds()
 		}
@@ -470,12 +465,6 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, arg
 			ej.Records += e.RecordsTrained
 			if e.Records != recordsPerEpoch || e.RecordsTrained != e.Records || e.RecordsTrainedTwice != 0 || e.RecordsMissed != 0 {
 				ej.ExactlyOnce = false
-			}
-		}
-		for _, s := range samples {
-			ej.MaxWorkers = max(ej.MaxWorkers, s.Workers[i])
-			if s.Workers[i] > 0 && ej.FirstRunning < 0 {
-				ej.FirstRunning = s.T
 			}
 		}
 		if !ej.ExactlyOnce {
@@ -558,14 +547,14 @@ func TestExperimentSharedCluster(t *testing.T) {
 		median, within, _ := experiment.Fairness(r)
 		var completion float64
 		for _, j := range r.Jobs {
-			completion += j.Ended - j.Submitted
+			completion += j.Completion()
 		}
 		t.Logf("%s run %d: makespan %.1fs, mean completion %.1fs, utilization %.1f%%, share max÷min median %.2f (≤1.5 %.0f%% of the time)",
 			mode, i, r.Makespan(), completion/float64(len(r.Jobs)), 100*r.Utilization(e.Capacity()), median, 100*within)
 		if mode == "elastic" {
-			for _, j := range r.Jobs {
-				if j.FirstRunning < 0 || j.FirstRunning-j.Submitted > 30 {
-					t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, j.FirstRunning-j.Submitted, j.FirstRunning)
+			for k, j := range r.Jobs {
+				if r.FirstRunning(k) < 0 || r.Pending(k) > 30 {
+					t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, r.Pending(k), r.FirstRunning(k))
 				}
 			}
 		}
@@ -576,18 +565,7 @@ func TestExperimentSharedCluster(t *testing.T) {
 	// room at once. Completion times are reported, not checked: with
 	// equal jobs and linear speedup (modelled compute), sharing evenly
 	// need not finish them sooner on average.
-	longestPending := func(mode string) float64 {
-		worst := 0.0
-		for _, r := range e.Runs {
-			if r.Mode == mode {
-				for _, j := range r.Jobs {
-					worst = max(worst, j.FirstRunning-j.Submitted)
-				}
-			}
-		}
-		return worst
-	}
-	if fifo, elastic := longestPending("fifo"), longestPending("elastic"); elastic >= fifo {
+	if fifo, elastic := experiment.LongestPending(e.Runs, "fifo"), experiment.LongestPending(e.Runs, "elastic"); elastic >= fifo {
 		t.Errorf("longest pending: elastic %.1fs, first come first served %.1fs: want the elastic jobs to start sooner", elastic, fifo)
 	}
 	report(t, full, "shared-cluster", e)
