@@ -165,10 +165,17 @@ func runZoo(_ context.Context, env Env, args []string) error {
 	sort.Slice(specs, func(i, j int) bool { return specs[i].Name < specs[j].Name })
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tINPUT\tCLASSES\tOPTIMIZER\tDESCRIPTION")
+	var params []string
 	for _, s := range specs {
 		fmt.Fprintf(tw, "%s\t%v\t%d\t%s\t%s\n", s.Name, s.InputShape, s.NumClasses, s.Optimizer, s.Description)
+		if s.ParamsHelp != "" {
+			params = append(params, fmt.Sprintf("  %s: %s", s.Name, s.ParamsHelp))
+		}
 	}
 	tw.Flush()
+	if len(params) > 0 {
+		fmt.Fprintf(env.Stdout, "\n--model_params (semicolon-separated key=value):\n%s\n", strings.Join(params, "\n"))
+	}
 	fmt.Fprintf(env.Stdout, "\nBLAS backend: %s\n", nn.BLASBackend())
 	return nil
 }

@@ -32,6 +32,9 @@ func TestCommands(t *testing.T) {
 		wantStderr string
 	}{
 		{[]string{"zoo"}, 0, "fashion_mnist.cnn", ""},
+		{[]string{"zoo"}, 0, "ctr.xdeepfm: dense=N (dense features, default 13); fields=N", ""},
+		{[]string{"worker", "--worker_id=1", "--master_addr=127.0.0.1:1", "--ps_addrs=127.0.0.1:2", "--model_def=ctr.deepfm", "--model_params=fields=x"}, 2, "", `fields="x": want an integer in [1, 4096]`},
+		{k8sTrain("--yaml", "--model_params=fields=62"), 0, "- --model_params=fields=62", ""},
 		{[]string{"zoo", "extra"}, 2, "", "unexpected argument"},
 		{nil, 2, "", "usage: elasticdl"},
 		{[]string{"help"}, 0, "", "commands:"},

@@ -110,7 +110,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if summary == nil && runErr != nil {
 		// Failed before the job started (bad data, forbidden, ...): the
 		// summary still says why, where users look for it.
-		summary = &master.Summary{Job: cfg.JobName, Mode: mode, Status: "failed", Error: runErr.Error(), ModelDef: cfg.ModelDef}
+		summary = &master.Summary{Job: cfg.JobName, Mode: mode, Status: "failed", Error: runErr.Error(), ModelDef: cfg.ModelDef, ModelParams: cfg.ModelParams}
 	}
 	if summary != nil {
 		if b, err := json.Marshal(summary); err == nil {

@@ -31,6 +31,7 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		MasterAddr:    f.MasterAddr,
 		PSAddrs:       f.PSAddrs,
 		ModelDef:      f.ModelDef,
+		ModelParams:   f.ModelParams,
 		MinibatchSize: f.MinibatchSize,
 		Seed:          f.Seed,
 		// AllReduce workers apply the updates themselves.

@@ -4,8 +4,9 @@
 # Fashion-MNIST (dataset-fashion-mnist), OpenBLAS (libopenblas-dev, for
 # `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
 # test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
-# util-linux (setsid, flock). Without root or apt it says what to install
-# instead of failing halfway.
+# util-linux (setsid, flock); and ticdata, converted by hack/ticdata.sh
+# (python3-rdata). Without root or apt it says what to install instead of
+# failing halfway.
 set -euo pipefail
 need=()
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || need+=(dataset-fashion-mnist)
@@ -17,13 +18,17 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v ps >/dev/null && command -v pgrep >/dev/null || need+=(procps)
 command -v setsid >/dev/null && command -v flock >/dev/null || need+=(util-linux)
 command -v sha256sum >/dev/null || need+=(coreutils)
-[ ${#need[@]} -eq 0 ] && exit 0
-if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-  echo "installing ${need[*]} ..." >&2
-  apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
-else
-  echo "missing Debian packages: ${need[*]}" >&2
-  echo "install them with: sudo apt-get update && sudo apt-get install ${need[*]}" >&2
-  exit 1
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+    echo "installing ${need[*]} ..." >&2
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+  else
+    echo "missing Debian packages: ${need[*]}" >&2
+    echo "install them with: sudo apt-get update && sudo apt-get install ${need[*]}" >&2
+    exit 1
+  fi
 fi
+# ticdata (the CTR models' real data set: experiment 3, test/local),
+# converted once into ~/.cache.
+"$(dirname "$0")/ticdata.sh" >/dev/null

@@ -39,6 +39,13 @@ type Spec struct {
 	// Sparse, when set, makes this a recommender model with embeddings
 	// (see SparseSpec): InputShape is then [dense features].
 	Sparse *SparseSpec
+	// Configure, when set, returns the spec built with parameters
+	// (--model_params, see Params; never empty), e.g. a recommender's
+	// field counts for another data set. It must reject keys it does not
+	// know (ParamReader does). Nil: the model takes no parameters.
+	Configure func(p Params) (Spec, error)
+	// ParamsHelp says what Configure accepts, for `elasticdl zoo`.
+	ParamsHelp string
 }
 
 // ErrInvalidSpec is wrapped by Register for malformed specs.
@@ -185,6 +192,38 @@ func (r *Registry) Lookup(name string) (Spec, error) {
 		return Spec{}, fmt.Errorf("model %q (known: %s): %w", name, strings.Join(r.Names(), ", "), ErrUnknownModel)
 	}
 	return s.clone(), nil
+}
+
+// Resolve returns the spec registered under name built with params
+// (--model_params; empty: the registered spec). The spec is validated
+// and its network built once (CheckBuild), so that parameters that do
+// not fit are an error here, in the master, before anything is launched.
+func (r *Registry) Resolve(name, params string) (Spec, error) {
+	s, err := r.Lookup(name)
+	if err != nil {
+		return Spec{}, err
+	}
+	p, err := ParseParams(params)
+	if err != nil {
+		return Spec{}, fmt.Errorf("model %s: %w", name, err)
+	}
+	if len(p) == 0 {
+		return s, nil
+	}
+	if s.Configure == nil {
+		return Spec{}, fmt.Errorf("model %s takes no parameters, got %q: %w", name, p.String(), ErrBadParams)
+	}
+	c, err := s.Configure(p)
+	if err != nil {
+		return Spec{}, fmt.Errorf("model %s: %w", name, err)
+	}
+	if c.Name != s.Name {
+		return Spec{}, fmt.Errorf("model %s: Configure renamed it %q: %w", name, c.Name, ErrInvalidSpec)
+	}
+	if err := c.CheckBuild(); err != nil {
+		return Spec{}, fmt.Errorf("model %s with %q: %w", name, p.String(), err)
+	}
+	return c.clone(), nil
 }
 
 // Names returns the registered names, sorted.

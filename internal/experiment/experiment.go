@@ -1,5 +1,6 @@
-// Package experiment turns the runs of the seeds' cluster experiments
-// (test/e2e's TestExperiment*, `make experiments`) into what
+// Package experiment turns the runs of the seeds' experiments (test/e2e's
+// TestExperiment* on the control plane, test/local's
+// TestExperimentConvergence, `make experiments`) into what
 // docs/experiments.md shows: each job's times, the run's timeline of what
 // the jobs hold, tables that compare a baseline with the elastic result
 // beside the seed's figure, PNG plots, and the document's generated
@@ -10,6 +11,8 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
 )
@@ -263,4 +266,19 @@ func round(x float64, d int) float64 {
 func preamble(date, machine string, runs []Run, nodes int, cpusPerNode float64) string {
 	return fmt.Sprintf("Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %.0f CPUs = %.0f CPUs. ",
 		date, machine, len(Of(runs, "elastic", Run.Makespan)), nodes, cpusPerNode, float64(nodes)*cpusPerNode)
+}
+
+// Machine describes this machine for a report: its cores, CPU model and
+// Go version.
+func Machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), cpu, runtime.Version())
 }

@@ -230,3 +230,52 @@ func TestRegenerateDocs(t *testing.T) {
 	}
 	t.Logf("regenerated %v", names)
 }
+
+func convRun(c, s string, seed int64, metrics ...float64) ConvergenceRun {
+	r := ConvergenceRun{Case: c, Schedule: s, Seed: seed, LedgerExact: true}
+	for i, m := range metrics {
+		r.Points = append(r.Points, ConvergencePoint{Records: int64(i+1) * 1000, Version: int64(i + 1), Metric: m, Loss: 1 - m, Final: i == len(metrics)-1})
+	}
+	return r
+}
+
+func TestConvergenceReport(t *testing.T) {
+	e := Convergence{Date: "2026-11-26", Machine: "a test", Command: "make experiments EXPERIMENTS=convergence", Setup: "made up.",
+		Cases: []ConvergenceCase{{Name: "a", Model: "ctr.xdeepfm", ModelParams: "dense=23;fields=62", Metric: "AUC", FlipTasks: 3},
+			{Name: "b", Model: "fashion_mnist.cnn", Metric: "accuracy", FlipTasks: 5}},
+		Runs: []ConvergenceRun{
+			convRun("a", Fixed4, 1, 0.6, 0.70), convRun("a", Fixed8, 1, 0.6, 0.72), convRun("a", Changing, 1, 0.6, 0.71),
+			convRun("a", Fixed4, 2, 0.6, 0.71), convRun("a", Fixed8, 2, 0.6, 0.73), convRun("a", Changing, 2, 0.6, 0.74),
+			convRun("b", Fixed4, 1, 0.8, 0.88), convRun("b", Fixed8, 1, 0.8, 0.89), convRun("b", Changing, 1, 0.8, 0.85),
+		}}
+	if band := e.Band("a"); band.Min != 0.70 || band.Max != 0.73 || band.N != 4 {
+		t.Errorf("Band(a) = %+v, want 0.70–0.73 over 4 runs", band)
+	}
+	// a: the changing runs end at 0.71 and 0.74, mean 0.725: inside,
+	// one of two runs inside. b: 0.85 under 0.88–0.89.
+	if in, k, n := e.Verdict("a"); !in || k != 1 || n != 2 {
+		t.Errorf("Verdict(a) = %v, %d of %d", in, k, n)
+	}
+	if in, k, n := e.Verdict("b"); in || k != 0 || n != 1 {
+		t.Errorf("Verdict(b) = %v, %d of %d", in, k, n)
+	}
+	e.Runs[0].LedgerExact = false
+	md := e.Markdown("experiments/c.png")
+	for _, want := range []string{"2 seed(s)", "`--model_params=\"dense=23;fields=62\"`", "| a | fixed 4 | 0.7050 (0.7000–0.7100) |",
+		"**no**", "| a | AUC | 0.7000–0.7300 | 0.7250 (0.7100–0.7400) | yes | 1 of 2 |", "| b | accuracy | 0.8800–0.8900 | 0.8500 | **no** | 0 of 1 |",
+		"experiments/c.png", "every 3 tasks"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "c.png")
+	if err := e.Plot(path); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("plot is not a PNG (%d bytes, err %v)", len(b), err)
+	}
+	if err := (Convergence{}).Plot(path); err == nil {
+		t.Errorf("a plot of no cases: want an error")
+	}
+}

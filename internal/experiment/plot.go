@@ -114,6 +114,11 @@ func PlotHeld(path string, panels []Panel, capacity, scale float64) error {
 		p.Legend.Add(fmt.Sprintf("capacity (%.0f CPUs)", capacity), capLine)
 		plots = append(plots, p)
 	}
+	return writePNG(path, plots)
+}
+
+// writePNG draws plots one under the other into a PNG file at path.
+func writePNG(path string, plots []*plot.Plot) error {
 	const w, h = 7 * vg.Inch, 3.2 * vg.Inch
 	img := vgimg.New(w, h*vg.Length(len(plots)))
 	dc := draw.New(img)

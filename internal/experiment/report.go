@@ -10,11 +10,18 @@ import (
 )
 
 // Report is an experiment's data that renders itself: its section of
-// docs/experiments.md and the panels of its plot.
+// docs/experiments.md and its plot.
 type Report interface {
 	// Markdown is the section; plot is the figure's path from the
 	// document.
 	Markdown(plot string) string
+	// Plot draws the figure as a PNG file at path.
+	Plot(path string) error
+}
+
+// heldReport is a Report whose figure is the CPUs held over time
+// (PlotHeld).
+type heldReport interface {
 	// Panels are what the plot shows, one under the other.
 	Panels() []Panel
 	// Capacity is the cluster's CPUs (the plot's dashed line).
@@ -23,12 +30,28 @@ type Report interface {
 	TimeScale() float64
 }
 
+func plotHeld(path string, r heldReport) error {
+	return PlotHeld(path, r.Panels(), r.Capacity(), r.TimeScale())
+}
+
+// Plot draws experiment 1's CPUs held over time.
+func (g GangVsElastic) Plot(path string) error { return plotHeld(path, g) }
+
+// Plot draws experiment 2's CPUs held over time.
+func (e BesideServices) Plot(path string) error { return plotHeld(path, e) }
+
+// Plot draws experiment 4's CPUs held over time.
+func (e SharedCluster) Plot(path string) error { return plotHeld(path, e) }
+
 // reports make an empty report of each experiment, by name (the base of
 // its files).
 var reports = map[string]func() Report{
 	"gang-vs-elastic": func() Report { return &GangVsElastic{} },
 	"beside-services": func() Report { return &BesideServices{} },
 	"shared-cluster":  func() Report { return &SharedCluster{} },
+	"convergence":     func() Report { return &Convergence{} },
+	// Experiment 5: experiment 1's report with AllReduce jobs.
+	"allreduce-gang-vs-elastic": func() Report { return &GangVsElastic{} },
 }
 
 // Write writes report r of experiment name: its data as dir/name.json,
@@ -46,7 +69,7 @@ func Write(doc, dir, name string, r Report) (string, error) {
 		return "", fmt.Errorf("experiment %s: %w", name, err)
 	}
 	png := filepath.Join(dir, name+".png")
-	if err := PlotHeld(png, r.Panels(), r.Capacity(), r.TimeScale()); err != nil {
+	if err := r.Plot(png); err != nil {
 		return "", err
 	}
 	rel, err := filepath.Rel(filepath.Dir(doc), png)

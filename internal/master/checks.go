@@ -41,8 +41,12 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 		return 0, err
 	}
 	defer src.Close()
+	hint := ""
+	if spec.Configure != nil {
+		hint = " (--model_params: " + spec.ParamsHelp + ")"
+	}
 	if !sameShape(src.FeatureShape(), spec.InputShape) {
-		return 0, fmt.Errorf("%s: records have shape %v, model %s expects %v", uri, src.FeatureShape(), spec.Name, spec.InputShape)
+		return 0, fmt.Errorf("%s: records have shape %v, model %s expects %v%s", uri, src.FeatureShape(), spec.Name, spec.InputShape, hint)
 	}
 	if spec.Sparse != nil {
 		cs, ok := src.(data.CategoricalSource)
@@ -50,8 +54,8 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 			return 0, fmt.Errorf("%s: records have no categorical ids, model %s expects %d", uri, spec.Name, spec.Sparse.NumCategorical)
 		}
 		if cs.NumCategorical() != spec.Sparse.NumCategorical {
-			return 0, fmt.Errorf("%s: records have %d categorical ids, model %s expects %d",
-				uri, cs.NumCategorical(), spec.Name, spec.Sparse.NumCategorical)
+			return 0, fmt.Errorf("%s: records have %d categorical ids, model %s expects %d%s",
+				uri, cs.NumCategorical(), spec.Name, spec.Sparse.NumCategorical, hint)
 		}
 	}
 	if src.Len() == 0 {

@@ -25,9 +25,12 @@ const (
 // Config is everything the master of one job needs to know.
 type Config struct {
 	// Mode is ModeTrain ("" means train), ModeEvaluate or ModePredict.
-	Mode           string
-	JobName        string
-	ModelDef       string
+	Mode     string
+	JobName  string
+	ModelDef string
+	// ModelParams (--model_params) are the model's parameters (model.Params
+	// syntax); every worker gets them too.
+	ModelParams    string
 	TrainingData   string
 	ValidationData string // optional: evaluated at the end of training
 	// EvaluationSteps > 0 queues an evaluation pass over ValidationData
@@ -253,9 +256,6 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if roleflags.CheckModelled(c.ModelledSecondsPerRecord) != nil {
 		bad("modelled_seconds_per_record", "must be 0 (compute for real) or a positive time, got %v", c.ModelledSecondsPerRecord)
-	}
-	if c.ModelledSecondsPerRecord > 0 && c.allReduce() {
-		bad("modelled_seconds_per_record", "modelled compute is for ParameterServerStrategy jobs")
 	}
 }
 

@@ -386,7 +386,7 @@ func TestSparseModelDataSchemaMismatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ data, want string }{
-		{"synthetic-ctr://?records=100&categorical=10", "records have 10 categorical ids, model ctr.deepfm expects 26"},
+		{"synthetic-ctr://?records=100&categorical=10", "records have 10 categorical ids, model ctr.deepfm expects 26 (--model_params: dense=N (dense features, default 13); fields=N"},
 		{"synthetic-ctr://?records=100&dense=5", "records have shape [5], model ctr.deepfm expects [13]"},
 		{writeIDX(t, 10), "model ctr.deepfm expects [13]"},
 	} {
@@ -399,6 +399,21 @@ func TestSparseModelDataSchemaMismatch(t *testing.T) {
 		}
 		if len(fb.launches()) != 0 {
 			t.Errorf("%s: launched %v", c.data, fb.launches())
+		}
+	}
+	// --model_params fit the model to the data, or fail New naming the
+	// parameter.
+	for params, want := range map[string]string{
+		"fields=10;dense=13": "",
+		"fields=10;dens=13":  "unknown model parameter dens (known: dense, embedding_dim, fields)",
+		"fields=9":           "records have 10 categorical ids, model ctr.deepfm expects 9",
+	} {
+		cfg := DefaultConfig()
+		cfg.ModelDef, cfg.ModelParams, cfg.Output = "ctr.deepfm", params, t.TempDir()
+		cfg.TrainingData = "synthetic-ctr://?records=100&categorical=10"
+		_, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg})
+		if (want == "" && err != nil) || (want != "" && (err == nil || !strings.Contains(err.Error(), want))) {
+			t.Errorf("--model_params=%s: New() = %v, want %q", params, err, want)
 		}
 	}
 	cfg := DefaultConfig()

@@ -155,9 +155,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if deps.Backend == nil || deps.Registry == nil {
 		return nil, errors.New("master: backend and model registry are required")
 	}
-	spec, err := deps.Registry.Lookup(cfg.ModelDef)
+	spec, err := deps.Registry.Resolve(cfg.ModelDef, cfg.ModelParams)
 	if err != nil {
-		return nil, fmt.Errorf("--model_def: %w", err)
+		return nil, fmt.Errorf("--model_def/--model_params: %w", err)
 	}
 	optSpec := cfg.Optimizer
 	if optSpec == "" {
@@ -239,6 +239,7 @@ func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, e
 		Mode:             cfg.Mode,
 		JobName:          cfg.JobName,
 		ModelDef:         cfg.ModelDef,
+		ModelParams:      cfg.ModelParams,
 		RecordsPerTask:   cfg.RecordsPerTask(),
 		ValidationData:   cfg.ValidationData,
 		EvaluationSteps:  cfg.EvaluationSteps,

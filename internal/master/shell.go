@@ -174,7 +174,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w := roleflags.DefaultWorker()
 	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
 	w.PSAddrs, _ = m.psAddrs()
-	w.ModelDef, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.MinibatchSize, m.cfg.Seed
+	w.ModelDef, w.ModelParams, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.ModelParams, m.cfg.MinibatchSize, m.cfg.Seed
 	if m.cfg.ModelledSecondsPerRecord > 0 {
 		w.ModelledSecondsPerRecord, w.ModelledCPUs = m.cfg.ModelledSecondsPerRecord, 1
 		if req := m.cfg.RequestedCPU.Worker; req > 0 {

@@ -44,6 +44,7 @@ type Worker struct {
 	// comma-separated); nil when the job has none.
 	PSAddrs       []string
 	ModelDef      string // --model_def
+	ModelParams   string // --model_params (model.Params syntax)
 	MinibatchSize int    // --minibatch_size
 	Seed          int64  // --seed
 	// DistributionStrategy (--distribution_strategy) is StrategyPS or
@@ -87,6 +88,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	w.PSAddrs = d.PSAddrs
 	fs.Var((*commaList)(&w.PSAddrs), "ps_addrs", "comma-separated host:port of the parameter servers, in shard order")
 	fs.StringVar(&w.ModelDef, "model_def", d.ModelDef, "model to train")
+	fs.StringVar(&w.ModelParams, "model_params", d.ModelParams, "the model's parameters, e.g. 'fields=62; dense=23'")
 	fs.IntVar(&w.MinibatchSize, "minibatch_size", d.MinibatchSize, "records per gradient step")
 	fs.Int64Var(&w.Seed, "seed", d.Seed, "seed of the initial model")
 	fs.StringVar(&w.DistributionStrategy, "distribution_strategy", d.DistributionStrategy, "ParameterServerStrategy or AllreduceStrategy")
@@ -112,6 +114,9 @@ func (w Worker) Args() []string {
 		"--model_def=" + w.ModelDef,
 		"--minibatch_size=" + strconv.Itoa(w.MinibatchSize),
 		"--seed=" + strconv.FormatInt(w.Seed, 10),
+	}
+	if w.ModelParams != "" {
+		args = append(args, "--model_params="+w.ModelParams)
 	}
 	if w.DistributionStrategy != "" && w.DistributionStrategy != StrategyPS {
 		args = append(args, "--distribution_strategy="+w.DistributionStrategy)
@@ -158,9 +163,6 @@ func (w Worker) Validate() error {
 	}
 	if err := CheckModelled(w.ModelledSecondsPerRecord); err != nil {
 		return err
-	}
-	if w.ModelledSecondsPerRecord > 0 && w.DistributionStrategy == StrategyAllReduce {
-		return errors.New("--modelled_seconds_per_record: modelled compute is for ParameterServerStrategy workers")
 	}
 	if !(w.ModelledCPUs > 0) || math.IsInf(w.ModelledCPUs, 0) {
 		return fmt.Errorf("--modelled_cpus: must be a positive number, got %v", w.ModelledCPUs)

@@ -47,7 +47,9 @@ func TestWorkerRoundTrip(t *testing.T) {
 	oneNoPS.PSAddrs = nil
 	allReduce := oneNoPS
 	allReduce.DistributionStrategy, allReduce.CollectiveAddr, allReduce.Optimizer = StrategyAllReduce, "10.0.0.7:0", "adam:learning_rate=0.01"
-	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce} {
+	withParams := full
+	withParams.ModelDef, withParams.ModelParams = "ctr.xdeepfm", "dense=23;fields=62"
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -317,7 +319,6 @@ func TestWorkerModelledComputeFlags(t *testing.T) {
 		{math.NaN(), 1, StrategyPS, "--modelled_seconds_per_record: must be 0"},
 		{0.001, 0, StrategyPS, "--modelled_cpus: must be a positive number"},
 		{0.001, math.Inf(1), StrategyPS, "--modelled_cpus: must be a positive number"},
-		{0.001, 1, StrategyAllReduce, "modelled compute is for ParameterServerStrategy"},
 	} {
 		v := w
 		v.ModelledSecondsPerRecord, v.ModelledCPUs, v.DistributionStrategy, v.CollectiveAddr = c.secs, c.cpus, c.strategy, "10.0.0.1:0"
@@ -328,5 +329,9 @@ func TestWorkerModelledComputeFlags(t *testing.T) {
 	w.ModelledSecondsPerRecord = 0.001
 	if err := w.Validate(); err != nil {
 		t.Errorf("a modelled worker: %v", err)
+	}
+	w.DistributionStrategy, w.CollectiveAddr = StrategyAllReduce, "10.0.0.1:0"
+	if err := w.Validate(); err != nil {
+		t.Errorf("a modelled AllReduce worker: %v", err)
 	}
 }

@@ -399,7 +399,11 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 	}
 	if rt != nil {
 		start, end := ar.book.take(rt, w.share(), ar.steps+1)
-		loss, err := w.gradients(rt, start, end)
+		gradients := w.gradients
+		if w.cfg.ModelledSecondsPerRecord > 0 {
+			gradients = func(rt *ringTask, start, end int64) (float32, error) { return w.modelledGradients(ctx, rt, start, end) }
+		}
+		loss, err := gradients(rt, start, end)
 		if err != nil {
 			return false, err
 		}
@@ -504,10 +508,34 @@ func (w *Worker) gradients(rt *ringTask, start, end int64) (float32, error) {
 		}
 		lossSum += float64(loss) * float64(hi-lo)
 	}
-	k := ar.nGrads
+	w.tagStep(rt, start, end)
+	return float32(lossSum / float64(end-start)), nil
+}
+
+// tagStep writes this member's records [start,end) of rt into the step's
+// header: how many, and which (its tag).
+func (w *Worker) tagStep(rt *ringTask, start, end int64) {
+	ar, k := w.ar, w.ar.nGrads
 	ar.buf[k], ar.buf[k+1] = float32(end-start), 1
 	putTag(ar.buf[k+stepHeader+ar.ring.Rank()*tagLen:], contrib{worker: w.cfg.WorkerID, task: rt.t.Id, start: start, end: end})
-	return float32(lossSum / float64(end-start)), nil
+}
+
+// modelledGradients is gradients under modelled compute: it spends the
+// time records [start,end) take on this worker's CPUs and contributes
+// zero gradients, so the ring still sums a full buffer each step (the
+// collective's cost is real) and the ledger counts the records, but the
+// model does not change.
+func (w *Worker) modelledGradients(ctx context.Context, rt *ringTask, start, end int64) (float32, error) {
+	d := time.Duration(float64(end-start) * w.cfg.ModelledSecondsPerRecord / w.cfg.ModelledCPUs * float64(time.Second))
+	select {
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	case <-time.After(d):
+	}
+	w.ar.mean = false
+	clear(w.ar.buf[:w.ar.nGrads])
+	w.tagStep(rt, start, end)
+	return 0, nil
 }
 
 // applyGradients divides the summed gradients by the step's records and

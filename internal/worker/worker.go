@@ -39,6 +39,7 @@ type Config struct {
 	MasterAddr    string
 	PSAddrs       []string
 	ModelDef      string
+	ModelParams   string // model.Params syntax; the master's --model_params
 	MinibatchSize int
 	// Seed makes every worker build the same initial model, so whichever
 	// push reaches a PS first, the job starts from the same point.
@@ -115,9 +116,9 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 	if cfg.MinibatchSize < 1 {
 		errs = append(errs, fmt.Errorf("--minibatch_size: must be at least 1, got %d", cfg.MinibatchSize))
 	}
-	spec, err := reg.Lookup(cfg.ModelDef)
+	spec, err := reg.Resolve(cfg.ModelDef, cfg.ModelParams)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("--model_def: %w", err))
+		errs = append(errs, fmt.Errorf("--model_def/--model_params: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

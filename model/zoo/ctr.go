@@ -28,6 +28,9 @@ import (
 // ctr.xdeepfm: wide_and_deep plus a compressed interaction network
 // (nn.CIN, layers of ctrCIN feature maps) over the same field embeddings,
 // whose sum-pooled maps go through Dense(ΣH → 1) into logit 1.
+//
+// --model_params set the counts for other data (ctrShape): "dense=23;
+// fields=62" for ticdata.
 const (
 	CTRWideAndDeep = "ctr.wide_and_deep"
 	CTRDeepFM      = "ctr.deepfm"
@@ -47,45 +50,75 @@ const (
 // it trains at a few thousand records/s per worker on one core.
 var ctrCIN = []int{8, 8}
 
-// WideAndDeepSpec returns the spec of ctr.wide_and_deep.
-func WideAndDeepSpec() model.Spec { return ctrSpec(CTRWideAndDeep, false) }
-
-// DeepFMSpec returns the spec of ctr.deepfm.
-func DeepFMSpec() model.Spec { return ctrSpec(CTRDeepFM, true) }
-
-// XDeepFMSpec returns the spec of ctr.xdeepfm.
-func XDeepFMSpec() model.Spec {
-	s := ctrSpec(CTRXDeepFM, false)
-	s.Description = fmt.Sprintf("CTR xDeepFM: first-order id weights + CIN %v + MLP over %d dense features and %d categorical fields (embedding dim %d; tower %d-%d-2)",
-		ctrCIN, ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2)
-	s.Build = func(rng *rand.Rand) *nn.Model {
-		return NewXDeepFMNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, ctrCIN, rng)
-	}
-	return s
+// ctrShape is what a CTR model's parameters (--model_params) set: the
+// records' dense features and categorical fields, and the embedding width.
+// The defaults fit data.DefaultCTRConfig; a real data set such as ticdata
+// (hack/ticdata.sh) names its own counts.
+type ctrShape struct {
+	dense, fields, dim int
 }
 
-func ctrSpec(name string, fm bool) model.Spec {
-	kind := "Wide&Deep: first-order id weights + MLP"
-	if fm {
-		kind = "DeepFM: first-order id weights + FM pairwise term + MLP"
-	}
+var defaultCTRShape = ctrShape{dense: ctrDense, fields: ctrCategorical, dim: ctrEmbedDim}
+
+const ctrParamsHelp = "dense=N (dense features, default 13); fields=N (categorical fields, default 26); embedding_dim=N (default 8)"
+
+// ctrKind is one of the three CTR networks.
+type ctrKind int
+
+const (
+	ctrWide ctrKind = iota
+	ctrFM
+	ctrCINKind
+)
+
+// WideAndDeepSpec returns the spec of ctr.wide_and_deep.
+func WideAndDeepSpec() model.Spec { return ctrSpec(CTRWideAndDeep, ctrWide, defaultCTRShape) }
+
+// DeepFMSpec returns the spec of ctr.deepfm.
+func DeepFMSpec() model.Spec { return ctrSpec(CTRDeepFM, ctrFM, defaultCTRShape) }
+
+// XDeepFMSpec returns the spec of ctr.xdeepfm.
+func XDeepFMSpec() model.Spec { return ctrSpec(CTRXDeepFM, ctrCINKind, defaultCTRShape) }
+
+func ctrSpec(name string, kind ctrKind, sh ctrShape) model.Spec {
+	what := map[ctrKind]string{
+		ctrWide:    "Wide&Deep: first-order id weights + MLP",
+		ctrFM:      "DeepFM: first-order id weights + FM pairwise term + MLP",
+		ctrCINKind: fmt.Sprintf("xDeepFM: first-order id weights + CIN %v + MLP", ctrCIN),
+	}[kind]
 	return model.Spec{
 		Name: name,
 		Description: fmt.Sprintf("CTR %s over %d dense features and %d categorical fields (embedding dim %d; tower %d-%d-2)",
-			kind, ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2),
-		InputShape: []int{ctrDense},
+			what, sh.dense, sh.fields, sh.dim, ctrHidden1, ctrHidden2),
+		InputShape: []int{sh.dense},
 		NumClasses: 2,
 		Optimizer:  ctrOpt,
 		Build: func(rng *rand.Rand) *nn.Model {
-			return NewCTRNet(ctrDense, ctrCategorical, ctrEmbedDim, ctrHidden1, ctrHidden2, fm, rng)
+			if kind == ctrCINKind {
+				return NewXDeepFMNet(sh.dense, sh.fields, sh.dim, ctrHidden1, ctrHidden2, ctrCIN, rng)
+			}
+			return NewCTRNet(sh.dense, sh.fields, sh.dim, ctrHidden1, ctrHidden2, kind == ctrFM, rng)
 		},
 		Sparse: &model.SparseSpec{
-			NumCategorical: ctrCategorical,
+			NumCategorical: sh.fields,
 			Embeddings: []model.EmbeddingSpec{
 				{Table: "ctr_linear", Dim: 1, Initializer: "zeros"},
-				{Table: "ctr_embed", Dim: ctrEmbedDim, Initializer: "uniform:-0.05,0.05"},
+				{Table: "ctr_embed", Dim: sh.dim, Initializer: "uniform:-0.05,0.05"},
 			},
 		},
+		Configure: func(p model.Params) (model.Spec, error) {
+			r := p.Reader()
+			c := ctrShape{
+				dense:  r.Int("dense", ctrDense, 1, 1<<16),
+				fields: r.Int("fields", ctrCategorical, 1, 1<<12),
+				dim:    r.Int("embedding_dim", ctrEmbedDim, 1, 1<<10),
+			}
+			if err := r.Err(); err != nil {
+				return model.Spec{}, err
+			}
+			return ctrSpec(name, kind, c), nil
+		},
+		ParamsHelp: ctrParamsHelp,
 	}
 }
 

@@ -3,6 +3,7 @@ package zoo
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"elasticdl/model"
@@ -100,6 +101,30 @@ func TestCTRNetGrad(t *testing.T) {
 		for _, e := range net.Embeddings() {
 			_, g := e.Grad()
 			check(e.Name(), e.Rows(), g)
+		}
+	}
+}
+
+// --model_params reshape the CTR models for another data set (ticdata:
+// 23 dense features, 62 categorical fields).
+func TestCTRModelParams(t *testing.T) {
+	r := model.NewRegistry()
+	if err := Register(r); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{CTRWideAndDeep, CTRDeepFM, CTRXDeepFM} {
+		s, err := r.Resolve(name, "dense=23; fields=62; embedding_dim=4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.InputShape[0] != 23 || s.NumCategorical() != 62 || s.Embeddings()[1].Dim != 4 {
+			t.Errorf("%s: input %v, %d fields, embedding %+v", name, s.InputShape, s.NumCategorical(), s.Embeddings()[1])
+		}
+		if !strings.Contains(s.Description, "23 dense features and 62 categorical fields (embedding dim 4") {
+			t.Errorf("%s: description %q", name, s.Description)
+		}
+		if _, err := r.Resolve(name, "fields=62;dense=0"); err == nil || !strings.Contains(err.Error(), "dense") {
+			t.Errorf("%s: dense=0 accepted: %v", name, err)
 		}
 	}
 }

@@ -85,9 +85,10 @@ func (p Phase) over() bool { return p >= Uploading }
 // it, and counted the records of each data set.
 type Config struct {
 	// Mode is ModeTrain, ModeEvaluate or ModePredict ("" means train).
-	Mode     string
-	JobName  string
-	ModelDef string
+	Mode        string
+	JobName     string
+	ModelDef    string
+	ModelParams string
 	// Tasks configures the dispatcher; for a training job it holds the
 	// training shards and epochs.
 	Tasks task.Config
@@ -262,7 +263,7 @@ func New(cfg Config) (*Job, error) {
 		nextEvalAt:  cfg.EvaluationSteps,
 		ring:        newRendezvous(cfg),
 		applied:     appliedLedger{ranges: map[int64][]appliedRange{}, corrupt: map[int64]int64{}},
-		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, Mode: cfg.Mode},
+		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, ModelParams: cfg.ModelParams, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
 	case ModeEvaluate:

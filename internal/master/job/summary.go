@@ -23,6 +23,7 @@ type Summary struct {
 	TrainingSeconds  float64        `json:"training_seconds"`
 	RecordsPerSecond float64        `json:"records_per_second"`
 	ModelDef         string         `json:"model_def"`
+	ModelParams      string         `json:"model_params,omitempty"`
 	ModelPath        string         `json:"model_path,omitempty"`
 	ModelVersion     int64          `json:"model_version"`
 	Epochs           []EpochSummary `json:"epochs"`
