@@ -282,3 +282,15 @@ func Machine() string {
 	}
 	return fmt.Sprintf("%d cores (%s), %s", runtime.NumCPU(), cpu, runtime.Version())
 }
+
+// Requested says whether ELASTICDL_EXPERIMENT (comma-separated names, or
+// "all"; set by `make experiments`) asks for the full version of
+// experiment name; the test suites run a short version otherwise.
+func Requested(name string) bool {
+	for _, v := range strings.Split(os.Getenv("ELASTICDL_EXPERIMENT"), ",") {
+		if v = strings.TrimSpace(v); v == "all" || v == name {
+			return true
+		}
+	}
+	return false
+}

@@ -170,6 +170,10 @@ func (w *Worker) Run(ctx context.Context) error {
 			s.Close()
 		}
 	}()
+	if w.cfg.ModelledSecondsPerRecord > 0 {
+		w.log.Info("modelled compute: training minibatches wait instead of computing; the model does not train",
+			"seconds_per_record", w.cfg.ModelledSecondsPerRecord, "cpus", w.cfg.ModelledCPUs)
+	}
 	if w.cfg.AllReduce {
 		return w.withHeartbeat(ctx, w.runAllReduce)
 	}
@@ -179,10 +183,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
 	defer func() { w.ps.Close() }() // the client of the last layout
-	if w.cfg.ModelledSecondsPerRecord > 0 {
-		w.log.Info("modelled compute: training minibatches wait instead of computing; the model does not train",
-			"seconds_per_record", w.cfg.ModelledSecondsPerRecord, "cpus", w.cfg.ModelledCPUs)
-	}
 	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
 		return fmt.Errorf("push initial model: %w", err)
 	}

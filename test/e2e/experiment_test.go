@@ -27,17 +27,6 @@ import (
 // (or "all": `make experiments`, hack/experiments.sh) it runs the full
 // version and rewrites its section, plot and data under docs/.
 
-// experimentFull says whether ELASTICDL_EXPERIMENT asks for the full
-// version of experiment name.
-func experimentFull(name string) bool {
-	for _, v := range strings.Split(os.Getenv("ELASTICDL_EXPERIMENT"), ",") {
-		if v = strings.TrimSpace(v); v == "all" || v == name {
-			return true
-		}
-	}
-	return false
-}
-
 // experimentOut is where an experiment writes its report: docs/ for the
 // full version, a temp dir for the short one.
 func experimentOut(t *testing.T, full bool) (doc, dir string) {
@@ -163,41 +152,53 @@ func gangRBAC(t *testing.T, ns string) {
 // first, grows when the first ends, and finishes both sooner; every
 // epoch of every job is trained exactly once.
 func TestExperimentGangVsElastic(t *testing.T) {
+	g := experiment.GangVsElastic{Command: "make experiments EXPERIMENTS=gang", Nodes: 3, CPUsPerNode: 8, Workers: 13, WorkerCPU: 1, PSCPU: 0.5, MasterCPU: 0.25}
+	// Tasks of about a second on one CPU: the last round of tasks, when
+	// some workers have none left, costs little.
+	runGangExperiment(t, "gang", "gang-vs-elastic", g, func(g *experiment.GangVsElastic) {
+		g.MinibatchSize, g.MinibatchesPerTask = modelledMinibatch, taskMinibatches(g.SecondsPerRecord)
+		g.SecondAfter = experiment.ElasticDLSeed.SecondAfter / g.Scale
+	}, 0.9, 60) // the seed's ratio is 0.73
+}
+
+// runGangExperiment runs experiment 1 or 5 (ELASTICDL_EXPERIMENT name,
+// section the report's name): g's cluster and jobs, 60,000 records an
+// epoch, as many epochs as make the first job alone take fullAlone
+// seconds (full version; 12 s short) at the calibrated modelled compute,
+// time scaled to the seed's; set fills in the tasks and the second job's
+// delay. The short version fails when elastic ÷ gang reaches maxRatio:
+// the jobs' work is fixed, so the elastic pair must overlap.
+func runGangExperiment(t *testing.T, name, section string, g experiment.GangVsElastic, set func(*experiment.GangVsElastic), maxRatio, fullAlone float64) {
 	timeTest(t)
 	needK8sCLI(t)
-	full := experimentFull("gang")
-	g := experiment.GangVsElastic{Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
-		Command: "make experiments EXPERIMENTS=gang", Nodes: 3, CPUsPerNode: 8, Workers: 13, WorkerCPU: 1, PSCPU: 0.5, MasterCPU: 0.25,
-		RecordsPerEpoch: 60000}
+	full := experiment.Requested(name)
+	seed := experiment.ElasticDLSeed
+	if g.Seed != nil {
+		seed = *g.Seed
+	}
+	g.Date, g.Machine, g.RecordsPerEpoch = time.Now().UTC().Format("2006-01-02"), experiment.Machine(), 60000
 	runs, alone := 1, 12.0 // the first job alone, our seconds
 	if full {
-		runs, alone = 3, 60
+		runs, alone = 3, fullAlone
 	}
 	g.SecondsPerRecord, g.Calibration = calibrate(t)
 	g.Epochs = max(1, int(math.Round(alone*float64(g.Workers)*g.WorkerCPU/(float64(g.RecordsPerEpoch)*g.SecondsPerRecord))))
-	modelled := g.Alone()
-	g.Scale = 370 / modelled
-	// Tasks of about a second on one CPU: the last round of tasks, when
-	// some workers have none left, costs little.
-	g.MinibatchSize, g.MinibatchesPerTask = modelledMinibatch, taskMinibatches(g.SecondsPerRecord)
-	g.SecondAfter = 30 / g.Scale
-	t.Logf("modelled compute %.1f µs a record: %d epochs, %.1f s for a job alone at 13 workers, scale %.2f, second job after %.1f s",
-		g.SecondsPerRecord*1e6, g.Epochs, modelled, g.Scale, g.SecondAfter)
+	g.Scale = seed.FirstAlone / g.Alone()
+	set(&g)
+	t.Logf("modelled compute %.1f µs a record: %d epochs, %.1f s for a job alone at %d workers, scale %.2f, second job after %.1f s",
+		g.SecondsPerRecord*1e6, g.Epochs, g.Alone(), g.Workers, g.Scale, g.SecondAfter)
 
 	label := startProcNodes(t, "e2e-x", g.Nodes, fmt.Sprint(g.CPUsPerNode), "24Gi")
 	cs := scaleClient(t)
 	g.Runs = alternate(t, runs, "gang", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
 		return runGangVsElastic(t, cs, g, label, mode, i)
 	})
-
 	ratio, wait := g.Summary()
 	t.Logf("elastic ÷ gang makespan %s, second elastic job's wait %s s", ratio.Format("%.3f"), wait.Format("%.1f"))
-	if !full && ratio.Max >= 0.9 {
-		// Modelled compute makes the jobs' work fixed; the elastic pair
-		// must overlap. The seed's ratio is 0.73.
+	if !full && ratio.Max >= maxRatio {
 		t.Errorf("elastic ÷ gang makespan %.3f: the elastic jobs did not overlap", ratio.Max)
 	}
-	report(t, full, "gang-vs-elastic", g)
+	report(t, full, section, g)
 }
 
 // blasNote names the BLAS backend the calibration ran with.
@@ -275,47 +276,21 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 // of zeros every step, so the collective's cost and the ring's re-forming
 // are real. Checks as experiment 1's.
 func TestExperimentAllReduceGang(t *testing.T) {
-	timeTest(t)
-	needK8sCLI(t)
-	full := experimentFull("allreduce")
 	seed := experiment.AllReduceSeed
 	// Two nodes of 3.5 CPUs: 3 workers of 1 CPU and the masters fit on
 	// each, a seventh worker nowhere.
-	g := experiment.GangVsElastic{Seed: &seed, Strategy: "AllreduceStrategy",
-		Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
-		Command: "make experiments EXPERIMENTS=allreduce", Nodes: 2, CPUsPerNode: 3.5, Workers: 4, WorkerCPU: 1, MasterCPU: 0.25,
-		RecordsPerEpoch: 60000}
-	runs, alone := 1, 12.0 // the first job alone, our seconds
-	if full {
-		runs, alone = 3, 40
-	}
-	g.SecondsPerRecord, g.Calibration = calibrate(t)
-	g.Epochs = max(1, int(math.Round(alone*float64(g.Workers)*g.WorkerCPU/(float64(g.RecordsPerEpoch)*g.SecondsPerRecord))))
-	g.Scale = seed.FirstAlone / g.Alone()
-	// A step's global batch is 4 × 1024 records whatever the ring's size:
-	// a member computes for ~0.2 s (4 members) or ~0.4 s (2) between
-	// collectives of the cnn's 0.8 MB of gradients. Tasks of one step at
-	// full size.
-	g.MinibatchSize, g.MinibatchesPerTask = 1024, 4
-	// The report gives no delay; a second, so that the first job is the
-	// first served.
-	g.SecondAfter = 1
-	t.Logf("modelled compute %.1f µs a record: %d epochs, %.1f s for a job alone at %d workers, scale %.2f",
-		g.SecondsPerRecord*1e6, g.Epochs, g.Alone(), g.Workers, g.Scale)
-
-	label := startProcNodes(t, "e2e-xa", g.Nodes, fmt.Sprint(g.CPUsPerNode), "16Gi")
-	cs := scaleClient(t)
-	g.Runs = alternate(t, runs, "gang", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
-		return runGangVsElastic(t, cs, g, label, mode, i)
-	})
-	ratio, wait := g.Summary()
-	t.Logf("elastic ÷ gang makespan %s, second elastic job's wait %s s", ratio.Format("%.3f"), wait.Format("%.1f"))
-	if !full && ratio.Max >= 0.95 {
-		// The elastic second job trains on the 2 free workers' room
-		// while the first runs; the seed's ratio is 0.84.
-		t.Errorf("elastic ÷ gang makespan %.3f: the elastic jobs did not overlap", ratio.Max)
-	}
-	report(t, full, "allreduce-gang-vs-elastic", g)
+	g := experiment.GangVsElastic{Seed: &seed, Strategy: "AllreduceStrategy", Command: "make experiments EXPERIMENTS=allreduce",
+		Nodes: 2, CPUsPerNode: 3.5, Workers: 4, WorkerCPU: 1, MasterCPU: 0.25}
+	runGangExperiment(t, "allreduce", "allreduce-gang-vs-elastic", g, func(g *experiment.GangVsElastic) {
+		// A step's global batch is 4 × 1024 records whatever the ring's
+		// size: a member computes for ~0.2 s (4 members) or ~0.4 s (2)
+		// between collectives of the cnn's 0.8 MB of gradients. Tasks of
+		// one step at full size.
+		g.MinibatchSize, g.MinibatchesPerTask = 1024, 4
+		// The report gives no delay; a second, so that the first job is
+		// the first served.
+		g.SecondAfter = 1
+	}, 0.95, 40) // the seed's ratio is 0.84
 }
 
 // calibrate measures the modelled compute's cost of a record (see
@@ -342,7 +317,7 @@ func calibrate(t *testing.T) (secondsPerRecord float64, note string) {
 func TestExperimentBesideServices(t *testing.T) {
 	timeTest(t)
 	needK8sCLI(t)
-	full := experimentFull("services")
+	full := experiment.Requested("services")
 	e := experiment.BesideServices{Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
 		Command: "make experiments EXPERIMENTS=services", Nodes: 3, CPUsPerNode: 8,
 		ServiceCPU: 0.5, ServiceMin: 4, ServiceMax: 32, Day: 24,
@@ -551,7 +526,7 @@ func modelledJobArgs(secondsPerRecord, workerCPU, psCPU, masterCPU float64) []st
 func TestExperimentSharedCluster(t *testing.T) {
 	timeTest(t)
 	needK8sCLI(t)
-	full := experimentFull("sharing")
+	full := experiment.Requested("sharing")
 	e := experiment.SharedCluster{Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
 		Command: "make experiments EXPERIMENTS=sharing", Nodes: 2, CPUsPerNode: 6,
 		Jobs: 6, Arrival: 3, MaxWorkers: 8, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.1, RecordsPerEpoch: 10000}

@@ -28,17 +28,6 @@ import (
 // full version runs every case over 3 seeds and rewrites the section,
 // plot and data under docs/.
 
-// experimentFull says whether ELASTICDL_EXPERIMENT asks for the full
-// version of experiment name.
-func experimentFull(name string) bool {
-	for _, v := range strings.Split(os.Getenv("ELASTICDL_EXPERIMENT"), ",") {
-		if v = strings.TrimSpace(v); v == "all" || v == name {
-			return true
-		}
-	}
-	return false
-}
-
 // ticdataDir is where hack/ticdata.sh left ticdata: $ELASTICDL_TICDATA, or
 // its default directory.
 func ticdataDir(t *testing.T) string {
@@ -140,7 +129,7 @@ func cnnCase(t *testing.T) convergenceCase {
 // that every run learned; reports the curves and whether the changing
 // runs end inside the fixed runs' band.
 func TestExperimentConvergence(t *testing.T) {
-	full := experimentFull("convergence")
+	full := experiment.Requested("convergence")
 	cases := []convergenceCase{ticdataCase(t, zoo.CTRWideAndDeep, 3), ticdataCase(t, zoo.CTRXDeepFM, 3)}
 	seeds := []int64{1}
 	if full {

@@ -268,46 +268,35 @@ func contains(s []int, v int) bool {
 	return false
 }
 
-// TestModelledComputeAllReduce: AllReduce workers model their compute too
-// (experiment 5): each member waits for its share of a step, the ring
-// still sums a full gradient buffer (of zeros) every step, and the ledger
-// counts the records. Two members of one CPU take at least 3 s for 60,000
-// records at 100 µs; the model does not learn.
-func TestModelledComputeAllReduce(t *testing.T) {
-	needData(t)
-	j := startJob(t, append(allReduceArgs("fashion_mnist.mlp", "2", "1"), "--modelled_seconds_per_record=0.0001")...)
-	s := j.succeeded(3 * time.Minute)
-	assertExactlyOnce(t, s, 1, 60000)
-	if s.TrainingSeconds < 3 {
-		t.Errorf("an epoch of modelled compute took %.2f s, want at least 3", s.TrainingSeconds)
-	}
-	if s.Eval == nil || s.Eval.Accuracy > 0.3 {
-		t.Errorf("eval %+v: a modelled job's model does not train", s.Eval)
-	}
-	if s.Ring == nil || s.Ring.MaxWorldSize != 2 {
-		t.Errorf("ring %+v: want the two workers in one ring", s.Ring)
-	}
-}
-
 // TestModelledCompute: with --modelled_seconds_per_record the workers wait
 // instead of computing (experiments), and everything else is real: the
 // master's tasks, the PS recording every minibatch once (the end-of-
 // training check counts the ledger from them), the summary. Two workers of
 // one CPU each take at least 60,000 × 0.0001 s ÷ 2 = 3 s for the epoch,
-// and the model does not learn.
+// and the model does not learn. AllReduce members model theirs too
+// (experiment 5): each waits for its share of a step, the ring still sums
+// a full gradient buffer (of zeros) every step, and the ledger counts the
+// records.
 func TestModelledCompute(t *testing.T) {
 	needData(t)
-	j := startJob(t, append(mlpArgs("1"), "--modelled_seconds_per_record=0.0001")...)
-	s := j.succeeded(3 * time.Minute)
-	assertExactlyOnce(t, s, 1, 60000)
-	if s.TrainingSeconds < 3 {
-		t.Errorf("an epoch of modelled compute took %.2f s, want at least 3", s.TrainingSeconds)
-	}
-	if s.Eval == nil || s.Eval.Accuracy > 0.3 {
-		t.Errorf("eval %+v: a modelled job's model does not train", s.Eval)
-	}
-	log, err := os.ReadFile(filepath.Join(j.out, "logs", "worker-0.log"))
-	if err != nil || !strings.Contains(string(log), "seconds_per_record=0.0001 cpus=1") {
-		t.Errorf("worker-0's log does not say it models its compute (%v):\n%s", err, log)
+	for name, args := range map[string][]string{"ps": mlpArgs("1"), "allreduce": allReduceArgs("fashion_mnist.mlp", "2", "1")} {
+		t.Run(name, func(t *testing.T) {
+			j := startJob(t, append(args, "--modelled_seconds_per_record=0.0001")...)
+			s := j.succeeded(3 * time.Minute)
+			assertExactlyOnce(t, s, 1, 60000)
+			if s.TrainingSeconds < 3 {
+				t.Errorf("an epoch of modelled compute took %.2f s, want at least 3", s.TrainingSeconds)
+			}
+			if s.Eval == nil || s.Eval.Accuracy > 0.3 {
+				t.Errorf("eval %+v: a modelled job's model does not train", s.Eval)
+			}
+			log, err := os.ReadFile(filepath.Join(j.out, "logs", "worker-0.log"))
+			if err != nil || !strings.Contains(string(log), "seconds_per_record=0.0001 cpus=1") {
+				t.Errorf("worker-0's log does not say it models its compute (%v):\n%s", err, log)
+			}
+			if name == "allreduce" && (s.Ring == nil || s.Ring.MaxWorldSize != 2) {
+				t.Errorf("ring %+v: want the two workers in one ring", s.Ring)
+			}
+		})
 	}
 }
