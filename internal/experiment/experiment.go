@@ -264,7 +264,7 @@ func round(x float64, d int) float64 {
 // preamble opens a report: when and where it was measured, how many runs
 // of each mode (counted by the elastic ones), and the cluster.
 func preamble(date, machine string, runs []Run, nodes int, cpusPerNode float64) string {
-	return fmt.Sprintf("Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %.0f CPUs = %.0f CPUs. ",
+	return fmt.Sprintf("Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %g CPUs = %g CPUs. ",
 		date, machine, len(Of(runs, "elastic", Run.Makespan)), nodes, cpusPerNode, float64(nodes)*cpusPerNode)
 }
 

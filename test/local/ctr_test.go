@@ -323,3 +323,33 @@ func TestDeepFMReshardPS(t *testing.T) {
 		t.Errorf("summary PS %+v: want 1 → 3 → 2, none lost", p)
 	}
 }
+
+// TestTicdataModelParams trains ctr.wide_and_deep on ticdata (the real
+// data set of hack/ticdata.sh) with the --model_params that fit it, then
+// evaluates the saved model: with the same parameters it gives the
+// training job's final AUC; without them the job fails before launching
+// anything, naming --model_params.
+func TestTicdataModelParams(t *testing.T) {
+	c := ticdataCase(t, "ctr.wide_and_deep", 2)
+	params := "--model_params=" + c.ModelParams
+	s, out, _ := trainCTR(t, "--model_def=ctr.wide_and_deep", params, "--optimizer="+c.Optimizer,
+		"--training_data="+c.train, "--validation_data="+c.test, "--num_workers=2", "--num_epochs=2")
+	if s.Status != "succeeded" || s.Eval == nil || s.Eval.AUC == nil || s.ModelParams != "dense=23;fields=62" {
+		t.Fatalf("summary: status %q (%s), eval %+v, model_params %q", s.Status, s.Error, s.Eval, s.ModelParams)
+	}
+	if auc := *s.Eval.AUC; auc < 0.65 || s.Eval.Records != c.TestRecords {
+		t.Errorf("final AUC %.4f on %d records: want at least 0.65 on %d", auc, s.Eval.Records, c.TestRecords)
+	}
+	model := filepath.Join(out, "model")
+	e := startCmd(t, "evaluate", "--model_def=ctr.wide_and_deep", params, "--checkpoint_dir_for_init="+model, "--validation_data="+c.test)
+	if code := e.wait(3 * time.Minute); code != 0 {
+		t.Fatalf("evaluate exit code %d\nstderr:\n%s", code, e.stderr.String())
+	}
+	if es := e.summary(); es.Eval == nil || es.Eval.AUC == nil || math.Abs(*es.Eval.AUC-*s.Eval.AUC) > 1e-4 {
+		t.Errorf("evaluate with %s: eval %+v, want the training job's AUC %.6f", params, es.Eval, *s.Eval.AUC)
+	}
+	bad := startCmd(t, "evaluate", "--model_def=ctr.wide_and_deep", "--checkpoint_dir_for_init="+model, "--validation_data="+c.test)
+	if code := bad.wait(time.Minute); code != 1 || !strings.Contains(bad.stderr.String(), "model ctr.wide_and_deep expects [13] (--model_params: dense=N") {
+		t.Errorf("evaluate without --model_params: exit %d, stderr:\n%s", code, bad.stderr.String())
+	}
+}
