@@ -4,9 +4,14 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build train test bench proto e2e experiments k8s-up k8s-down
+.PHONY: build static train test bench proto e2e experiments k8s-up k8s-down
 build:
-	go build -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
+	go build -buildvcs=auto -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
+
+# A static, cgo-free binary (pure-Go BLAS): it runs in any Linux image with
+# nothing installed. bin/elasticdl (OpenBLAS when installed) computes faster.
+static:
+	CGO_ENABLED=0 go build -buildvcs=auto -trimpath -ldflags=-s -o bin/elasticdl-static ./cmd/elasticdl
 
 train:
 	hack/train.sh

@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"syscall"
@@ -61,6 +63,7 @@ func commands() []command {
 		{"worker", "a job's training process (launched by the master)", runWorker},
 		{"ps", "a job's parameter server (launched by the master)", runPS},
 		{"zoo", "list the built-in models", runZoo},
+		{"version", "print the version, commit, Go version and BLAS backend", runVersion},
 	}
 }
 
@@ -154,6 +157,36 @@ func newFlagSet(env Env, name string) *flag.FlagSet {
 
 func newLogger(w io.Writer, level slog.Level) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+// runVersion prints what this binary is: the module version and the
+// commit it was built from (as the go command stamped them), Go, the
+// platform and the BLAS backend compiled in.
+func runVersion(_ context.Context, env Env, args []string) error {
+	fs := newFlagSet(env, "version")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	version, commit, modified, cgo := "(unknown)", "(unknown)", false, "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		version = bi.Main.Version
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			case "CGO_ENABLED":
+				cgo = s.Value
+			}
+		}
+	}
+	if modified {
+		commit += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(env.Stdout, "elasticdl %s\ncommit: %s\ngo: %s %s/%s\ncgo: %s\nBLAS backend: %s\n",
+		version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH, cgo, nn.BLASBackend())
+	return nil
 }
 
 func runZoo(_ context.Context, env Env, args []string) error {

@@ -36,6 +36,8 @@ func TestCommands(t *testing.T) {
 		{[]string{"worker", "--worker_id=1", "--master_addr=127.0.0.1:1", "--ps_addrs=127.0.0.1:2", "--model_def=ctr.deepfm", "--model_params=fields=x"}, 2, "", `fields="x": want an integer in [1, 4096]`},
 		{k8sTrain("--yaml", "--model_params=fields=62"), 0, "- --model_params=fields=62", ""},
 		{[]string{"zoo", "extra"}, 2, "", "unexpected argument"},
+		{[]string{"version"}, 0, "BLAS backend: ", ""},
+		{[]string{"version", "--short"}, 2, "", "flag provided but not defined: -short"},
 		{nil, 2, "", "usage: elasticdl"},
 		{[]string{"help"}, 0, "", "commands:"},
 		{[]string{"trian"}, 2, "", `unknown command "trian"`},

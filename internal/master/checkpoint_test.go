@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/checkpoint"
@@ -98,11 +99,13 @@ func TestNewChecksCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := writeIDX(t, 100)
+	var last *Master
 	newMaster := func(mutate func(*Config)) error {
 		cfg := DefaultConfig()
 		cfg.ModelDef, cfg.TrainingData, cfg.Output = "fashion_mnist.mlp", data, t.TempDir()
 		mutate(&cfg)
-		_, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg})
+		m, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: reg})
+		last = m
 		return err
 	}
 	missing := filepath.Join(t.TempDir(), "nope")
@@ -124,6 +127,8 @@ func TestNewChecksCheckpoints(t *testing.T) {
 			Info: &pserverpb.EmbeddingTableInfo{Name: "ctr_embed", Dim: 2}, Ids: []int64{0}, Values: wire.EncodeTensor("ctr_embed", []int{1, 2}, []float32{1, 2}),
 		}}
 	})
+	jobOutput := t.TempDir() // a training job's --output: its model in model/
+	writeMLPCheckpoint(t, filepath.Join(jobOutput, "model"), 3, nil)
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -135,7 +140,8 @@ func TestNewChecksCheckpoints(t *testing.T) {
 		want   string // "" for success
 	}{
 		{"init dir missing", func(c *Config) { c.CheckpointDirForInit = missing }, "--checkpoint_dir_for_init: checkpoint: read " + missing},
-		{"init dir empty", func(c *Config) { c.CheckpointDirForInit = t.TempDir() }, "no complete checkpoint"},
+		{"init dir empty", func(c *Config) { c.CheckpointDirForInit = t.TempDir() }, "no complete checkpoint (a training job's model is in its --output directory's model/"},
+		{"init dir is a training job's output", func(c *Config) { c.CheckpointDirForInit = jobOutput }, ""},
 		{"init of another shape", func(c *Config) { c.CheckpointDirForInit = wrongShape }, "has shape [1]"},
 		{"init with an extra parameter", func(c *Config) { c.CheckpointDirForInit = extra }, "parameters, the model has"},
 		{"init lacking a parameter", func(c *Config) { c.CheckpointDirForInit = lacking }, "no parameter"},
@@ -151,6 +157,10 @@ func TestNewChecksCheckpoints(t *testing.T) {
 			if c.want == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				// The PS are told where the model is.
+				if got := last.psFlags(job.Launch{Role: cluster.PS}).CheckpointDirForInit; c.name == "init dir is a training job's output" && got != filepath.Join(jobOutput, "model") {
+					t.Errorf("the PS start from %q, want the job's model %q", got, filepath.Join(jobOutput, "model"))
 				}
 				return
 			}

@@ -64,6 +64,28 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 	return src.Len(), nil
 }
 
+// jobModelDir is where a training job writes its model under --output.
+const jobModelDir = "model"
+
+// resolveInitDir lets --checkpoint_dir_for_init name a training job's
+// --output directory: when dir holds no complete checkpoint and
+// dir/model (the job's model) does, it returns dir/model; otherwise dir,
+// whose errors checkCheckpoints reports.
+func resolveInitDir(dir string, log *slog.Logger) string {
+	if dir == "" {
+		return dir
+	}
+	if _, err := checkpoint.Load(dir, log); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return dir
+	}
+	model := filepath.Join(dir, jobModelDir)
+	if _, err := checkpoint.Load(model, log); err != nil {
+		return dir
+	}
+	log.Info("--checkpoint_dir_for_init names a training job's output directory: starting from its model", "dir", model)
+	return model
+}
+
 // checkCheckpoints fails the job before anything is launched when the
 // checkpoint the PS would start from does not fit the model, or when
 // --checkpoint_dir_for_init holds none; otherwise every PS would fail at
@@ -84,6 +106,9 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (root strin
 	if set == nil && cfg.CheckpointDirForInit != "" {
 		flagName, root = "checkpoint_dir_for_init", cfg.CheckpointDirForInit
 		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
+			if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+				err = fmt.Errorf("%w (a training job's model is in its --output directory's %s/, which this flag also accepts)", err, jobModelDir)
+			}
 			return "", -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
 		}
 	}

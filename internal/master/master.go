@@ -11,6 +11,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -155,6 +156,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if deps.Backend == nil || deps.Registry == nil {
 		return nil, errors.New("master: backend and model registry are required")
 	}
+	cfg.CheckpointDirForInit = resolveInitDir(cfg.CheckpointDirForInit, cmp.Or(deps.Logger, slog.Default()))
 	spec, err := deps.Registry.Resolve(cfg.ModelDef, cfg.ModelParams)
 	if err != nil {
 		return nil, fmt.Errorf("--model_def/--model_params: %w", err)

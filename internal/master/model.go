@@ -76,7 +76,7 @@ func (m *Master) writeModel(ctx context.Context, c *client.Client, st []client.S
 	return writeDenseModel(root, c.Version(), tensors)
 }
 
-func (m *Master) modelDir() string { return filepath.Join(m.cfg.Output, "model") }
+func (m *Master) modelDir() string { return filepath.Join(m.cfg.Output, jobModelDir) }
 
 // writeDenseModel writes dense parameters as a one-shard checkpoint without
 // optimizer slots, the only model in root.
