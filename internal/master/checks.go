@@ -67,31 +67,31 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 // jobModelDir is where a training job writes its model under --output.
 const jobModelDir = "model"
 
-// resolveInitDir lets --checkpoint_dir_for_init name a training job's
-// --output directory: when dir holds no complete checkpoint and
-// dir/model (the job's model) does, it returns dir/model; otherwise dir,
-// whose errors checkCheckpoints reports.
-func resolveInitDir(dir string, log *slog.Logger) string {
-	if dir == "" {
-		return dir
+// loadInit loads the checkpoint of --checkpoint_dir_for_init. The flag
+// may name a training job's --output directory: when it holds no complete
+// checkpoint and its model/ does, that is the one, and cfg is pointed at
+// it so that the PS start from it too.
+func loadInit(cfg *Config, log *slog.Logger) (*checkpoint.Set, error) {
+	set, err := checkpoint.Load(cfg.CheckpointDirForInit, log)
+	if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return set, err
 	}
-	if _, err := checkpoint.Load(dir, log); !errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		return dir
+	model := filepath.Join(cfg.CheckpointDirForInit, jobModelDir)
+	if ms, merr := checkpoint.Load(model, log); merr == nil {
+		log.Info("--checkpoint_dir_for_init names a training job's output directory: starting from its model", "dir", model)
+		cfg.CheckpointDirForInit = model
+		return ms, nil
 	}
-	model := filepath.Join(dir, jobModelDir)
-	if _, err := checkpoint.Load(model, log); err != nil {
-		return dir
-	}
-	log.Info("--checkpoint_dir_for_init names a training job's output directory: starting from its model", "dir", model)
-	return model
+	return nil, fmt.Errorf("%w (a training job's model is in its --output directory's %s/, which this flag also accepts)", err, jobModelDir)
 }
 
 // checkCheckpoints fails the job before anything is launched when the
 // checkpoint the PS would start from does not fit the model, or when
 // --checkpoint_dir_for_init holds none; otherwise every PS would fail at
 // start, or every worker at its first pull. It returns the checkpoint
-// the job starts from: its root directory and version (-1: none).
-func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (root string, version int64, err error) {
+// the job starts from: its root directory and version (-1: none); cfg's
+// --checkpoint_dir_for_init becomes the directory it was found in.
+func checkCheckpoints(cfg *Config, spec model.Spec, log *slog.Logger) (root string, version int64, err error) {
 	if cfg.CheckpointDir == "" && cfg.CheckpointDirForInit == "" {
 		return "", -1, nil
 	}
@@ -104,13 +104,11 @@ func checkCheckpoints(cfg Config, spec model.Spec, log *slog.Logger) (root strin
 		}
 	}
 	if set == nil && cfg.CheckpointDirForInit != "" {
-		flagName, root = "checkpoint_dir_for_init", cfg.CheckpointDirForInit
-		if set, err = checkpoint.Load(cfg.CheckpointDirForInit, log); err != nil {
-			if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-				err = fmt.Errorf("%w (a training job's model is in its --output directory's %s/, which this flag also accepts)", err, jobModelDir)
-			}
+		flagName = "checkpoint_dir_for_init"
+		if set, err = loadInit(cfg, log); err != nil {
 			return "", -1, fmt.Errorf("--checkpoint_dir_for_init: %w", err)
 		}
+		root = cfg.CheckpointDirForInit
 	}
 	if set == nil {
 		return "", -1, nil

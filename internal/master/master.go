@@ -11,7 +11,6 @@
 package master
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -156,7 +155,6 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if deps.Backend == nil || deps.Registry == nil {
 		return nil, errors.New("master: backend and model registry are required")
 	}
-	cfg.CheckpointDirForInit = resolveInitDir(cfg.CheckpointDirForInit, cmp.Or(deps.Logger, slog.Default()))
 	spec, err := deps.Registry.Resolve(cfg.ModelDef, cfg.ModelParams)
 	if err != nil {
 		return nil, fmt.Errorf("--model_def/--model_params: %w", err)
@@ -178,7 +176,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	jcfg, err := coreConfig(cfg, spec, logger)
+	jcfg, err := coreConfig(&cfg, spec, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +233,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 
 // coreConfig counts the records of every data set (checking they fit the
 // model) and the checkpoint the PS start from, and turns cfg into the
-// core's configuration.
-func coreConfig(cfg Config, spec model.Spec, logger *slog.Logger) (job.Config, error) {
+// core's configuration. It may point cfg's --checkpoint_dir_for_init at
+// the directory the checkpoint was found in (checkCheckpoints).
+func coreConfig(cfg *Config, spec model.Spec, logger *slog.Logger) (job.Config, error) {
 	jc := job.Config{
 		Mode:             cfg.Mode,
 		JobName:          cfg.JobName,

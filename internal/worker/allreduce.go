@@ -399,11 +399,13 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 	}
 	if rt != nil {
 		start, end := ar.book.take(rt, w.share(), ar.steps+1)
-		gradients := w.gradients
+		var loss float32
+		var err error
 		if w.cfg.ModelledSecondsPerRecord > 0 {
-			gradients = func(rt *ringTask, start, end int64) (float32, error) { return w.modelledGradients(ctx, rt, start, end) }
+			loss, err = w.modelledGradients(ctx, rt, start, end)
+		} else {
+			loss, err = w.gradients(rt, start, end)
 		}
-		loss, err := gradients(rt, start, end)
 		if err != nil {
 			return false, err
 		}
