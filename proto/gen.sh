@@ -12,3 +12,11 @@ for svc in master pserver agent; do
     --go-grpc_out="${svc}pb" --go-grpc_opt=paths=source_relative \
     "${svc}.proto"
 done
+# The Python SDK's messages (python/elasticdl/_proto): protoc alone, no
+# gRPC plugin (the SDK names its methods itself); imports made relative so
+# that the package needs no sys.path entry.
+py=../python/elasticdl/_proto
+for svc in master pserver; do
+  protoc --python_out="$py" "${svc}.proto"
+done
+sed -i 's/^import pserver_pb2 as/from . import pserver_pb2 as/' "$py/master_pb2.py"

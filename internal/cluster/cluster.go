@@ -27,6 +27,10 @@ type InstanceSpec struct {
 	Index int
 	// Args follow the role's subcommand, e.g. `elasticdl worker <Args>`.
 	Args []string
+	// Command, when set, is the whole command line instead (a user's own
+	// worker program, --worker_command): Command[0] is the program, found
+	// on PATH; Args are not used.
+	Command []string
 	// Env is added to the instance's environment as KEY=VALUE.
 	Env []string
 }

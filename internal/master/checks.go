@@ -41,6 +41,12 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 		return 0, err
 	}
 	defer src.Close()
+	if src.Len() == 0 {
+		return 0, fmt.Errorf("%s: no records", uri)
+	}
+	if spec.Build == nil {
+		return src.Len(), nil // a worker program's model (--worker_command): its SDK checks the records
+	}
 	hint := ""
 	if spec.Configure != nil {
 		hint = " (--model_params: " + spec.ParamsHelp + ")"
@@ -57,9 +63,6 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 			return 0, fmt.Errorf("%s: records have %d categorical ids, model %s expects %d%s",
 				uri, cs.NumCategorical(), spec.Name, spec.Sparse.NumCategorical, hint)
 		}
-	}
-	if src.Len() == 0 {
-		return 0, fmt.Errorf("%s: no records", uri)
 	}
 	return src.Len(), nil
 }
@@ -112,6 +115,12 @@ func checkCheckpoints(cfg *Config, spec model.Spec, log *slog.Logger) (root stri
 	}
 	if set == nil {
 		return "", -1, nil
+	}
+	if spec.Build == nil {
+		// A worker program's model: the workers check the parameters they
+		// pull against their own.
+		log.Info("the job starts from a checkpoint", "dir", set.Dir, "version", set.Version, "shards", set.NumShards)
+		return root, set.Version, nil
 	}
 	// Only the names and shapes matter.
 	params := spec.Build(rand.New(rand.NewSource(cfg.Seed))).Params()

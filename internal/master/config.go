@@ -30,7 +30,14 @@ type Config struct {
 	ModelDef string
 	// ModelParams (--model_params) are the model's parameters (model.Params
 	// syntax); every worker gets them too.
-	ModelParams    string
+	ModelParams string
+	// WorkerCommand (--worker_command) is a user's own worker program, run
+	// instead of `elasticdl worker` (split as SplitCommand says): a PyTorch
+	// script using the Python SDK, say. It defines the model, so ModelDef
+	// is empty; the job's Optimizer is required (the PS apply the updates)
+	// and NumClasses too for a predict job (the columns of its output).
+	WorkerCommand  string
+	NumClasses     int
 	TrainingData   string
 	ValidationData string // optional: evaluated at the end of training
 	// EvaluationSteps > 0 queues an evaluation pass over ValidationData
@@ -150,8 +157,13 @@ func (c *Config) Validate() error {
 	bad := func(flag string, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	if c.ModelDef == "" {
-		bad("model_def", "required (see `elasticdl zoo`)")
+	switch {
+	case c.WorkerCommand != "":
+		c.validateWorkerCommand(bad)
+	case c.ModelDef == "":
+		bad("model_def", "required (see `elasticdl zoo`), or --worker_command for a worker program of your own")
+	case c.NumClasses != 0:
+		bad("num_classes", "is for --worker_command jobs: model %s says its own", c.ModelDef)
 	}
 	c.validateMode(bad)
 	if err := roleflags.CheckStrategy(c.DistributionStrategy); err != nil {
@@ -272,6 +284,35 @@ func (c *Config) validateAllReduce(bad func(flag, format string, args ...any)) {
 		bad("use_async", "sync and async SGD are parameter-server settings; AllreduceStrategy applies one averaged update per step on every worker")
 	}
 }
+
+// validateWorkerCommand checks a job whose workers are a user's program.
+func (c *Config) validateWorkerCommand(bad func(flag, format string, args ...any)) {
+	if _, err := roleflags.SplitCommand(c.WorkerCommand); err != nil {
+		bad("worker_command", "%v", err)
+	}
+	if c.ModelDef != "" {
+		bad("model_def", "must be empty with --worker_command: the worker program defines the model (got %q)", c.ModelDef)
+	}
+	if c.Optimizer == "" && c.training() {
+		bad("optimizer", "required with --worker_command: the parameter servers apply the updates, e.g. --optimizer='adam:learning_rate=0.001'")
+	}
+	if c.allReduce() {
+		bad("worker_command", "worker programs speak the parameter-server protocol: use --distribution_strategy=%s", roleflags.StrategyPS)
+	}
+	if c.ModelledSecondsPerRecord > 0 {
+		bad("modelled_seconds_per_record", "is for elasticdl's own workers, not --worker_command")
+	}
+	switch {
+	case c.NumClasses < 0:
+		bad("num_classes", "must not be negative, got %d", c.NumClasses)
+	case c.Mode == ModePredict && c.NumClasses == 0:
+		bad("num_classes", "required for a predict job with --worker_command: the classes the model predicts (the output's columns)")
+	}
+}
+
+// external reports whether the workers are a user's program: the master
+// knows the model only by what the workers push to the PS.
+func (c *Config) external() bool { return c.WorkerCommand != "" }
 
 // allReduce reports whether workers average gradients in a ring (no PS).
 func (c *Config) allReduce() bool { return c.DistributionStrategy == roleflags.StrategyAllReduce }

@@ -155,13 +155,16 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if deps.Backend == nil || deps.Registry == nil {
 		return nil, errors.New("master: backend and model registry are required")
 	}
-	spec, err := deps.Registry.Resolve(cfg.ModelDef, cfg.ModelParams)
+	spec, err := resolveModel(&cfg, deps.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("--model_def/--model_params: %w", err)
+		return nil, err
 	}
 	optSpec := cfg.Optimizer
 	if optSpec == "" {
 		optSpec = spec.Optimizer
+	}
+	if optSpec == "" && cfg.external() {
+		optSpec = "sgd" // evaluate and predict jobs: the PS apply no update
 	}
 	if _, err := optimizer.Parse(optSpec); err != nil {
 		return nil, fmt.Errorf("optimizer %q: %w", optSpec, err)
@@ -231,6 +234,20 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	return m, nil
 }
 
+// resolveModel is the job's model: the registry's, or, for a worker
+// program of the user's own (--worker_command), a spec that names the
+// program and knows only the classes: the master never builds it.
+func resolveModel(cfg *Config, reg *model.Registry) (model.Spec, error) {
+	if cfg.external() {
+		return model.Spec{Name: "worker command: " + cfg.WorkerCommand, NumClasses: cfg.NumClasses}, nil
+	}
+	spec, err := reg.Resolve(cfg.ModelDef, cfg.ModelParams)
+	if err != nil {
+		return spec, fmt.Errorf("--model_def/--model_params: %w", err)
+	}
+	return spec, nil
+}
+
 // coreConfig counts the records of every data set (checking they fit the
 // model) and the checkpoint the PS start from, and turns cfg into the
 // core's configuration. It may point cfg's --checkpoint_dir_for_init at
@@ -241,6 +258,7 @@ func coreConfig(cfg *Config, spec model.Spec, logger *slog.Logger) (job.Config, 
 		JobName:          cfg.JobName,
 		ModelDef:         cfg.ModelDef,
 		ModelParams:      cfg.ModelParams,
+		WorkerCommand:    cfg.WorkerCommand,
 		RecordsPerTask:   cfg.RecordsPerTask(),
 		ValidationData:   cfg.ValidationData,
 		EvaluationSteps:  cfg.EvaluationSteps,

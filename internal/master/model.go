@@ -51,8 +51,9 @@ func (m *Master) saveModel(ctx context.Context, s *job.Save) job.Saved {
 // removes any other version there.
 func (m *Master) writeModel(ctx context.Context, c *client.Client, st []client.ShardStatus) (string, int64, error) {
 	root := m.modelDir()
-	if m.spec.Sparse != nil {
-		// Embedding tables live only on the PS: each shard writes itself
+	if m.spec.Sparse != nil || m.spec.Build == nil {
+		// Embedding tables live only on the PS (and a worker program's
+		// model is known only to them): each shard writes itself
 		// (parameters, slots, table rows) as one file of a complete
 		// checkpoint version, labelled with the highest shard version.
 		version := int64(-1)

@@ -187,6 +187,19 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		w.GlobalBatchSize = m.cfg.MinibatchSize * m.cfg.NumWorkers
 		w.CheckpointDir, w.CheckpointSteps, w.KeepCheckpointMax = m.cfg.CheckpointDir, m.cfg.CheckpointSteps, m.cfg.KeepCheckpointMax
 	}
+	if m.cfg.external() {
+		argv, _ := roleflags.SplitCommand(m.cfg.WorkerCommand) // checked by Validate
+		return cluster.InstanceSpec{
+			Role:    cluster.Worker,
+			ID:      l.ID,
+			Index:   l.Index,
+			Command: argv,
+			// One thread each (torch, OpenMP, BLAS): the job's parallelism
+			// is its workers.
+			Env: append(w.CommandEnv(m.cfg.JobName, m.optimizer, m.cfg.UseAsync),
+				"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONUNBUFFERED=1"),
+		}
+	}
 	return cluster.InstanceSpec{
 		Role:  cluster.Worker,
 		ID:    l.ID,

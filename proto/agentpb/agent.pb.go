@@ -22,12 +22,15 @@ const (
 )
 
 type LaunchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
-	Id            int32                  `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
-	Index         int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
-	Args          []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
-	Env           []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	Id    int32                  `protobuf:"varint,2,opt,name=id,proto3" json:"id,omitempty"`
+	Index int32                  `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Args  []string               `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
+	Env   []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`
+	// Set: the whole command line instead of `elasticdl <role> <args>` (a
+	// user's worker program, --worker_command).
+	Command       []string `protobuf:"bytes,6,rep,name=command,proto3" json:"command,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -93,6 +96,13 @@ func (x *LaunchRequest) GetArgs() []string {
 func (x *LaunchRequest) GetEnv() []string {
 	if x != nil {
 		return x.Env
+	}
+	return nil
+}
+
+func (x *LaunchRequest) GetCommand() []string {
+	if x != nil {
+		return x.Command
 	}
 	return nil
 }
@@ -537,13 +547,14 @@ var File_agent_proto protoreflect.FileDescriptor
 
 const file_agent_proto_rawDesc = "" +
 	"\n" +
-	"\vagent.proto\x12\x0felasticdl.agent\"o\n" +
+	"\vagent.proto\x12\x0felasticdl.agent\"\x89\x01\n" +
 	"\rLaunchRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\x05R\x02id\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x05R\x05index\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\tR\x04args\x12\x10\n" +
-	"\x03env\x18\x05 \x03(\tR\x03env\"\x10\n" +
+	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
+	"\acommand\x18\x06 \x03(\tR\acommand\"\x10\n" +
 	"\x0eLaunchResponse\"1\n" +
 	"\vStopRequest\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +

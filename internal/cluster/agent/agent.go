@@ -89,7 +89,7 @@ func (s *Server) pump() {
 
 // Launch implements agentpb.AgentServer.
 func (s *Server) Launch(ctx context.Context, req *agentpb.LaunchRequest) (*agentpb.LaunchResponse, error) {
-	spec := cluster.InstanceSpec{Role: cluster.Role(req.Role), ID: int(req.Id), Index: int(req.Index), Args: req.Args, Env: req.Env}
+	spec := cluster.InstanceSpec{Role: cluster.Role(req.Role), ID: int(req.Id), Index: int(req.Index), Args: req.Args, Env: req.Env, Command: req.Command}
 	if err := s.backend.Launch(ctx, spec); err != nil {
 		return nil, status.Error(codes.Unknown, err.Error())
 	}
@@ -280,7 +280,7 @@ func (c *Client) Existing(context.Context) ([]cluster.Event, error) {
 
 // Launch implements cluster.Backend.
 func (c *Client) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
-	_, err := c.agent.Launch(ctx, &agentpb.LaunchRequest{Role: string(spec.Role), Id: int32(spec.ID), Index: int32(spec.Index), Args: spec.Args, Env: spec.Env})
+	_, err := c.agent.Launch(ctx, &agentpb.LaunchRequest{Role: string(spec.Role), Id: int32(spec.ID), Index: int32(spec.Index), Args: spec.Args, Env: spec.Env, Command: spec.Command})
 	return unwrap(err)
 }
 

@@ -99,7 +99,7 @@ func TestCallsReachTheBackend(t *testing.T) {
 	c := dial(t, addr)
 	defer c.Detach()
 	ctx := context.Background()
-	spec := cluster.InstanceSpec{Role: cluster.Worker, ID: 3, Index: 1, Args: []string{"--a=1"}, Env: []string{"K=V"}}
+	spec := cluster.InstanceSpec{Role: cluster.Worker, ID: 3, Index: 1, Args: []string{"--a=1"}, Env: []string{"K=V"}, Command: []string{"python3", "train.py"}}
 	if err := c.Launch(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestCallsReachTheBackend(t *testing.T) {
 	}
 	be.mu.Lock()
 	defer be.mu.Unlock()
-	if len(be.launched) != 1 || !slices.Equal(be.launched[0].Args, spec.Args) || be.launched[0].Index != 1 || !slices.Equal(be.launched[0].Env, spec.Env) {
+	if len(be.launched) != 1 || !slices.Equal(be.launched[0].Args, spec.Args) || be.launched[0].Index != 1 || !slices.Equal(be.launched[0].Env, spec.Env) || !slices.Equal(be.launched[0].Command, spec.Command) {
 		t.Errorf("launched %+v", be.launched)
 	}
 	if !slices.Equal(be.stopped, []int{3}) {

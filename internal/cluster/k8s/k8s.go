@@ -332,7 +332,12 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 		settings.Annotations = ScrapeAnnotations(b.cfg.MetricsPort + 1 + spec.Index)
 	}
 	args := append([]string{string(spec.Role)}, spec.Args...)
-	return NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)
+	pod := NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)
+	if len(spec.Command) > 0 {
+		// A user's worker program (--worker_command), in the job's --image.
+		pod.Spec.Containers[0].Command, pod.Spec.Containers[0].Args = spec.Command, nil
+	}
+	return pod
 }
 
 // retry calls f until it succeeds, fails for a reason a retry will not

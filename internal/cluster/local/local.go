@@ -258,8 +258,11 @@ func (b *Backend) start(ctx context.Context, inst *instance) (*exec.Cmd, error) 
 	// The child gets its own descriptors; ours is not needed after Start.
 	defer logf.Close()
 
-	args := append([]string{string(inst.spec.Role)}, inst.spec.Args...)
-	cmd := exec.Command(b.binary, args...)
+	program, args := b.binary, append([]string{string(inst.spec.Role)}, inst.spec.Args...)
+	if len(inst.spec.Command) > 0 {
+		program, args = inst.spec.Command[0], inst.spec.Command[1:]
+	}
+	cmd := exec.Command(program, args...)
 	cmd.Stdout = logf // an *os.File: no copying goroutine, nothing to drain on Wait
 	cmd.Stderr = logf
 	cmd.Env = slices.Concat(os.Environ(), b.env, inst.spec.Env)
@@ -281,7 +284,7 @@ func (b *Backend) start(ctx context.Context, inst *instance) (*exec.Cmd, error) 
 	// Once handed over the start cannot be abandoned, or a started child
 	// would go unwatched.
 	if err := <-req.err; err != nil {
-		return nil, fmt.Errorf("start %q: %w", b.binary, err)
+		return nil, fmt.Errorf("start %q: %w", program, err)
 	}
 	return cmd, nil
 }

@@ -89,6 +89,8 @@ type Config struct {
 	JobName     string
 	ModelDef    string
 	ModelParams string
+	// WorkerCommand is a user's worker program (--worker_command), if any.
+	WorkerCommand string
 	// Tasks configures the dispatcher; for a training job it holds the
 	// training shards and epochs.
 	Tasks task.Config
@@ -263,7 +265,7 @@ func New(cfg Config) (*Job, error) {
 		nextEvalAt:  cfg.EvaluationSteps,
 		ring:        newRendezvous(cfg),
 		applied:     appliedLedger{ranges: map[int64][]appliedRange{}, corrupt: map[int64]int64{}},
-		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, ModelParams: cfg.ModelParams, Mode: cfg.Mode},
+		summary:     Summary{Job: cfg.JobName, ModelDef: cfg.ModelDef, ModelParams: cfg.ModelParams, WorkerCommand: cfg.WorkerCommand, Mode: cfg.Mode},
 	}
 	switch cfg.Mode {
 	case ModeEvaluate:

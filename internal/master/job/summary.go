@@ -24,6 +24,7 @@ type Summary struct {
 	RecordsPerSecond float64        `json:"records_per_second"`
 	ModelDef         string         `json:"model_def"`
 	ModelParams      string         `json:"model_params,omitempty"`
+	WorkerCommand    string         `json:"worker_command,omitempty"`
 	ModelPath        string         `json:"model_path,omitempty"`
 	ModelVersion     int64          `json:"model_version"`
 	Epochs           []EpochSummary `json:"epochs"`

@@ -1,0 +1,46 @@
+"""Embedding tables on the parameter servers, as a torch module."""
+
+import numpy as np
+import torch
+
+from ._rpc import ElasticDLError
+
+
+class Embedding(torch.nn.Module):
+    """Like torch.nn.Embedding, but the table lives on the job's parameter
+    servers, sharded by id (id mod shards), and has no fixed size: any
+    int64 id >= 0 has a row, created from initializer on first use.
+    forward(ids) of any shape returns [*ids.shape, dim]; only the rows of
+    the minibatch's distinct ids travel, and step() pushes their gradient
+    rows. Several modules may share one table (same name and dim).
+
+    initializer: "uniform:LO,HI" (default uniform:-0.05,0.05),
+    "normal:MEAN,STDDEV", "zeros" or "constant:V"; a row's initial values
+    depend only on (table, id), so every shard and every run agree."""
+
+    def __init__(self, dim, table, initializer=""):
+        super().__init__()
+        if int(dim) < 1:
+            raise ElasticDLError("Embedding %r: dim must be at least 1, got %r" % (table, dim))
+        if not table:
+            raise ElasticDLError("Embedding: give the table a name")
+        self.dim, self.table, self.initializer = int(dim), table, initializer
+        self._job = None
+        self._lookups = []  # (distinct ids, their rows as a leaf tensor) of this step
+
+    def forward(self, ids):
+        if self._job is None:
+            raise ElasticDLError("Embedding %r: register the model with the job first (job.register(model))" % self.table)
+        if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32):
+            raise ElasticDLError("Embedding %r: want an int64 tensor of ids, got %s" % (
+                self.table, ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__))
+        flat = ids.reshape(-1).to(torch.int64).numpy()
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        rows = torch.from_numpy(self._job.ps.pull_embeddings(self.table, uniq))
+        if torch.is_grad_enabled() and self.training:
+            rows.requires_grad_(True)
+            self._lookups.append((uniq, rows))
+        return rows[torch.from_numpy(inverse)].reshape(*ids.shape, self.dim)
+
+    def extra_repr(self):
+        return "table=%r, dim=%d" % (self.table, self.dim)

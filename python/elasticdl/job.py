@@ -1,0 +1,412 @@
+"""A worker of an elasticdl job, for a PyTorch training loop.
+
+The master hands out tasks (record ranges); :meth:`Job.batches` turns the
+training tasks into minibatches, pulling fresh parameters from the
+parameter servers before each one, and :meth:`Job.step` pushes the
+minibatch's gradients. Evaluation and prediction tasks are run inside the
+iterator with the registered model in eval mode. Every minibatch is named
+(task, index), so a parameter server applies it once however often it is
+pushed: a task redone after its worker died trains each record once.
+"""
+
+import math
+import os
+import threading
+import time
+
+import grpc
+import numpy as np
+import torch
+
+from . import data as datamod
+from ._proto import master_pb2 as mpb
+from ._proto import pserver_pb2 as ppb
+from ._ps import PSClient, holds
+from ._rpc import ElasticDLError, channel, retry_unavailable
+
+_SVC = "/elasticdl.master.Master/"
+# Buckets of the score histogram of two-class models (data.AUCBuckets).
+AUC_BUCKETS = 10000
+# Redos of one minibatch whose gradients sync SGD rejected as stale.
+MAX_REJECTED = 100
+
+
+class Batch:
+    """One training minibatch: x (float32 [n, *shape]), y (int64 [n]),
+    ids (int64 [n, fields], categorical ids; None without), and where it
+    comes from (task, epoch, index within the task)."""
+
+    __slots__ = ("x", "y", "ids", "task_id", "epoch", "index")
+
+    def __init__(self, x, y, ids, task_id, epoch, index):
+        self.x, self.y, self.ids = x, y, ids
+        self.task_id, self.epoch, self.index = task_id, epoch, index
+
+    def __len__(self):
+        return len(self.y)
+
+
+def parse_model_params(text):
+    """--model_params ('a=1; b=x') as a dict of strings."""
+    out = {}
+    for item in (text or "").split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        k, sep, v = item.partition("=")
+        if not sep or not k.strip():
+            raise ElasticDLError("--model_params: %r is not key=value" % item)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
+    """The job this process is a worker of, from the environment the master
+    starts it with (ELASTICDL_MASTER_ADDR, ELASTICDL_WORKER_ID,
+    ELASTICDL_PS_ADDRS, ...); arguments override the environment."""
+    env = os.environ
+    master_addr = master_addr or env.get("ELASTICDL_MASTER_ADDR")
+    if not master_addr:
+        raise ElasticDLError(
+            "no master: ELASTICDL_MASTER_ADDR is not set. This script is a worker of an elasticdl job; run it with "
+            "`elasticdl train --worker_command='python3 %s' --optimizer=... --training_data=...`"
+            % os.path.basename(os.sys.argv[0] if os.sys.argv and os.sys.argv[0] else "train.py"))
+    if worker_id is None:
+        try:
+            worker_id = int(env.get("ELASTICDL_WORKER_ID", ""))
+        except ValueError:
+            raise ElasticDLError("ELASTICDL_WORKER_ID=%r: want the worker's integer ID" % env.get("ELASTICDL_WORKER_ID")) from None
+    if ps_addrs is None:
+        ps_addrs = [a for a in env.get("ELASTICDL_PS_ADDRS", "").split(",") if a]
+    return Job(master_addr, worker_id, ps_addrs,
+               minibatch_size=int(env.get("ELASTICDL_MINIBATCH_SIZE", "64")),
+               seed=int(env.get("ELASTICDL_SEED", "0")),
+               optimizer=env.get("ELASTICDL_OPTIMIZER", ""),
+               model_params=parse_model_params(env.get("ELASTICDL_MODEL_PARAMS", "")),
+               job_name=env.get("ELASTICDL_JOB_NAME", ""),
+               use_async=env.get("ELASTICDL_USE_ASYNC", "true") == "true",
+               timeout=timeout)
+
+
+class Job:
+    """This worker's side of a job. Use :func:`connect`."""
+
+    def __init__(self, master_addr, worker_id, ps_addrs, minibatch_size=64, seed=0, optimizer="",
+                 model_params=None, job_name="", use_async=True, timeout=60.0, heartbeat_interval=2.0):
+        if minibatch_size < 1:
+            raise ElasticDLError("minibatch_size: must be at least 1, got %d" % minibatch_size)
+        self.master_addr, self.worker_id = master_addr, worker_id
+        self.minibatch_size, self.seed, self.optimizer = minibatch_size, seed, optimizer
+        self.model_params, self.job_name, self.use_async = model_params or {}, job_name, use_async
+        self.timeout = timeout
+        self._channel = channel(master_addr)
+        m = lambda name, req, resp: self._channel.unary_unary(
+            _SVC + name, request_serializer=req.SerializeToString, response_deserializer=resp.FromString)
+        self._get_task = m("GetTask", mpb.GetTaskRequest, mpb.GetTaskResponse)
+        self._report = m("ReportTaskResult", mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse)
+        self._report_eval = m("ReportEvaluationMetrics", mpb.ReportEvaluationMetricsRequest, mpb.ReportEvaluationMetricsResponse)
+        self._heartbeat = m("Heartbeat", mpb.HeartbeatRequest, mpb.HeartbeatResponse)
+        self.ps = PSClient(ps_addrs, timeout) if ps_addrs else None
+        self.model = None
+        self._forward = None
+        self._params = {}       # name -> torch Parameter
+        self._embeddings = []   # elasticdl.Embedding modules
+        self._sources = {}
+        self._current = 0       # task in progress, for heartbeats
+        self._stop = threading.Event()
+        self._fatal = None
+        self._pending = None    # the minibatch step() pushes
+        self.rejected = 0
+        self._hb = threading.Thread(target=self._beat, args=(heartbeat_interval,), daemon=True, name="elasticdl-heartbeat")
+        self._hb.start()
+
+    # -- model -------------------------------------------------------------
+
+    def register(self, model, forward=None):
+        """Registers model: its dense parameters go to the parameter servers
+        (the first worker's values win: every worker then trains the same
+        model), and its :class:`elasticdl.Embedding` layers look their rows
+        up there. forward(model, batch) -> logits runs it on a minibatch for
+        evaluation and prediction (default: model(batch.x), or
+        model(batch.x, batch.ids) when the data has categorical ids)."""
+        from .embedding import Embedding
+        if self.model is not None:
+            raise ElasticDLError("register: a model is registered already; one model per job")
+        if self.ps is None:
+            raise ElasticDLError("register: this job has no parameter servers (ELASTICDL_PS_ADDRS is empty)")
+        if not isinstance(model, torch.nn.Module):
+            raise ElasticDLError("register: want a torch.nn.Module, got %s" % type(model).__name__)
+        params, arrays = {}, {}
+        for name, p in model.named_parameters():
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise ElasticDLError("register: parameter %r is %s on %s; the parameter servers hold float32 on the CPU"
+                                     % (name, p.dtype, p.device))
+            if not p.is_contiguous():
+                p.data = p.data.contiguous()
+            params[name] = p
+            arrays[name] = p.data.numpy()  # shares memory: a pull writes the model
+        tables = {}
+        for mod in model.modules():
+            if isinstance(mod, Embedding):
+                if mod.table in tables and tables[mod.table][0] != mod.dim:
+                    raise ElasticDLError("register: embedding table %r is used with dimensions %d and %d"
+                                         % (mod.table, tables[mod.table][0], mod.dim))
+                tables[mod.table] = (mod.dim, mod.initializer)
+                mod._job = self
+                self._embeddings.append(mod)
+        if not params and not tables:
+            raise ElasticDLError("register: the model has no parameters and no elasticdl.Embedding")
+        self.model, self._params, self._forward = model, params, forward
+        self.ps.register(arrays, [(n, d, i) for n, (d, i) in sorted(tables.items())])
+
+    def _pull(self):
+        self.ps.pull()
+
+    # -- the master --------------------------------------------------------
+
+    def _master(self, fn, req, what):
+        return retry_unavailable(lambda: fn(req), self.timeout, "master %s: %s" % (self.master_addr, what))
+
+    def _beat(self, interval):
+        while not self._stop.wait(interval):
+            try:
+                resp = self._heartbeat(mpb.HeartbeatRequest(worker_id=self.worker_id, task_id=self._current), timeout=10)
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                    self._fatal = "the master refused this worker's heartbeat: %s" % e.details()
+                    self._stop.set()
+                continue
+            if resp.stop:
+                self._stop.set()
+
+    def _check(self):
+        if self._fatal:
+            raise ElasticDLError(self._fatal)
+        return self._stop.is_set()
+
+    def close(self):
+        """Stops the heartbeat and closes the connections."""
+        self._stop.set()
+        self._channel.close()
+        if self.ps:
+            self.ps.close()
+
+    # -- tasks -------------------------------------------------------------
+
+    def batches(self, reader=None):
+        """Training minibatches until the master says the job is done.
+
+        reader(name, start, end) -> elasticdl.data.Records reads a task's
+        records from a source of the user's own (default: the built-in
+        readers, elasticdl.data.open_source). Call :meth:`step` once per
+        batch, after loss.backward(); gradients are zeroed before each."""
+        if self.model is None:
+            raise ElasticDLError("batches: register the model first (job.register(model))")
+        read = reader or self._read_builtin
+        try:
+            while not self._check():
+                resp = self._master(self._get_task, mpb.GetTaskRequest(worker_id=self.worker_id), "get task")
+                if resp.action == mpb.GetTaskResponse.DONE:
+                    return
+                if resp.action == mpb.GetTaskResponse.WAIT:
+                    self._stop.wait(resp.wait_ms / 1000.0)
+                    continue
+                if resp.action != mpb.GetTaskResponse.TASK:
+                    raise ElasticDLError("the master sent unknown action %d" % resp.action)
+                self._follow_layout(resp)
+                task = resp.task
+                self._current = task.id
+                report = mpb.ReportTaskResultRequest(worker_id=self.worker_id, task_id=task.id)
+                try:
+                    recs = read(task.shard.name, task.shard.start, task.shard.end)
+                    if not isinstance(recs, datamod.Records):
+                        raise ElasticDLError("reader returned %s, want elasticdl.data.Records" % type(recs).__name__)
+                    report.corrupt_records = len(recs.corrupt)
+                    if recs.corrupt:
+                        report.first_corrupt_error = str(recs.corrupt[0][1])
+                    if task.type == mpb.TRAINING:
+                        yield from self._train(task, recs, report)
+                    elif task.type == mpb.EVALUATION:
+                        self._evaluate(task, recs, report)
+                    elif task.type == mpb.PREDICTION:
+                        self._predict(task, recs, report)
+                    else:
+                        raise _TaskError("task type %d is not supported by this worker" % task.type)
+                except (_TaskError, datamod.DataError) as e:
+                    # The task's fault (bad data, NaN loss): the master
+                    # retries it elsewhere or fails the job.
+                    report.error = str(e)
+                    report.ClearField("predictions")
+                if self._check():
+                    return
+                report.model_version = self.ps.version()
+                try:
+                    self._master(self._report, report, "report task %d" % task.id)
+                except grpc.RpcError as e:
+                    if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                        raise
+                    # The master took the task back (a timeout): nothing lost.
+                self._current = 0
+        finally:
+            self._current = 0
+
+    def _read_builtin(self, name, start, end):
+        src = self._sources.get(name)
+        if src is None:
+            src = self._sources[name] = datamod.open_source(name)
+        return src.read(start, end)
+
+    def _follow_layout(self, resp):
+        """Re-connects when the job re-sharded its parameter servers."""
+        addrs = list(resp.ps_addrs)
+        if not addrs or addrs == self.ps.addrs:
+            return
+        new = PSClient(addrs, self.timeout)
+        new.register({n: p.data.numpy() for n, p in self._params.items()},
+                     [(t.name, t.dim, t.initializer) for t in self.ps.tables])
+        self.ps.close()
+        self.ps = new
+
+    def _batch(self, recs, lo, hi, task, index):
+        ids = None if recs.ids is None else torch.from_numpy(recs.ids[lo:hi])
+        task_id, epoch = (task.id, task.epoch) if task is not None else (0, 0)
+        return Batch(torch.from_numpy(recs.x[lo:hi]), torch.from_numpy(recs.y[lo:hi]), ids, task_id, epoch, index)
+
+    def _train(self, task, recs, report):
+        # The task's records in a fixed order of its own (id, epoch): the
+        # index-th minibatch is the same whoever trains the task.
+        order = np.random.RandomState((task.id * 1000003 + task.epoch) % (1 << 32)).permutation(len(recs))
+        recs = recs.take(order)
+        held = None  # once a shard says it holds a minibatch: what each holds
+        mbs = self.minibatch_size
+        for index, lo in enumerate(range(0, len(recs), mbs)):
+            hi = min(lo + mbs, len(recs))
+            key = ppb.MinibatchKey(task_id=task.id, index=index)
+            leave_out = None
+            if held is not None:
+                leave_out = lambda shard, index=index: holds(held[shard], index)
+                if all(leave_out(i) for i in range(len(held))):
+                    report.records += hi - lo  # in the model already
+                    continue
+            only_rejected = False
+            for attempt in range(MAX_REJECTED + 1):
+                self._pull()
+                for p in self._params.values():
+                    p.grad = None
+                for e in self._embeddings:
+                    e._lookups.clear()
+                self._pending = [key, leave_out, only_rejected, None]
+                yield self._batch(recs, lo, hi, task, index)
+                if self._check():
+                    return
+                if self._pending[3] is None:
+                    raise ElasticDLError("call job.step(loss) once for every batch, after loss.backward()")
+                result, self._pending = self._pending[3], None
+                if isinstance(result, str):
+                    raise _TaskError(result)
+                accepted, duplicate, loss = result
+                if duplicate and held is None:
+                    held = self.ps.applied(task.id)
+                if accepted:
+                    report.records += hi - lo
+                    report.loss_sum += loss
+                    report.steps += 1
+                    break
+                only_rejected = True
+                self.rejected += 1
+            else:
+                raise ElasticDLError("push gradients: rejected %d times in a row (sync SGD)" % (MAX_REJECTED + 1))
+
+    def step(self, loss=None):
+        """Pushes the current batch's gradients (of loss.backward()) to the
+        parameter servers. loss (a tensor or float) is what the master's
+        progress shows; a loss that is not finite fails the task."""
+        if self._pending is None or self._pending[3] is not None:
+            raise ElasticDLError("step: no batch to step: call it once for every batch job.batches() yields")
+        key, leave_out, only_rejected, _ = self._pending
+        value = 0.0 if loss is None else float(loss)
+        if not math.isfinite(value):
+            # The task fails (the master retries it, or fails the job):
+            # nothing of this minibatch is pushed.
+            self._pending[3] = "loss is %s on minibatch %d of task %d" % (value, key.index, key.task_id)
+            return False
+        grads = {}
+        for name, p in self._params.items():
+            g = p.grad
+            grads[name] = np.zeros(p.shape, np.float32) if g is None else g.detach().numpy()
+        sparse = {}
+        for e in self._embeddings:
+            for uniq, rows in e._lookups:
+                if rows.grad is None:
+                    continue
+                ids, vals = sparse.get(e.table, ((), ()))
+                sparse[e.table] = (list(ids) + [uniq], list(vals) + [rows.grad.numpy()])
+        sparse = {t: (np.concatenate(i), np.concatenate(v)) for t, (i, v) in sparse.items()}
+        accepted, duplicate = self.ps.push(self.worker_id, grads, sparse, key, only_rejected, leave_out)
+        self._pending[3] = (accepted, duplicate, value)
+        return accepted
+
+    def _infer(self, recs):
+        """Yields (logits as a numpy array, lo, hi) over recs's minibatches."""
+        self._pull()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                for lo in range(0, len(recs), self.minibatch_size):
+                    hi = min(lo + self.minibatch_size, len(recs))
+                    b = self._batch(recs, lo, hi, None, 0)
+                    for e in self._embeddings:
+                        e._lookups.clear()
+                    if self._forward is not None:
+                        logits = self._forward(self.model, b)
+                    elif b.ids is None:
+                        logits = self.model(b.x)
+                    else:
+                        logits = self.model(b.x, b.ids)
+                    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != hi - lo:
+                        raise ElasticDLError("forward: want logits [%d, classes], got %s" % (
+                            hi - lo, tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__))
+                    yield logits.float(), lo, hi
+        finally:
+            self.model.train(was_training)
+
+    def _evaluate(self, task, recs, report):
+        correct = loss_sum = 0.0
+        pos = neg = None
+        for logits, lo, hi in self._infer(recs):
+            y = torch.from_numpy(recs.y[lo:hi])
+            loss_sum += float(torch.nn.functional.cross_entropy(logits, y, reduction="sum"))
+            correct += float((logits.argmax(1) == y).sum())
+            if logits.shape[1] == 2:
+                p1 = torch.softmax(logits, 1)[:, 1].numpy().astype(np.float64)
+                b = np.minimum((np.clip(p1, 0, 1) * AUC_BUCKETS).astype(np.int64), AUC_BUCKETS - 1)
+                b[~(p1 > 0)] = 0
+                lab = recs.y[lo:hi] != 0
+                pp, nn_ = np.bincount(b[lab], minlength=AUC_BUCKETS), np.bincount(b[~lab], minlength=AUC_BUCKETS)
+                pos = pp if pos is None else pos + pp
+                neg = nn_ if neg is None else neg + nn_
+            report.records += hi - lo
+            report.steps += 1
+        report.loss_sum = loss_sum
+        req = mpb.ReportEvaluationMetricsRequest(worker_id=self.worker_id, task_id=task.id, model_version=self.ps.version(),
+                                                 records=report.records, sums={"correct": correct, "loss": loss_sum})
+        if pos is not None:
+            req.score_histogram.positive.extend(pos.tolist())
+            req.score_histogram.negative.extend(neg.tolist())
+        self._master(self._report_eval, req, "report evaluation metrics of task %d" % task.id)
+
+    def _predict(self, task, recs, report):
+        p = report.predictions
+        for logits, lo, hi in self._infer(recs):
+            probs = torch.softmax(logits, 1)
+            p.num_classes = probs.shape[1]
+            p.record_index.extend(recs.index[lo:hi].tolist())
+            p.predicted_class.extend(probs.argmax(1).tolist())
+            p.probabilities.extend(probs.reshape(-1).tolist())
+            report.records += hi - lo
+            report.steps += 1
+
+
+class _TaskError(Exception):
+    """A failure of the task's data, not of the worker."""
