@@ -1,0 +1,276 @@
+package local
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"elasticdl/data"
+	"elasticdl/internal/proctest"
+)
+
+// The PyTorch example's script, from this package's directory.
+const pytorchExample = "../../examples/pytorch/train.py"
+
+// pythonWithTorch is an interpreter that has what the Python SDK needs
+// (Debian: python3-torch python3-grpcio python3-protobuf), with the SDK
+// on its path. Without one the test is skipped — or fails where
+// ELASTICDL_REQUIRE_PYTORCH=1 (CI installs the packages).
+func pythonWithTorch(t *testing.T) string {
+	t.Helper()
+	sdk, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PYTHONPATH", sdk)
+	for _, py := range []string{os.Getenv("ELASTICDL_PYTHON"), "/usr/bin/python3", "python3"} {
+		if py == "" {
+			continue
+		}
+		if err := exec.Command(py, "-c", "import torch, grpc, google.protobuf, elasticdl").Run(); err == nil {
+			return py
+		}
+	}
+	msg := "no python3 with torch, grpc and protobuf (apt-get install python3-torch python3-grpcio python3-protobuf)"
+	if os.Getenv("ELASTICDL_REQUIRE_PYTORCH") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// pytorchJob is the example's job: 2 Python workers, 1 PS, 2 epochs.
+func pytorchJob(py string, extra ...string) []string {
+	return append([]string{
+		"--worker_command=" + py + " " + pytorchExample,
+		"--optimizer=adam:learning_rate=0.001",
+		"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
+		"--validation_data=" + filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
+		"--num_workers=2", "--num_ps_pods=1", "--num_epochs=2",
+	}, extra...)
+}
+
+// pythonWorkers are the job's worker processes running script.
+func (j *job) pythonWorkers(script string) []int {
+	var pids []int
+	for _, in := range proctest.Children(j.cmd.Process.Pid, script) {
+		pids = append(pids, in.Pid)
+	}
+	return pids
+}
+
+// TestPyTorchFashionMNIST trains the example's CNN with two Python workers
+// and one PS, then evaluates and predicts with the model it wrote, through
+// the same script.
+func TestPyTorchFashionMNIST(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	j := startJob(t, pytorchJob(py)...)
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.88 {
+		t.Fatalf("eval = %+v, want 10000 records and accuracy >= 0.88", s.Eval)
+	}
+	t.Logf("test accuracy %.4f after 2 epochs (model version %d)", s.Eval.Accuracy, s.ModelVersion)
+	// 938 minibatches an epoch (117 tasks of 8, one of 2): the PS applied
+	// each once.
+	if s.ModelVersion != 2*938 || s.WorkerCommand == "" {
+		t.Errorf("model version %d, want %d; worker command %q", s.ModelVersion, 2*938, s.WorkerCommand)
+	}
+	if s.Workers.Launched != 2 || s.Workers.Lost != 0 {
+		t.Errorf("workers %+v", s.Workers)
+	}
+
+	// The written model, evaluated by the same script: the same accuracy.
+	model := filepath.Join(j.out, "model")
+	out := t.TempDir()
+	ev := exec.Command(binary, "evaluate", "--worker_command="+py+" "+pytorchExample, "--checkpoint_dir_for_init="+model,
+		"--validation_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"), "--num_workers=1", "--output="+out)
+	if b, err := ev.CombinedOutput(); err != nil {
+		t.Fatalf("evaluate: %v\n%s", err, b)
+	}
+	es := (&job{t: t, out: out}).summary()
+	if es.Eval == nil || es.Eval.Accuracy != s.Eval.Accuracy || es.Eval.Records != 10000 {
+		t.Errorf("evaluate job: %+v, want the training job's final accuracy %v", es.Eval, s.Eval.Accuracy)
+	}
+
+	// Predict: a row per record, in input order, as accurate as evaluation.
+	preds := filepath.Join(out, "predictions.csv")
+	pr := exec.Command(binary, "predict", "--worker_command="+py+" "+pytorchExample, "--checkpoint_dir_for_init="+j.out,
+		"--prediction_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"), "--num_classes=10",
+		"--prediction_outputs="+preds, "--num_workers=2", "--output="+t.TempDir())
+	if b, err := pr.CombinedOutput(); err != nil {
+		t.Fatalf("predict: %v\n%s", err, b)
+	}
+	labels := gunzipPrefix(t, filepath.Join(dataDir, "t10k-labels-idx1-ubyte.gz"), 8+10000)[8:]
+	f, err := os.Open(preds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Scan() // header
+	rows, correct := 0, 0
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), ",")
+		idx, _ := strconv.Atoi(fields[0])
+		class, _ := strconv.Atoi(fields[1])
+		if idx != rows || len(fields) != 12 {
+			t.Fatalf("row %d: %q: want index %d and 10 probabilities", rows, sc.Text(), rows)
+		}
+		if class == int(labels[idx]) {
+			correct++
+		}
+		rows++
+	}
+	if rows != 10000 || float64(correct)/10000 != s.Eval.Accuracy {
+		t.Errorf("predictions: %d rows, accuracy %.4f; want 10000 and the evaluation's %.4f", rows, float64(correct)/10000, s.Eval.Accuracy)
+	}
+}
+
+// TestPyTorchWorkerKilledTwice kills a Python worker twice (kill -9) while
+// it trains: the job finishes, every record is trained once per epoch, the
+// PS applied each minibatch once, and the accuracy holds.
+func TestPyTorchWorkerKilledTwice(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	j := startJob(t, pytorchJob(py, "--relaunch_on_worker_failure=2")...)
+	var killed []int
+	for kill := 0; kill < 2; kill++ {
+		var victim int
+		waitFor(t, 3*time.Minute, "training progress and two live workers", func() bool {
+			_, done := j.epochRecordsDone()
+			w := j.pythonWorkers(pytorchExample)
+			if done < 12000*int64(kill+1) || len(w) != 2 {
+				return false
+			}
+			for _, pid := range w {
+				if !contains(killed, pid) {
+					victim = pid
+					return true
+				}
+			}
+			return false
+		})
+		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill worker %d: %v", victim, err)
+		}
+		killed = append(killed, victim)
+		t.Logf("killed Python worker pid %d", victim)
+	}
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 {
+		t.Errorf("workers %+v, want 2 lost and 2 relaunched", s.Workers)
+	}
+	if s.ModelVersion != 2*938 {
+		t.Errorf("model version %d, want %d: minibatches applied twice or missed", s.ModelVersion, 2*938)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.88 {
+		t.Fatalf("eval = %+v, want accuracy >= 0.88", s.Eval)
+	}
+	t.Logf("test accuracy %.4f with two workers killed; tasks %+v", s.Eval.Accuracy, s.Tasks)
+}
+
+// TestPythonSDK runs the SDK's own tests (python/tests) against this
+// build's parameter server.
+func TestPythonSDK(t *testing.T) {
+	py := pythonWithTorch(t)
+	cmd := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", "../../python/tests")
+	cmd.Env = append(os.Environ(), "ELASTICDL_BINARY="+binary)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python SDK tests: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
+
+// TestPythonReadersMatchGo reads the same records with the Go workers'
+// readers and the SDK's: features, labels, categorical ids, record
+// numbers and corrupt records agree exactly, so a Python job trains on
+// what a Go job would.
+func TestPythonReadersMatchGo(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "ctr.csv")
+	var b strings.Builder
+	for i := 0; i < 300; i++ {
+		label := strconv.Itoa(i % 2)
+		if i == 17 {
+			label = "x" // corrupt
+		}
+		fmt.Fprintf(&b, "%s,%g,%d,, v%d ,w%d,u%d,%s\n", label, float64(i)*0.37-5, i*i, i%7, i%11, i%3, []string{"red", "green", "blue", ""}[i%4])
+	}
+	writeFile(t, csvPath, []byte(b.String()))
+	sources := []string{
+		filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
+		"csv://" + csvPath + "?schema=y:label,a:num,b:num,c:num,d:cat,e:hash(50),f:hash(7),g:cat(red|green|blue)",
+	}
+	for _, src := range sources {
+		goBatch, err := readGo(src, 3, 203)
+		if err != nil {
+			t.Fatal(err)
+		}
+		script := `import json, sys; from elasticdl import data
+r = data.open_source(sys.argv[1]).read(3, 203)
+json.dump({"x": r.x.reshape(len(r), -1).tolist(), "y": r.y.tolist(), "index": r.index.tolist(),
+  "ids": None if r.ids is None else [str(v) for v in r.ids.reshape(-1).tolist()], "corrupt": [c[0] for c in r.corrupt]}, sys.stdout)`
+		out, err := exec.Command(py, "-c", script, src).Output()
+		if err != nil {
+			t.Fatalf("%s: python: %v", src, err)
+		}
+		var got struct {
+			X       [][]float32
+			Y       []int32
+			Index   []int64
+			IDs     []string
+			Corrupt []int64
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Y) != goBatch.N || !slices.Equal(got.Y, goBatch.Labels) || !slices.Equal(got.Index, goBatch.Index) {
+			t.Fatalf("%s: labels or record numbers differ: python %d records, go %d", src, len(got.Y), goBatch.N)
+		}
+		per := len(goBatch.Features) / goBatch.N
+		for i, row := range got.X {
+			if !slices.Equal(row, goBatch.Features[i*per:(i+1)*per]) {
+				t.Fatalf("%s: record %d: features differ:\npython %v\ngo     %v", src, goBatch.Index[i], row, goBatch.Features[i*per:(i+1)*per])
+			}
+		}
+		var goIDs []string
+		for _, id := range goBatch.Categorical {
+			goIDs = append(goIDs, strconv.FormatInt(id, 10))
+		}
+		if !slices.Equal(got.IDs, goIDs) {
+			t.Fatalf("%s: categorical ids differ:\npython %v\ngo     %v", src, got.IDs[:min(len(got.IDs), 14)], goIDs[:min(len(goIDs), 14)])
+		}
+		var goCorrupt []int64
+		for _, c := range goBatch.Corrupt {
+			goCorrupt = append(goCorrupt, c.Record)
+		}
+		if !slices.Equal(got.Corrupt, goCorrupt) {
+			t.Fatalf("%s: corrupt records: python %v, go %v", src, got.Corrupt, goCorrupt)
+		}
+		t.Logf("%s: %d records, %d features and %d ids each, %d corrupt: the same in Python and Go", src, goBatch.N, per, goBatch.NumCategorical, len(goCorrupt))
+	}
+}
+
+func readGo(uri string, start, end int64) (*data.Batch, error) {
+	src, err := data.Open(uri)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	return src.Read(start, end)
+}
