@@ -63,6 +63,7 @@ func commands() []command {
 		{"worker", "a job's training process (launched by the master)", runWorker},
 		{"ps", "a job's parameter server (launched by the master)", runPS},
 		{"zoo", "list the built-in models", runZoo},
+		{"data", "export a data source as CSV that any reader takes: data export --data=URI --output=FILE.csv", runData},
 		{"version", "print the version, commit, Go version and BLAS backend", runVersion},
 	}
 }

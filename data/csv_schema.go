@@ -242,6 +242,8 @@ func (s *SchemaCSV) decode(fields []string, b *Batch) error {
 			feats[cp.slot], err = parseNumeric(f)
 		case Categorical, Hashed:
 			ids[cp.slot] = cp.id(f)
+		case ID:
+			ids[cp.slot], err = parseID(f)
 		case Label:
 			label, err = parseLabel(f)
 		}

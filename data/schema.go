@@ -19,9 +19,14 @@ const (
 	Hashed                            // a string value hashed into Buckets ids
 	Label                             // the int32 label (0/1 for click-through rate)
 	Ignore                            // skipped
+	// ID is a non-negative integer below 2^62 taken as the id itself:
+	// records whose ids were made elsewhere (`elasticdl data export`
+	// writes them). Such ids share the id space with the hash and
+	// vocabulary columns' (which start at 0) and make it unbounded.
+	ID
 )
 
-var kindNames = [...]string{Numeric: "num", Categorical: "cat", Hashed: "hash", Label: "label", Ignore: "ignore"}
+var kindNames = [...]string{Numeric: "num", Categorical: "cat", Hashed: "hash", Label: "label", Ignore: "ignore", ID: "id"}
 
 // String returns the kind's name in the schema syntax.
 func (k ColumnKind) String() string {
@@ -80,7 +85,7 @@ const (
 	valueForbidden = ",:(){}|"  // vocabulary entries: the syntax's separators
 )
 
-const kindSyntax = "num, cat, cat(V1|V2|...), hash(N), label or ignore"
+const kindSyntax = "num, cat, cat(V1|V2|...), hash(N), id, label or ignore"
 
 // ParseSchema parses a schema written compactly, as in a flag or a URI:
 //
@@ -93,6 +98,7 @@ const kindSyntax = "num, cat, cat(V1|V2|...), hash(N), label or ignore"
 //	cat             a Categorical column, ids hashed into an unbounded space
 //	cat(V1|V2|...)  a Categorical column with a vocabulary
 //	hash(N)         a Hashed column of N buckets
+//	id              an ID column: the field is the id
 //	label           the Label column (exactly one)
 //	ignore          an Ignore column
 //
@@ -187,6 +193,8 @@ func parseSchemaItem(item string, room int) ([]Column, error) {
 		col.Kind = Label
 	case kind == "ignore" && !hasArg:
 		col.Kind = Ignore
+	case kind == "id" && !hasArg:
+		col.Kind = ID
 	case hasArg:
 		return nil, fmt.Errorf("kind %q takes no argument, or is unknown (want %s)", kind+"("+arg+")", kindSyntax)
 	default:
@@ -288,7 +296,7 @@ func (s Schema) Validate() error {
 			return fmt.Errorf("%s: duplicate name (also column %d)", where, j)
 		}
 		seen[c.Name] = i
-		if c.Kind < Numeric || c.Kind > Ignore {
+		if c.Kind < Numeric || c.Kind > ID {
 			return fmt.Errorf("%s: unknown kind %v (want one of %s)", where, c.Kind, kindSyntax)
 		}
 		if c.Buckets != 0 && c.Kind != Hashed {
@@ -386,6 +394,10 @@ func (s Schema) plan() (*schemaPlan, error) {
 			p.numDense++
 		case Label:
 			p.label = i
+		case ID:
+			cp.slot = p.numCategorical
+			p.numCategorical++
+			unbounded = true
 		case Hashed, Categorical:
 			cp.slot = p.numCategorical
 			p.numCategorical++
@@ -444,6 +456,15 @@ func (s Schema) CategoricalID(col int, value string) (int64, error) {
 		return 0, fmt.Errorf("schema column %d %q: a %v column has no ids", col, s.Columns[col].Name, k)
 	}
 	return p.cols[col].id(strings.TrimSpace(value)), nil
+}
+
+// parseID parses an ID field: an integer in [0, 2^62).
+func parseID(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 || v >= catIDBase {
+		return 0, fmt.Errorf("id %q: want an integer from 0 to 2^62-1", s)
+	}
+	return v, nil
 }
 
 // parseNumeric parses a Numeric field: empty is 0 (CTR data has many

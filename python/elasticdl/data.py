@@ -10,7 +10,8 @@ train on the same records:
 * ``*.csv`` without a header: every column a float32 feature but the last,
   the int label.
 * ``csv://PATH?schema=...[&header=true]``: a CSV file with declared columns
-  (``num``, ``cat``, ``cat(V1|V2)``, ``hash(N)``, ``label``, ``ignore``);
+  (``num``, ``cat``, ``cat(V1|V2)``, ``hash(N)``, ``id``, ``label``,
+  ``ignore``);
   categorical columns become int64 ids in one id space, as in Go.
 
 A user's own format: pass ``reader=`` to :meth:`elasticdl.Job.batches`, a
@@ -208,7 +209,7 @@ def _fnv1a(h, data):
     return h
 
 
-_ITEM = re.compile(r"^([^:]+):(num|cat|label|ignore|hash\((\d+)\)|cat\(([^)]*)\))$")
+_ITEM = re.compile(r"^([^:]+):(num|cat|id|label|ignore|hash\((\d+)\)|cat\(([^)]*)\))$")
 _RANGE = re.compile(r"^(.*)\{(\d+)\.\.(\d+)\}(.*)$")
 
 
@@ -218,7 +219,7 @@ def parse_schema(text):
     for item in [s.strip() for s in text.split(",") if s.strip()]:
         m = _ITEM.match(item)
         if not m:
-            raise DataError("schema item %r: want NAME:KIND, KIND one of num, cat, cat(V1|V2|...), hash(N), label, ignore" % item)
+            raise DataError("schema item %r: want NAME:KIND, KIND one of num, cat, cat(V1|V2|...), hash(N), id, label, ignore" % item)
         name, kind = m.group(1).strip(), m.group(2)
         arg = None
         if kind.startswith("hash"):
@@ -267,6 +268,8 @@ class SchemaCSV:
             if kind in ("hash", "cat"):
                 offset += size
                 self.num_categorical += 1
+            elif kind == "id":
+                self.num_categorical += 1
             elif kind == "num":
                 self.num_dense += 1
         self.shape = (self.num_dense,)
@@ -302,6 +305,12 @@ class SchemaCSV:
                         d += 1
                     elif kind in ("cat", "hash"):
                         ids[k, c] = self._id(plan, field.strip())
+                        c += 1
+                    elif kind == "id":
+                        v = int(field.strip())
+                        if not 0 <= v < _CAT_BASE:
+                            raise ValueError("id %r: want an integer from 0 to 2^62-1" % field.strip())
+                        ids[k, c] = v
                         c += 1
                     elif kind == "label":
                         label = _parse_label(field)
