@@ -19,6 +19,8 @@ go test ./bench -run '^$' -bench EmbeddingMemory -benchtime 1x
 echo "== task dispatcher, data reader"
 go test -run '^$' -bench GetReport ./internal/master/task
 go test -run '^$' -bench IDXRead -benchtime 2s -cpu 1 ./data
+echo "== PyTorch workers: a training loop with the SDK against the same loop without it"
+go test ./bench -run '^$' -bench PyTorchWorker -benchtime 1x -count 3
 echo "== collective: ring allreduce against torch.distributed gloo, 2 and 3 processes, 1/16/64 MiB"
 if /usr/bin/python3 -c 'import torch.distributed' 2>/dev/null; then
 	bench/collective_vs_gloo.sh

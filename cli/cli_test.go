@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,6 +44,22 @@ func TestCommands(t *testing.T) {
 		{[]string{"help"}, 0, "", "commands:"},
 		{[]string{"trian"}, 2, "", `unknown command "trian"`},
 		{[]string{"train"}, 2, "", "--model_def: required"},
+		{[]string{"train"}, 2, "", "or --worker_command for a worker program of your own"},
+		// A worker program of the user's own (--worker_command).
+		{[]string{"train", "--worker_command=python3 'x", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", "--worker_command: unterminated ' quote"},
+		{[]string{"train", "--worker_command=python3 x.py", "--model_def=fashion_mnist.mlp", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", "--model_def: must be empty with --worker_command"},
+		{[]string{"train", "--worker_command=python3 x.py", "--training_data=x", "--output=o"}, 2, "", "--optimizer: required with --worker_command"},
+		{[]string{"train", "--worker_command=python3 x.py", "--optimizer=sgd", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy"}, 2, "", "speak the parameter-server protocol"},
+		{[]string{"train", "--worker_command=nosuchprogram x.py", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", `--worker_command: exec: "nosuchprogram": executable file not found`},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--num_classes=3", "--training_data=x", "--output=o"}, 2, "", "--num_classes: is for --worker_command jobs"},
+		{[]string{"predict", "--worker_command=python3 x.py", "--prediction_data=x", "--prediction_outputs=p.csv", "--checkpoint_dir_for_init=c"}, 2, "", "--num_classes: required for a predict job with --worker_command"},
+		{k8sTrain("--yaml", "--model_def=", "--worker_command=python3 /app/train.py", "--optimizer=sgd"), 0, "- --worker_command=python3 /app/train.py", ""},
+		// elasticdl data export.
+		{[]string{"data"}, 2, "", "want `elasticdl data export"},
+		{[]string{"data", "export", "--output=o.csv"}, 2, "", "--data: required"},
+		{[]string{"data", "export", "--data=synthetic-ctr://?records=10", "--output=o.txt"}, 2, "", "name it *.csv"},
+		{[]string{"data", "export", "--data=synthetic-ctr://?records=10", "--output=o.csv", "--end=11"}, 2, "", "want 0 <= start <= end <= 10"},
+		{[]string{"data", "export", "--data=/nonexistent/x.csv", "--output=o.csv"}, 1, "", "--data: "},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--backend=yarn"}, 2, "", "--backend=yarn"},
 		{[]string{"worker", "--master_addr=127.0.0.1:1"}, 2, "", "--worker_id: required"},
 		{[]string{"worker", "--worker_id=1", "--master_addr=127.0.0.1:1", "--ps_addrs=127.0.0.1:2", "--model_def=nope"}, 2, "", "fashion_mnist.mlp"},
@@ -180,5 +198,26 @@ func TestJobTypeArg(t *testing.T) {
 	}
 	if mode, _ := jobTypeArg(nil); mode != "train" {
 		t.Errorf("default %q", mode)
+	}
+}
+
+// TestDataExport writes generated records as CSV and prints the URI that
+// reads them back (data.ExportCSV's test checks the records themselves).
+func TestDataExport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "ctr.csv")
+	code, stdout, stderr := run(t, "data", "export", "--data=synthetic-ctr://?records=50&dense=2&categorical=2&pairs=1", "--output="+out, "--start=10")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	want := "wrote 40 records of synthetic-ctr://?records=50&dense=2&categorical=2&pairs=1 to " + out + " (0 corrupt left out); read them as\n  csv://" + out + "?schema=label:label,f{1..2}:num,c{1..2}:id\n"
+	if stdout != want {
+		t.Errorf("stdout %q, want %q", stdout, want)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || strings.Count(string(b), "\n") != 40 {
+		t.Errorf("%s: %d lines, %v; want 40", out, strings.Count(string(b), "\n"), err)
+	}
+	if left, _ := filepath.Glob(out + ".*.tmp"); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

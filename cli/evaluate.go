@@ -77,6 +77,9 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 	if opts.backend == backendK8s {
 		return submitK8s(ctx, env, fs, *cfg, *opts)
 	}
+	if err := checkWorkerCommand(cfg.WorkerCommand); err != nil {
+		return err
+	}
 	for _, p := range []struct{ flag, path string }{{"validation_data", cfg.ValidationData}, {"prediction_data", cfg.PredictionData}} {
 		if err := checkDataFile(p.flag, p.path); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -34,6 +35,9 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 	}
 	if opts.backend == backendK8s {
 		return submitK8s(ctx, env, fs, cfg, opts)
+	}
+	if err := checkWorkerCommand(cfg.WorkerCommand); err != nil {
+		return err
 	}
 	for _, p := range []struct{ flag, path string }{{"training_data", cfg.TrainingData}, {"validation_data", cfg.ValidationData}} {
 		if err := checkDataFile(p.flag, p.path); err != nil {
@@ -83,6 +87,22 @@ func strategyDefaults(fs *flag.FlagSet, cfg *master.Config) {
 	if !set {
 		cfg.NumPS = 0
 	}
+}
+
+// checkWorkerCommand fails a local job whose --worker_command names a
+// program that is not there, before anything starts.
+func checkWorkerCommand(command string) error {
+	if command == "" {
+		return nil
+	}
+	argv, err := roleflags.SplitCommand(command)
+	if err != nil {
+		return usageError{fmt.Errorf("--worker_command: %w", err)}
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		return usageError{fmt.Errorf("--worker_command: %w", err)}
+	}
+	return nil
 }
 
 // checkDataFile turns a missing file into an error that says how to get it.

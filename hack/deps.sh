@@ -4,8 +4,9 @@
 # Fashion-MNIST (dataset-fashion-mnist), OpenBLAS (libopenblas-dev, for
 # `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
 # test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
-# util-linux (setsid, flock); and ticdata, converted by hack/ticdata.sh
-# (python3-rdata). Without root or apt it says what to install instead of
+# util-linux (setsid, flock); python3-torch, python3-grpcio,
+# python3-protobuf and protoc (PyTorch workers); and ticdata, converted by
+# hack/ticdata.sh (python3-rdata). Without root or apt it says what to install instead of
 # failing halfway.
 set -euo pipefail
 need=()
@@ -18,14 +19,26 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v ps >/dev/null && command -v pgrep >/dev/null || need+=(procps)
 command -v setsid >/dev/null && command -v flock >/dev/null || need+=(util-linux)
 command -v sha256sum >/dev/null || need+=(coreutils)
-if [ ${#need[@]} -gt 0 ]; then
+# PyTorch workers (python/elasticdl, examples/pytorch, test/local's
+# TestPyTorch*): Debian's torch, grpcio and protobuf for /usr/bin/python3;
+# protoc checks that the SDK's generated messages are current.
+# Without their recommends (compilers, dev headers: hundreds of MB).
+bare=()
+/usr/bin/python3 -c 'import torch, grpc, google.protobuf, numpy' 2>/dev/null || bare+=(python3-torch python3-grpcio python3-protobuf python3-numpy)
+command -v protoc >/dev/null || bare+=(protobuf-compiler)
+if [ $((${#need[@]} + ${#bare[@]})) -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
-    echo "installing ${need[*]} ..." >&2
+    echo "installing ${need[*]} ${bare[*]} ..." >&2
     apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+    if [ ${#need[@]} -gt 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+    fi
+    if [ ${#bare[@]} -gt 0 ]; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${bare[@]}" >&2
+    fi
   else
-    echo "missing Debian packages: ${need[*]}" >&2
-    echo "install them with: sudo apt-get update && sudo apt-get install ${need[*]}" >&2
+    echo "missing Debian packages: ${need[*]} ${bare[*]}" >&2
+    echo "install them with: sudo apt-get update && sudo apt-get install ${need[*]} ${bare[*]}" >&2
     exit 1
   fi
 fi

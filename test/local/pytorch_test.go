@@ -323,3 +323,35 @@ func TestPyTorchDeepFM(t *testing.T) {
 		t.Errorf("model versions %d (PyTorch) and %d (Go): the same minibatches, applied once each", pySummary.ModelVersion, goSummary.ModelVersion)
 	}
 }
+
+// TestPythonProtoCurrent regenerates the SDK's messages from proto/ with
+// protoc, as proto/gen.sh does, and compares them with the checked-in
+// python/elasticdl/_proto: a .proto changed without them fails here.
+func TestPythonProtoCurrent(t *testing.T) {
+	if _, err := exec.LookPath("protoc"); err != nil {
+		if os.Getenv("ELASTICDL_REQUIRE_PYTORCH") == "1" {
+			t.Fatal("protoc not found (apt-get install protobuf-compiler)")
+		}
+		t.Skip("protoc not found (apt-get install protobuf-compiler)")
+	}
+	out := t.TempDir()
+	for _, svc := range []string{"master", "pserver"} {
+		cmd := exec.Command("protoc", "--python_out="+out, svc+".proto")
+		cmd.Dir = "../../proto"
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("protoc %s.proto: %v\n%s", svc, err, b)
+		}
+		got, err := os.ReadFile(filepath.Join(out, svc+"_pb2.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = []byte(strings.Replace(string(got), "\nimport pserver_pb2 as", "\nfrom . import pserver_pb2 as", 1))
+		want, err := os.ReadFile(filepath.Join("../../python/elasticdl/_proto", svc+"_pb2.py"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("python/elasticdl/_proto/%s_pb2.py is not what proto/%s.proto generates: run proto/gen.sh", svc, svc)
+		}
+	}
+}

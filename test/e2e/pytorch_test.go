@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pythonWithTorch is an interpreter with what the Python SDK needs, and
+// the SDK's directory; without them the test is skipped, or fails where
+// ELASTICDL_REQUIRE_PYTORCH=1 (CI installs python3-torch).
+func pythonWithTorch(t *testing.T) (python, sdk string) {
+	t.Helper()
+	sdk, err := filepath.Abs("../../python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := "/usr/bin/python3"
+	cmd := exec.Command(py, "-c", "import torch, grpc, google.protobuf, elasticdl")
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdk)
+	if err := cmd.Run(); err != nil {
+		msg := fmt.Sprintf("%s cannot import torch, grpc, protobuf and the SDK (apt-get install python3-torch python3-grpcio python3-protobuf): %v", py, err)
+		if os.Getenv("ELASTICDL_REQUIRE_PYTORCH") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return py, sdk
+}
+
+// TestK8sPyTorchPreemption is TestK8sPreemption with PyTorch workers: the
+// worker pods run the example's script (--worker_command; the process
+// nodes run a command as written, as a container would in --image), one
+// is preempted by a higher-priority pod and comes back when the pod goes;
+// the job finishes with every record trained once and the accuracy of
+// the example's CNN after one epoch.
+func TestK8sPyTorchPreemption(t *testing.T) {
+	timeTest(t)
+	py, sdk := pythonWithTorch(t)
+	script, _ := filepath.Abs("../../examples/pytorch/train.py")
+	ns := newNamespace(t)
+	label := startProcNodes(t, "e2e-py", 2, "2", "4Gi")
+	pc := uniqueName(t, "e2e-pyhog")
+	kubectlApply(t, fmt.Sprintf("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: %s}\nvalue: 100000\n", pc))
+	t.Cleanup(func() { kubectlCmd(t.Context(), "", "delete", "priorityclass", pc, "--ignore-not-found") })
+
+	j := submit(t, ns, "pytorch", label,
+		"--model_def=",
+		"--worker_command="+py+" "+script,
+		"--optimizer=adam:learning_rate=0.001",
+		"--envs=PYTHONPATH="+sdk,
+		"--minibatch_size=64",
+		"--num_minibatches_per_task=8",
+		"--worker_pod_priority=elasticdl-low",
+		"--master_pod_priority=elasticdl-high",
+		"--ps_pod_priority=elasticdl-high",
+		"--master_resource_request=cpu=300m,memory=256Mi",
+		"--ps_resource_request=cpu=300m,memory=256Mi",
+		"--worker_resource_request=cpu=1200m,memory=512Mi",
+	)
+	ws := j.waitWorkers(60*time.Second, 2, 0)
+	for _, w := range ws {
+		if c := w.Spec.Containers; len(c) != 1 || strings.Join(c[0].Command, " ") != py+" "+script || len(c[0].Args) != 0 {
+			t.Errorf("worker pod %s runs %+v, want the command %s %s", w.Metadata.Name, c, py, script)
+		}
+	}
+	j.waitTraining(60 * time.Second)
+
+	runHog(t, ns, pc, label)
+	j.waitWorkers(30*time.Second, 1, 1)
+	j.trainsWithOneWorker(3 * time.Second)
+	kubectl(t, "delete", "pod", "-n", ns, "hog", "--wait=false")
+	j.waitWorkers(30*time.Second, 2, 0)
+
+	r := waitSucceeded(t, j, 5*time.Minute)
+	assertTrained(t, r, 1, 0.85)
+	s := r.Summary
+	if s.Workers.Lost < 1 || s.Workers.Relaunched < 1 || s.WorkerCommand == "" {
+		t.Errorf("summary: workers %+v, worker command %q: want one preempted and relaunched, and the command", s.Workers, s.WorkerCommand)
+	}
+	t.Logf("PyTorch job on the control plane: accuracy %.4f, workers %+v, tasks %+v", s.Eval.Accuracy, s.Workers, s.Tasks)
+}
