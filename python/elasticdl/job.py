@@ -11,6 +11,7 @@ pushed: a task redone after its worker died trains each record once.
 
 import math
 import os
+import sys
 import threading
 import time
 
@@ -207,6 +208,8 @@ class Job:
             while not self._check():
                 resp = self._master(self._get_task, mpb.GetTaskRequest(worker_id=self.worker_id), "get task")
                 if resp.action == mpb.GetTaskResponse.DONE:
+                    print("elasticdl: worker %d: job done; %d pushes rejected as stale (sync SGD) and redone"
+                          % (self.worker_id, self.rejected), file=sys.stderr, flush=True)
                     return
                 if resp.action == mpb.GetTaskResponse.WAIT:
                     self._stop.wait(resp.wait_ms / 1000.0)

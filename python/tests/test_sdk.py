@@ -35,13 +35,13 @@ def free_port():
 class PS:
     """An `elasticdl ps` process: one shard of a fresh model."""
 
-    def __init__(self, optimizer="sgd:learning_rate=0.1", index=0, shards=1):
+    def __init__(self, optimizer="sgd:learning_rate=0.1", index=0, shards=1, extra=()):
         binary = os.environ.get("ELASTICDL_BINARY")
         if not binary:
             raise unittest.SkipTest("ELASTICDL_BINARY is not set (go test ./test/local -run TestPythonSDK sets it)")
         self.addr = "127.0.0.1:%d" % free_port()
         self.proc = subprocess.Popen([binary, "ps", "--ps_id=%d" % index, "--num_ps_pods=%d" % shards,
-                                      "--addr=" + self.addr, "--optimizer=" + optimizer],
+                                      "--addr=" + self.addr, "--optimizer=" + optimizer] + list(extra),
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while True:
@@ -158,6 +158,35 @@ class SDKTest(unittest.TestCase):
         self.assertEqual([r.records for r in m.reports], [12, 12])
         j.ps.pull()
         self.assertEqual(j.ps.version(), 3, "3 minibatches, applied once each")
+
+    def test_sync_sgd_redoes_a_stale_minibatch(self):
+        # Sync SGD, no staleness allowed: worker A pulls version 0, worker
+        # B trains a minibatch (version 1), then A's push, computed on
+        # version 0, is rejected; the iterator yields A's minibatch again
+        # after a fresh pull, and its second push is applied.
+        ps = PS(extra=["--use_async=false", "--grads_to_wait=1", "--sync_version_tolerance=0"])
+        self.cleanup.append(ps.stop)
+        a, ma, _ = self.job([training_task(1, self.csv, 0, 4)], ps=ps)
+        b, mb, _ = self.job([training_task(2, self.csv, 4, 8)], ps=ps)
+        model_a, model_b = Linear(), Linear()
+        a.register(model_a)
+        b.register(model_b)
+        it = iter(a.batches())
+        first = next(it)
+        self.train(b, model_b)
+        loss = torch.nn.functional.cross_entropy(model_a(first.x), first.y)
+        loss.backward()
+        self.assertFalse(a.step(loss), "a push computed on a stale model is rejected")
+        again = next(it)
+        self.assertEqual((again.task_id, again.index), (first.task_id, first.index))
+        self.assertTrue(torch.equal(again.x, first.x))
+        loss = torch.nn.functional.cross_entropy(model_a(again.x), again.y)
+        loss.backward()
+        self.assertTrue(a.step(loss))
+        self.assertEqual(list(it), [])
+        self.assertEqual((a.rejected, ma.reports[0].records, ma.reports[0].steps), (1, 4, 1))
+        a.ps.pull()
+        self.assertEqual(a.ps.version(), 2)
 
     def test_no_master(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTICDL_")}

@@ -355,3 +355,34 @@ func TestPythonProtoCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestPyTorchSyncSGD trains the example with sync SGD (--use_async=false):
+// a push computed on a model too stale is rejected, and the SDK redoes its
+// minibatch on a fresh pull without the loop noticing. Every record is
+// trained once, and the model holds each minibatch once.
+func TestPyTorchSyncSGD(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	j := startJob(t, pytorchJob(py, "--num_epochs=1", "--use_async=false", "--grads_to_wait=2")...)
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.Eval == nil || s.Eval.Accuracy < 0.85 {
+		t.Fatalf("eval = %+v, want accuracy >= 0.85 after one epoch", s.Eval)
+	}
+	// Each version averages two workers' pushes: 938 minibatches make at
+	// most 938 versions and at least 469.
+	if s.ModelVersion < 469 || s.ModelVersion > 938 {
+		t.Errorf("model version %d, want 469..938", s.ModelVersion)
+	}
+	rejected := 0
+	logs, _ := filepath.Glob(filepath.Join(j.out, "logs", "worker-*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		var n int
+		if i := strings.Index(string(b), "job done; "); i >= 0 {
+			fmt.Sscanf(string(b[i+len("job done; "):]), "%d", &n)
+			rejected += n
+		}
+	}
+	t.Logf("sync SGD: accuracy %.4f, model version %d, %d stale pushes redone", s.Eval.Accuracy, s.ModelVersion, rejected)
+}
