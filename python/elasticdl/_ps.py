@@ -1,16 +1,13 @@
 """The parameter-server client: dense parameters by name hash, embedding
 rows by id, one shard each; the Go workers' routing (internal/ps/shard)."""
 
-import threading
 import time
 
 import grpc
 import numpy as np
 
 from ._proto import pserver_pb2 as pb
-from ._rpc import ElasticDLError, retry_unavailable, channel
-
-_SVC = "/elasticdl.pserver.Pserver/"
+from ._rpc import ElasticDLError, channel, methods, retry_unavailable
 
 
 def shard_of(name, num_shards):
@@ -31,13 +28,13 @@ class _Shard:
     def __init__(self, index, addr):
         self.index, self.addr = index, addr
         self.channel = channel(addr)
-        m = lambda name, req, resp: self.channel.unary_unary(
-            _SVC + name, request_serializer=req.SerializeToString, response_deserializer=resp.FromString)
-        self.push_model = m("PushModel", pb.Model, pb.PushModelResponse)
-        self.pull_dense = m("PullDenseParameters", pb.PullDenseParametersRequest, pb.PullDenseParametersResponse)
-        self.push_gradients = m("PushGradients", pb.PushGradientsRequest, pb.PushGradientsResponse)
-        self.pull_embeddings = m("PullEmbeddingVectors", pb.PullEmbeddingVectorsRequest, pb.PullEmbeddingVectorsResponse)
-        self.get_applied = m("GetApplied", pb.GetAppliedRequest, pb.GetAppliedResponse)
+        self.__dict__.update(methods(self.channel, "elasticdl.pserver.Pserver", {
+            "push_model": ("PushModel", pb.Model, pb.PushModelResponse),
+            "pull_dense": ("PullDenseParameters", pb.PullDenseParametersRequest, pb.PullDenseParametersResponse),
+            "push_gradients": ("PushGradients", pb.PushGradientsRequest, pb.PushGradientsResponse),
+            "pull_embeddings": ("PullEmbeddingVectors", pb.PullEmbeddingVectorsRequest, pb.PullEmbeddingVectorsResponse),
+            "get_applied": ("GetApplied", pb.GetAppliedRequest, pb.GetAppliedResponse),
+        }))
         # version: of the values this worker holds (-1: unknown, pull all);
         # have: they came from (or initialized) the shard, so they may
         # re-initialize it after a relaunch; rejected: the last push was

@@ -20,6 +20,14 @@ def channel(addr):
     ])
 
 
+def methods(ch, service, table):
+    """Callables for a service's unary methods: table maps an attribute
+    name to (method, request class, response class)."""
+    return {attr: ch.unary_unary("/%s/%s" % (service, name), request_serializer=req.SerializeToString,
+                                 response_deserializer=resp.FromString)
+            for attr, (name, req, resp) in table.items()}
+
+
 def retry_unavailable(call, timeout, what):
     """Runs call, retrying UNAVAILABLE (the peer is down or being
     relaunched) with jittered backoff for up to timeout seconds."""

@@ -20,7 +20,6 @@ callable ``(name, start, end) -> Records``.
 
 import csv
 import gzip
-import io
 import os
 import re
 import struct

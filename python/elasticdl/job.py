@@ -13,7 +13,6 @@ import math
 import os
 import sys
 import threading
-import time
 
 import grpc
 import numpy as np
@@ -23,9 +22,8 @@ from . import data as datamod
 from ._proto import master_pb2 as mpb
 from ._proto import pserver_pb2 as ppb
 from ._ps import PSClient, holds
-from ._rpc import ElasticDLError, channel, retry_unavailable
+from ._rpc import ElasticDLError, channel, methods, retry_unavailable
 
-_SVC = "/elasticdl.master.Master/"
 # Buckets of the score histogram of two-class models (data.AUCBuckets).
 AUC_BUCKETS = 10000
 # Redos of one minibatch whose gradients sync SGD rejected as stale.
@@ -71,7 +69,7 @@ def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
         raise ElasticDLError(
             "no master: ELASTICDL_MASTER_ADDR is not set. This script is a worker of an elasticdl job; run it with "
             "`elasticdl train --worker_command='python3 %s' --optimizer=... --training_data=...`"
-            % os.path.basename(os.sys.argv[0] if os.sys.argv and os.sys.argv[0] else "train.py"))
+            % os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "train.py"))
     if worker_id is None:
         try:
             worker_id = int(env.get("ELASTICDL_WORKER_ID", ""))
@@ -101,12 +99,12 @@ class Job:
         self.model_params, self.job_name, self.use_async = model_params or {}, job_name, use_async
         self.timeout = timeout
         self._channel = channel(master_addr)
-        m = lambda name, req, resp: self._channel.unary_unary(
-            _SVC + name, request_serializer=req.SerializeToString, response_deserializer=resp.FromString)
-        self._get_task = m("GetTask", mpb.GetTaskRequest, mpb.GetTaskResponse)
-        self._report = m("ReportTaskResult", mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse)
-        self._report_eval = m("ReportEvaluationMetrics", mpb.ReportEvaluationMetricsRequest, mpb.ReportEvaluationMetricsResponse)
-        self._heartbeat = m("Heartbeat", mpb.HeartbeatRequest, mpb.HeartbeatResponse)
+        self.__dict__.update(methods(self._channel, "elasticdl.master.Master", {
+            "_get_task": ("GetTask", mpb.GetTaskRequest, mpb.GetTaskResponse),
+            "_report": ("ReportTaskResult", mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse),
+            "_report_eval": ("ReportEvaluationMetrics", mpb.ReportEvaluationMetricsRequest, mpb.ReportEvaluationMetricsResponse),
+            "_heartbeat": ("Heartbeat", mpb.HeartbeatRequest, mpb.HeartbeatResponse),
+        }))
         self.ps = PSClient(ps_addrs, timeout) if ps_addrs else None
         self.model = None
         self._forward = None

@@ -3,7 +3,6 @@ package local
 import (
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -85,29 +84,7 @@ func TestWorkerKilledTwice(t *testing.T) {
 	skipLong(t)
 	base := cnnBaseline(t)
 	j := startJob(t, readmeJob("fashion_mnist.cnn", "2")...)
-	var killed []int
-	for kill := 0; kill < 2; kill++ {
-		var victim int
-		waitFor(t, 3*time.Minute, "training progress and two live workers", func() bool {
-			_, done := j.epochRecordsDone()
-			w := j.children("worker")
-			if done < 8000*int64(kill+1) || len(w) != 2 {
-				return false
-			}
-			for _, pid := range w {
-				if !contains(killed, pid) {
-					victim = pid
-					return true
-				}
-			}
-			return false
-		})
-		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill worker %d: %v", victim, err)
-		}
-		killed = append(killed, victim)
-		t.Logf("killed worker pid %d", victim)
-	}
+	j.killWorkers(2, 8000, func() []int { return j.children("worker") })
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 || s.Workers.Launched != 4 {

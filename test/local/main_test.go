@@ -138,6 +138,37 @@ func (j *job) children(role string) []int {
 
 func parentOf(pid int) int { return proctest.ParentOf(pid) }
 
+// killWorkers kills (SIGKILL) kills workers one after another, each once
+// the job's current epoch has trained another every records with two
+// workers alive (workers lists their PIDs), never the same process twice.
+func (j *job) killWorkers(kills int, every int64, workers func() []int) {
+	t := j.t
+	t.Helper()
+	var killed []int
+	for kill := 0; kill < kills; kill++ {
+		var victim int
+		waitFor(t, 3*time.Minute, "training progress and two live workers", func() bool {
+			_, done := j.epochRecordsDone()
+			w := workers()
+			if done < every*int64(kill+1) || len(w) != 2 {
+				return false
+			}
+			for _, pid := range w {
+				if !contains(killed, pid) {
+					victim = pid
+					return true
+				}
+			}
+			return false
+		})
+		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill worker %d: %v", victim, err)
+		}
+		killed = append(killed, victim)
+		t.Logf("killed worker pid %d", victim)
+	}
+}
+
 // waitFor polls cond until it holds or the limit passes.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -145,29 +144,7 @@ func TestPyTorchWorkerKilledTwice(t *testing.T) {
 	needData(t)
 	py := pythonWithTorch(t)
 	j := startJob(t, pytorchJob(py, "--relaunch_on_worker_failure=2")...)
-	var killed []int
-	for kill := 0; kill < 2; kill++ {
-		var victim int
-		waitFor(t, 3*time.Minute, "training progress and two live workers", func() bool {
-			_, done := j.epochRecordsDone()
-			w := j.pythonWorkers(pytorchExample)
-			if done < 12000*int64(kill+1) || len(w) != 2 {
-				return false
-			}
-			for _, pid := range w {
-				if !contains(killed, pid) {
-					victim = pid
-					return true
-				}
-			}
-			return false
-		})
-		if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill worker %d: %v", victim, err)
-		}
-		killed = append(killed, victim)
-		t.Logf("killed Python worker pid %d", victim)
-	}
+	j.killWorkers(2, 12000, func() []int { return j.pythonWorkers(pytorchExample) })
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	if s.Workers.Lost != 2 || s.Workers.Relaunched != 2 {
