@@ -4,7 +4,7 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build static train test bench proto e2e experiments k8s-up k8s-down
+.PHONY: build static train test bench proto docs e2e experiments k8s-up k8s-down
 build:
 	go build -buildvcs=auto -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -24,6 +24,10 @@ bench:
 
 proto:
 	proto/gen.sh
+
+# docs/cli.md, generated from the flags (TestCLIReference checks it).
+docs:
+	ELASTICDL_UPDATE_DOCS=1 go test ./cli -run TestCLIReference -count=1
 
 # The Kubernetes e2e suite alone (it starts and stops a rig of its own).
 e2e:

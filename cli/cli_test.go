@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	flag "github.com/spf13/pflag"
+
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
 	"elasticdl/internal/roleflags"
@@ -39,10 +41,15 @@ func TestCommands(t *testing.T) {
 		{k8sTrain("--yaml", "--model_params=fields=62"), 0, "- --model_params=fields=62", ""},
 		{[]string{"zoo", "extra"}, 2, "", "unexpected argument"},
 		{[]string{"version"}, 0, "BLAS backend: ", ""},
-		{[]string{"version", "--short"}, 2, "", "flag provided but not defined: -short"},
+		{[]string{"version", "--short"}, 2, "", "unknown flag: --short; see 'elasticdl version --help'"},
 		{nil, 2, "", "usage: elasticdl"},
-		{[]string{"help"}, 0, "", "commands:"},
-		{[]string{"trian"}, 2, "", `unknown command "trian"`},
+		{[]string{"help"}, 0, "commands:", ""},
+		{[]string{"--help"}, 0, "completion", ""},
+		{[]string{"train", "--help"}, 0, "Job size:\n      --num_workers int", ""},
+		{[]string{"train", "--num_epoch=2"}, 2, "", "unknown flag: --num_epoch (did you mean --num_epochs?); see 'elasticdl train --help'"},
+		{[]string{"train", "--num_workers=abc"}, 2, "", `invalid argument "abc" for "--num_workers" flag`},
+		{[]string{"help", "zoo"}, 0, "Usage:\n  elasticdl zoo [flags]", ""},
+		{[]string{"trian"}, 2, "", `unknown command "trian" for "elasticdl" (did you mean train?); see 'elasticdl --help'`},
 		{[]string{"train"}, 2, "", "--model_def: required"},
 		{[]string{"train"}, 2, "", "or --worker_command for a worker program of your own"},
 		// A worker program of the user's own (--worker_command).
@@ -69,7 +76,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--keep_checkpoint_max=-1"}, 2, "", "--keep_checkpoint_max"},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--checkpoint_dir_for_init=/nonexistent/ckpt"}, 1, "", "checkpoint_dir_for_init: checkpoint: read /nonexistent/ckpt"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--checkpoint_steps=-1", "--checkpoint_dir=c"}, 2, "", "--checkpoint_steps: must not be negative"},
-		{[]string{"help"}, 0, "", "predict"},
+		{[]string{"help"}, 0, "predict", ""},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--use_async=false", "--grads_to_wait=0"}, 2, "", "--grads_to_wait=0"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--sync_version_tolerance=-1"}, 2, "", "--sync_version_tolerance=-1"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--lr_staleness_modulation"}, 2, "", "async SGD only"},
@@ -219,5 +226,50 @@ func TestDataExport(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(out + ".*.tmp"); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestFlagsOf: every command parses its flags before it does anything
+// else, so that help, completion and docs/cli.md can read them.
+func TestFlagsOf(t *testing.T) {
+	env := Env{Registry: model.NewRegistry()}
+	for _, c := range commands() {
+		fs := flagsOf(c, env)
+		if fs == nil {
+			t.Errorf("%s: no flag set", c.name)
+			continue
+		}
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Usage == "" {
+				t.Errorf("%s --%s: no help text", c.name, f.Name)
+			}
+		})
+	}
+}
+
+// TestCLIReference keeps docs/cli.md what the code generates (make docs,
+// or ELASTICDL_UPDATE_DOCS=1 go test ./cli -run TestCLIReference).
+func TestCLIReference(t *testing.T) {
+	got := Reference(Env{Registry: model.NewRegistry()})
+	const path = "../docs/cli.md"
+	if os.Getenv("ELASTICDL_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != got {
+		t.Errorf("%s is out of date: run make docs", path)
+	}
+	for _, s := range []string{"## elasticdl train", "| `--num_workers` | `2` |", "**Kubernetes**", "## elasticdl data"} {
+		if !strings.Contains(got, s) {
+			t.Errorf("reference lacks %q", s)
+		}
+	}
+	if strings.Contains(got, "## elasticdl worker") {
+		t.Error("reference lists the worker role, which people do not run")
 	}
 }

@@ -14,15 +14,18 @@ import (
 // that any reader takes (the Python SDK's included), with the csv:// URI
 // that reads it back record for record.
 func runData(_ context.Context, env Env, args []string) error {
-	if len(args) == 0 || args[0] != "export" {
-		return usageError{errors.New("want `elasticdl data export --data=URI --output=FILE.csv` (the only data command)")}
-	}
 	fs := newFlagSet(env, "data export")
 	uri := fs.String("data", "", "the source: any --training_data value (an IDX file, a CSV file, csv://..., synthetic-ctr://...)")
 	output := fs.String("output", "", "the CSV file to write")
 	start := fs.Int64("start", 0, "first record to export")
 	end := fs.Int64("end", -1, "record to stop before (-1: the end of the source)")
-	if err := parse(fs, args[1:]); err != nil {
+	switch {
+	case len(args) > 0 && args[0] == "export":
+		args = args[1:]
+	case len(args) == 0 || (args[0] != "--help" && args[0] != "-h"):
+		return usageError{errors.New("want `elasticdl data export --data=URI --output=FILE.csv` (the only data command)")}
+	}
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {

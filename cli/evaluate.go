@@ -2,10 +2,11 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/master"
 )

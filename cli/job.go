@@ -3,8 +3,9 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+
+	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/master"
 )

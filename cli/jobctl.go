@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/cluster"
 	"elasticdl/internal/cluster/k8s"
@@ -135,7 +136,7 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 	c, client, err := newJobCtl(env, "logs", args, func(fs *flag.FlagSet) func() error {
 		fs.StringVar(&role, "role", k8s.ReplicaMaster, "master, worker or ps")
 		fs.IntVar(&id, "id", -1, "instance ID of the worker or PS (see `elasticdl status` or the master's log); default: all of that role")
-		fs.BoolVar(&follow, "f", false, "follow the log")
+		fs.BoolVarP(&follow, "follow", "f", false, "follow the log")
 		return func() error {
 			if role != k8s.ReplicaMaster && role != string(cluster.Worker) && role != string(cluster.PS) {
 				return fmt.Errorf("--role=%s: want master, worker or ps", role)
@@ -169,7 +170,7 @@ func runLogs(ctx context.Context, env Env, args []string) error {
 			return fmt.Errorf("job %s has no %s pods in namespace %s", c.job, role, ns)
 		}
 		if follow && len(names) > 1 {
-			return usageError{errors.New("-f follows one pod: give --id")}
+			return usageError{errors.New("--follow follows one pod: give --id")}
 		}
 	}
 	for _, name := range names {

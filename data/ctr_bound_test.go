@@ -19,8 +19,8 @@ import (
 // beat the bound with interactions known. Run with
 // ELASTICDL_CTR_BOUND=N (e.g. 1000000); ELASTICDL_CTR_BOUND_PARAMS adds
 // generator parameters to the URI (e.g. "vocab=1000&zipf=1.2"; records,
-// offset and seed are the test's). The figures are in README
-// "Recommender models".
+// offset and seed are the test's). The figures are in
+// docs/recommenders.md.
 func TestCTRLearnableBound(t *testing.T) {
 	v := os.Getenv("ELASTICDL_CTR_BOUND")
 	if v == "" {

@@ -12,13 +12,14 @@ package roleflags
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 )
 
 // The distribution strategies (ElasticDL's names): gradients go to
@@ -373,6 +374,9 @@ func (l *commaList) String() string {
 	}
 	return strings.Join(*l, ",")
 }
+
+// Type names the value in help (pflag.Value).
+func (l *commaList) Type() string { return "host:port,..." }
 
 func (l *commaList) Set(s string) error {
 	*l = nil

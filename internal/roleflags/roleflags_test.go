@@ -1,13 +1,14 @@
 package roleflags
 
 import (
-	"flag"
 	"io"
 	"math"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	flag "github.com/spf13/pflag"
 )
 
 // parse registers T's flags on a fresh FlagSet and parses args into a T.

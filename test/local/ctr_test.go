@@ -24,7 +24,7 @@ import (
 // seen often enough to be learned from 1M records. On the default data an
 // oracle that knows the hidden interactions exactly is still 0.016 below
 // the ceiling at 1M records; on this data it is 0.002 below (data
-// TestCTRLearnableBound, README "Recommender models").
+// TestCTRLearnableBound, docs/recommenders.md).
 const ctrAcceptance = "zipf=2"
 
 // ctrAcceptanceOptimizer is the acceptance job's optimizer: the model's
@@ -179,7 +179,7 @@ func TestDeepFMAUC(t *testing.T) {
 
 	// The 0.02 on the acceptance data. Other data and jobs are
 	// measurements (the default data's gap is about 0.057 at 1M records,
-	// see README "Recommender models"): only a loose sanity bound.
+	// see docs/recommenders.md): only a loose sanity bound.
 	maxGap := 0.12
 	if acceptance {
 		maxGap = 0.02

@@ -69,7 +69,7 @@ func (u *clusterUsage) addPod(p autoscale.Pod, training bool) {
 }
 
 // autoscalerMetrics are the cluster-level elasticity metrics, set each
-// round (names in README, Metrics).
+// round (names in docs/kubernetes.md, "The cluster autoscaler").
 type autoscalerMetrics struct {
 	capacity, requested, utilization *prometheus.GaugeVec
 	pending                          *prometheus.GaugeVec
