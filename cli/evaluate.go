@@ -50,7 +50,7 @@ func addPredictFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 // addModelJobFlags registers what evaluate and predict share: a job on a
 // saved model, with the same master, workers and PS as training.
 func addModelJobFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
-	fs.StringVar(&cfg.ModelDef, "model_def", "", "the model, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
+	fs.StringVar(&cfg.ModelDef, "model_def", "", "the model: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml")
 	fs.StringVar(&cfg.ModelParams, "model_params", "", "the model's parameters, as the training job had them: semicolon-separated key=value (e.g. 'fields=62; dense=23'; `elasticdl zoo` lists what each model takes)")
 	fs.StringVar(&cfg.CheckpointDirForInit, "checkpoint_dir_for_init", "", "the model to use: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
 	fs.StringVar(&cfg.Output, "output", "", "directory for job_summary.json and logs (default: a new temporary directory)")

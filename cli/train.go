@@ -53,7 +53,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 
 // addTrainFlags registers the flags of a training job.
 func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
-	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train, from `elasticdl zoo` (e.g. fashion_mnist.cnn)")
+	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml (docs/models.md)")
 	fs.StringVar(&cfg.ModelParams, "model_params", "", "the model's parameters, semicolon-separated key=value (e.g. 'fields=62; dense=23'; `elasticdl zoo` lists what each model takes)")
 	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain), a CSV file, csv://PATH?schema=... or synthetic-ctr://?... (docs/training.md, Data)")
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")

@@ -189,7 +189,7 @@ func (r *Registry) Lookup(name string) (Spec, error) {
 	s, ok := r.specs[name]
 	r.mu.RUnlock()
 	if !ok {
-		return Spec{}, fmt.Errorf("model %q (known: %s): %w", name, strings.Join(r.Names(), ", "), ErrUnknownModel)
+		return Spec{}, fmt.Errorf("model %q (known: %s; or a model file, path/model.yaml): %w", name, strings.Join(r.Names(), ", "), ErrUnknownModel)
 	}
 	return s.clone(), nil
 }
@@ -198,14 +198,23 @@ func (r *Registry) Lookup(name string) (Spec, error) {
 // (--model_params; empty: the registered spec). The spec is validated
 // and its network built once (CheckBuild), so that parameters that do
 // not fit are an error here, in the master, before anything is launched.
+//
+// A name ending in .yaml, .yml or .json is a declarative model file (see
+// LoadDeclarative), which takes no parameters.
 func (r *Registry) Resolve(name, params string) (Spec, error) {
-	s, err := r.Lookup(name)
-	if err != nil {
-		return Spec{}, err
-	}
 	p, err := ParseParams(params)
 	if err != nil {
 		return Spec{}, fmt.Errorf("model %s: %w", name, err)
+	}
+	if IsDeclarative(name) {
+		if len(p) > 0 {
+			return Spec{}, fmt.Errorf("model file %s takes no parameters (write them into the file), got %q: %w", name, p.String(), ErrBadParams)
+		}
+		return LoadDeclarative(name)
+	}
+	s, err := r.Lookup(name)
+	if err != nil {
+		return Spec{}, err
 	}
 	if len(p) == 0 {
 		return s, nil

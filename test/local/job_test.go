@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -299,4 +300,39 @@ func TestModelledCompute(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDeclarativeModel trains a model declared in a YAML file
+// (--model_def=examples/declarative/mlp.yaml, no Go) and evaluates its
+// saved model as the zoo's fashion_mnist.mlp, whose layers it declares:
+// the same accuracy.
+func TestDeclarativeModel(t *testing.T) {
+	needData(t)
+	file, err := filepath.Abs("../../examples/declarative/mlp.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := mlpArgs("1")
+	for i, a := range args {
+		if strings.HasPrefix(a, "--model_def=") {
+			args[i] = "--model_def=" + file
+		}
+	}
+	j := startJob(t, args...)
+	s := j.succeeded(5 * time.Minute)
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.Eval == nil || s.Eval.Accuracy < 0.80 || s.ModelDef != file {
+		t.Fatalf("model %q, eval %+v: want the file and accuracy >= 0.80", s.ModelDef, s.Eval)
+	}
+	out := t.TempDir()
+	ev := exec.Command(binary, "evaluate", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init="+j.out,
+		"--validation_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"), "--num_workers=1", "--output="+out)
+	if b, err := ev.CombinedOutput(); err != nil {
+		t.Fatalf("evaluate as fashion_mnist.mlp: %v\n%s", err, b)
+	}
+	es := (&job{t: t, out: out}).summary()
+	if es.Eval == nil || es.Eval.Accuracy != s.Eval.Accuracy {
+		t.Errorf("evaluated as the zoo model: %+v, want accuracy %v", es.Eval, s.Eval.Accuracy)
+	}
+	t.Logf("declared MLP: accuracy %.4f after one epoch, the same as the zoo's model evaluating its checkpoint", s.Eval.Accuracy)
 }
