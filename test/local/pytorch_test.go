@@ -363,3 +363,39 @@ func TestPyTorchSyncSGD(t *testing.T) {
 	}
 	t.Logf("sync SGD: accuracy %.4f, model version %d, %d stale pushes redone", s.Eval.Accuracy, s.ModelVersion, rejected)
 }
+
+// TestPyTorchScale changes a PyTorch job's size while it trains: its PS
+// are re-sharded 1 → 2 → 1 (the SDK follows the new layout at its next
+// task) and its workers go 2 → 1 → 2. Every record is still trained once
+// per epoch, and the accuracy holds.
+func TestPyTorchScale(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	j := startJob(t, pytorchJob(py)...)
+	progress := func(what string, more int64) {
+		t.Helper()
+		before := j.recordsDone()
+		waitFor(t, 2*time.Minute, what, func() bool { return j.recordsDone() > before+more })
+	}
+	progress("training", 8000)
+	scaleLocal(t, j, "--ps=2")
+	waitFor(t, time.Minute, "2 PS", func() bool { return len(j.children("ps")) == 2 && strings.Contains(j.stderr.String(), "re-sharded") })
+	progress("training on 2 PS", 8000)
+	scaleLocal(t, j, "--workers=1")
+	waitFor(t, time.Minute, "1 worker", func() bool { return len(j.pythonWorkers(pytorchExample)) == 1 })
+	progress("training with 1 worker", 4000)
+	scaleLocal(t, j, "--ps=1")
+	scaleLocal(t, j, "--workers=2")
+	waitFor(t, time.Minute, "1 PS and 2 workers", func() bool {
+		return len(j.children("ps")) == 1 && len(j.pythonWorkers(pytorchExample)) == 2 && strings.Count(j.stderr.String(), "msg=re-sharded") == 2
+	})
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 2, 60000)
+	if p := s.PS; p.Lost != 0 || len(p.Reshards) != 2 || p.Reshards[0].To != 2 || p.Reshards[1].To != 1 {
+		t.Errorf("summary PS %+v: want 1 → 2 → 1, none lost", p)
+	}
+	if s.Eval == nil || s.Eval.Accuracy < 0.88 {
+		t.Fatalf("eval = %+v, want accuracy >= 0.88", s.Eval)
+	}
+	t.Logf("PyTorch job re-sharded 1 → 2 → 1 PS and scaled 2 → 1 → 2 workers: accuracy %.4f, workers %+v", s.Eval.Accuracy, s.Workers)
+}
