@@ -102,6 +102,12 @@ class PSClient:
         if not self._push_model(s, names, max(s.version, 0), reinit=True):
             s.version = -1  # another worker's values got there first
 
+    def _wait_for_init(self, s, attempts):
+        attempts[0] += 1
+        if attempts[0] * 0.1 > self.timeout:
+            raise ElasticDLError("PS shard %d (%s): no worker re-initialized it in %.0fs" % (s.index, s.addr, self.timeout))
+        time.sleep(0.1)
+
     def pull(self):
         """Fills every parameter in place with the shard's values; shards
         whose version this worker holds send nothing."""
@@ -168,7 +174,14 @@ class PSClient:
                 except grpc.RpcError as e:
                     if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
                         raise
-                    self._reinit(s, self.groups()[s.index], attempts)
+                    # An empty, relaunched shard: this worker restores it
+                    # when it holds the shard's values (or the shard has no
+                    # dense parameters); otherwise another worker will.
+                    names = self.groups()[s.index]
+                    if s.have or not names:
+                        self._reinit(s, names, attempts)
+                    else:
+                        self._wait_for_init(s, attempts)
             out[mask] = np.frombuffer(resp.rows.content, dtype="<f4").reshape(len(sub), dim)
         return out
 

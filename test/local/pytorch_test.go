@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -398,4 +399,51 @@ func TestPyTorchScale(t *testing.T) {
 		t.Fatalf("eval = %+v, want accuracy >= 0.88", s.Eval)
 	}
 	t.Logf("PyTorch job re-sharded 1 → 2 → 1 PS and scaled 2 → 1 → 2 workers: accuracy %.4f, workers %+v", s.Eval.Accuracy, s.Workers)
+}
+
+// TestPyTorchPSKilled kills the PS of a PyTorch job (kill -9), once
+// without a checkpoint to restore and once with one. The master relaunches
+// it; without a checkpoint the SDK re-initializes it from a worker's
+// parameters (the ledger then says the shard's minibatches are unknown),
+// with one the shard restores it. Either way the job finishes, every record
+// is trained once per epoch, and the accuracy holds.
+func TestPyTorchPSKilled(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	for _, c := range []struct {
+		name    string
+		extra   []string
+		unknown bool
+	}{
+		{"no checkpoint", nil, true},
+		{"checkpoint", []string{"--checkpoint_dir=" + t.TempDir(), "--checkpoint_steps=100"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := startJob(t, pytorchJob(py, append([]string{"--num_epochs=1"}, c.extra...)...)...)
+			var ps []int
+			waitFor(t, 2*time.Minute, "training progress", func() bool {
+				_, done := j.epochRecordsDone()
+				ps = j.children("ps")
+				return done >= 20000 && len(ps) == 1
+			})
+			if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			s := j.succeeded(5 * time.Minute)
+			assertExactlyOnce(t, s, 1, 60000)
+			if s.PS.Lost != 1 || s.PS.Launched != 2 {
+				t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
+			}
+			if got := len(s.PS.AppliedUnknown) == 1; got != c.unknown {
+				t.Errorf("ps applied_unknown %v, want it unknown: %v", s.PS.AppliedUnknown, c.unknown)
+			}
+			if !c.unknown && len(s.PS.Restores) == 0 {
+				t.Errorf("ps %+v: the relaunched PS restored no checkpoint", s.PS)
+			}
+			if s.Eval == nil || s.Eval.Accuracy < 0.85 {
+				t.Errorf("eval %+v, want accuracy >= 0.85 after one epoch", s.Eval)
+			}
+			t.Logf("PS killed (%s): accuracy %.4f, ps %+v", c.name, s.Eval.Accuracy, s.PS)
+		})
+	}
 }
