@@ -4,9 +4,9 @@
 # Fashion-MNIST (dataset-fashion-mnist), OpenBLAS (libopenblas-dev, for
 # `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
 # test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
-# util-linux (setsid, flock); python3-torch, python3-grpcio,
-# python3-protobuf and protoc (PyTorch workers); and ticdata, converted by
-# hack/ticdata.sh (python3-rdata). Without root or apt it says what to install instead of
+# util-linux (setsid, flock); with --pytorch python3-torch,
+# python3-grpcio, python3-protobuf and protoc (PyTorch workers); and
+# ticdata, converted by hack/ticdata.sh (python3-rdata). Without root or apt it says what to install instead of
 # failing halfway.
 set -euo pipefail
 need=()
@@ -19,13 +19,16 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v ps >/dev/null && command -v pgrep >/dev/null || need+=(procps)
 command -v setsid >/dev/null && command -v flock >/dev/null || need+=(util-linux)
 command -v sha256sum >/dev/null || need+=(coreutils)
-# PyTorch workers (python/elasticdl, examples/pytorch, test/local's
-# TestPyTorch*): Debian's torch, grpcio and protobuf for /usr/bin/python3;
-# protoc checks that the SDK's generated messages are current.
+# With --pytorch (the test suite: hack/test.sh, hack/e2e.sh), what PyTorch
+# workers need (python/elasticdl, examples/pytorch, the TestPyTorch*
+# tests): Debian's torch, grpcio and protobuf for /usr/bin/python3, and
+# protoc, which checks that the SDK's generated messages are current.
 # Without their recommends (compilers, dev headers: hundreds of MB).
 bare=()
-/usr/bin/python3 -c 'import torch, grpc, google.protobuf, numpy' 2>/dev/null || bare+=(python3-torch python3-grpcio python3-protobuf python3-numpy)
-command -v protoc >/dev/null || bare+=(protobuf-compiler)
+if [ "${1:-}" = "--pytorch" ]; then
+  /usr/bin/python3 -c 'import torch, grpc, google.protobuf, numpy' 2>/dev/null || bare+=(python3-torch python3-grpcio python3-protobuf python3-numpy)
+  command -v protoc >/dev/null || bare+=(protobuf-compiler)
+fi
 if [ $((${#need[@]} + ${#bare[@]})) -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
     echo "installing ${need[*]} ${bare[*]} ..." >&2

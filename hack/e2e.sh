@@ -10,6 +10,6 @@
 #   hack/e2e.sh -run TestK8sPreemption
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hack/deps.sh
+hack/deps.sh --pytorch
 echo "== e2e on the Kubernetes test rig (test/e2e)"
 ELASTICDL_E2E=1 exec go test -count=1 -v -timeout 40m ./test/e2e "$@"

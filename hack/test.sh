@@ -2,7 +2,7 @@
 # README command 2: the whole test suite, as CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-hack/deps.sh
+hack/deps.sh --pytorch
 # deps.sh installed PyTorch: its tests must run, not skip.
 export ELASTICDL_REQUIRE_PYTORCH=1
 echo "== gofmt"
