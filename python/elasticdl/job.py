@@ -158,9 +158,6 @@ class Job:
         self.model, self._params, self._forward = model, params, forward
         self.ps.register(arrays, [(n, d, i) for n, (d, i) in sorted(tables.items())])
 
-    def _pull(self):
-        self.ps.pull()
-
     # -- the master --------------------------------------------------------
 
     def _master(self, fn, req, what):
@@ -291,7 +288,7 @@ class Job:
                     continue
             only_rejected = False
             for attempt in range(MAX_REJECTED + 1):
-                self._pull()
+                self.ps.pull()
                 for p in self._params.values():
                     p.grad = None
                 for e in self._embeddings:
@@ -349,7 +346,7 @@ class Job:
 
     def _infer(self, recs):
         """Yields (logits as a numpy array, lo, hi) over recs's minibatches."""
-        self._pull()
+        self.ps.pull()
         was_training = self.model.training
         self.model.eval()
         try:

@@ -66,15 +66,7 @@ func TestTrainMLP(t *testing.T) {
 func TestPSKilled(t *testing.T) {
 	needData(t)
 	j := startJob(t, mlpArgs("1")...)
-	var ps []int
-	waitFor(t, 2*time.Minute, "training progress", func() bool {
-		_, done := j.epochRecordsDone()
-		ps = j.children("ps")
-		return done >= 10000 && len(ps) == 1
-	})
-	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	j.killPS(10000)
 	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	if s.PS.Lost != 1 || s.PS.Launched != 2 {

@@ -169,6 +169,22 @@ func (j *job) killWorkers(kills int, every int64, workers func() []int) {
 	}
 }
 
+// killPS kills (SIGKILL) the job's PS once the current epoch has trained
+// done records.
+func (j *job) killPS(done int64) {
+	t := j.t
+	t.Helper()
+	var ps []int
+	waitFor(t, 2*time.Minute, "training progress", func() bool {
+		_, d := j.epochRecordsDone()
+		ps = j.children("ps")
+		return d >= done && len(ps) == 1
+	})
+	if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitFor polls cond until it holds or the limit passes.
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -420,15 +419,7 @@ func TestPyTorchPSKilled(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			j := startJob(t, pytorchJob(py, append([]string{"--num_epochs=1"}, c.extra...)...)...)
-			var ps []int
-			waitFor(t, 2*time.Minute, "training progress", func() bool {
-				_, done := j.epochRecordsDone()
-				ps = j.children("ps")
-				return done >= 20000 && len(ps) == 1
-			})
-			if err := syscall.Kill(ps[0], syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
+			j.killPS(20000)
 			s := j.succeeded(5 * time.Minute)
 			assertExactlyOnce(t, s, 1, 60000)
 			if s.PS.Lost != 1 || s.PS.Launched != 2 {
