@@ -24,7 +24,7 @@ func TestRegister(t *testing.T) {
 	if err := Register(r); err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(r.Names()); got != "[ctr.deepfm ctr.wide_and_deep ctr.xdeepfm fashion_mnist.cnn fashion_mnist.mlp]" {
+	if got := fmt.Sprint(r.Names()); got != "[ctr.deepfm ctr.wide_and_deep ctr.xdeepfm fashion_mnist.cnn fashion_mnist.cnn_wide fashion_mnist.mlp]" {
 		t.Fatalf("Names() = %s", got)
 	}
 	if err := Register(r); err == nil {
@@ -267,6 +267,8 @@ func TestArchitectures(t *testing.T) {
 		{MLPSpec(), "dense_1/kernel[784 256] dense_1/bias[256] dense_2/kernel[256 10] dense_2/bias[10]"},
 		{CNNSpec(), "conv2d_1/kernel[3 3 1 16] conv2d_1/bias[16] conv2d_2/kernel[3 3 16 32] conv2d_2/bias[32] " +
 			"dense_1/kernel[1568 128] dense_1/bias[128] dense_2/kernel[128 10] dense_2/bias[10]"},
+		{CNNWideSpec(), "conv2d_1/kernel[3 3 1 32] conv2d_1/bias[32] conv2d_2/kernel[3 3 32 64] conv2d_2/bias[64] " +
+			"dense_1/kernel[3136 128] dense_1/bias[128] dense_2/kernel[128 10] dense_2/bias[10]"},
 	} {
 		got := ""
 		for i, p := range c.spec.Build(rand.New(rand.NewSource(1))).Params() {
