@@ -131,7 +131,7 @@ func (c *Conv2D) Forward(x *Tensor, train bool) *Tensor {
 	c.cols = growFloat32(c.cols, rows*k)
 	im2col(c.cols, x.Data, g)
 	c.one = ones(c.one, rows)
-	setRowsToBias(c.y.Data, c.bias.Value.Data, c.one, rows, c.outC)
+	setRowsToBias(c.y.Data, c.bias.Value.Data, rows, c.outC)
 	gemm(false, false, rows, c.outC, k, 1, c.cols, k, c.kernel.Value.Data, c.outC, 1, c.y.Data, c.outC)
 	return c.y
 }

@@ -34,3 +34,22 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 
 // Compile-time check that the selected backend is a float32 level-3 BLAS.
 var _ blas.Float32Level3 = blasImpl{}
+
+// axpy computes y += alpha*x over len(x) elements with the BLAS backend
+// (vectorized in both), y at least as long as x.
+func axpy(alpha float32, x, y []float32) {
+	if len(x) == 0 {
+		return
+	}
+	var impl blasImpl
+	impl.Saxpy(len(x), alpha, x, 1, y[:len(x)], 1)
+}
+
+// SGDUpdate applies one plain gradient-descent step, value -= lr*grad, to
+// every parameter: a vectorized loop (BLAS saxpy) where a scalar Go loop
+// was ~15% of an MLP training step.
+func SGDUpdate(params []*Param, lr float32) {
+	for _, p := range params {
+		axpy(-lr, p.Grad.Data, p.Value.Data)
+	}
+}

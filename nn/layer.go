@@ -82,11 +82,48 @@ func MustSequential(layers ...Layer) *Sequential {
 }
 
 // Forward runs all layers. The result is owned by the last layer.
+//
+// A ReLU directly followed by a MaxPool2D runs after it instead: max
+// pooling commutes with any non-decreasing function, so
+// pool(relu(x)) = relu(pool(x)) exactly, with the gradient reaching the
+// same inputs, and the ReLU (both ways) then touches a quarter of the
+// values for 2x2 pooling.
 func (s *Sequential) Forward(x *Tensor, train bool) *Tensor {
-	for _, l := range s.Layers {
-		x = l.Forward(x, train)
+	for i := 0; i < len(s.Layers); i++ {
+		if reluThenPool(s.Layers, i) {
+			x = s.Layers[i].Forward(s.Layers[i+1].Forward(x, train), train)
+			i++
+			continue
+		}
+		x = s.Layers[i].Forward(x, train)
 	}
 	return x
+}
+
+// reluThenPool reports whether layers i and i+1 are a ReLU and a
+// MaxPool2D, the pair Forward swaps (and Backward with it).
+func reluThenPool(ls []Layer, i int) bool {
+	if i < 0 || i+1 >= len(ls) {
+		return false
+	}
+	_, relu := ls[i].(*ReLU)
+	_, pool := ls[i+1].(*MaxPool2D)
+	return relu && pool
+}
+
+// backwardFrom back-propagates dy through layers last down to from+1 and
+// returns the gradient of layer from+1's input, undoing Forward's swapped
+// ReLU/MaxPool2D pairs in reverse.
+func (s *Sequential) backwardFrom(dy *Tensor, from int) *Tensor {
+	for i := len(s.Layers) - 1; i > from; i-- {
+		if reluThenPool(s.Layers, i-1) && i-1 > from {
+			dy = s.Layers[i].Backward(s.Layers[i-1].Backward(dy))
+			i--
+			continue
+		}
+		dy = s.Layers[i].Backward(dy)
+	}
+	return dy
 }
 
 // Backward back-propagates dy (the gradient w.r.t. the output of the last
@@ -104,9 +141,7 @@ func (s *Sequential) Backward(dy *Tensor) {
 	if first < 0 {
 		return
 	}
-	for i := len(s.Layers) - 1; i > first; i-- {
-		dy = s.Layers[i].Backward(dy)
-	}
+	dy = s.backwardFrom(dy, first)
 	if pb, ok := s.Layers[first].(ParamBackwarder); ok {
 		pb.BackwardParams(dy)
 		return
@@ -118,10 +153,7 @@ func (s *Sequential) Backward(dy *Tensor) {
 // gradient of the input: what a Model's embeddings need, and what Backward
 // saves itself from computing.
 func (s *Sequential) backwardInput(dy *Tensor) *Tensor {
-	for i := len(s.Layers) - 1; i >= 0; i-- {
-		dy = s.Layers[i].Backward(dy)
-	}
-	return dy
+	return s.backwardFrom(dy, -1)
 }
 
 // Params returns all parameters in layer order (kernel before bias).

@@ -2,7 +2,8 @@ package nn
 
 import (
 	"fmt"
-	"math"
+
+	"elasticdl/nn/internal/kernels"
 )
 
 // MaxPool2D is max pooling over size×size windows on NHWC input, without
@@ -91,14 +92,19 @@ func (p *MaxPool2D) Backward(dy *Tensor) *Tensor {
 	}
 	s := p.inShape
 	p.dx = ensure(p.dx, s[0], s[1], s[2], s[3])
-	if p.size == 2 && p.stride == 2 && s[1]%2 == 0 && s[2]%2 == 0 {
-		p.backward2(dy.Data)
+	clear(p.dx.Data) // a vectorized memclr: cheap next to the scatter
+	dx, idx := p.dx.Data, p.argmax[:len(dy.Data)]
+	if p.stride >= p.size {
+		// Windows do not overlap, so each input receives at most one
+		// gradient: a plain store. (Writing every dx element once with a
+		// mask, instead of clearing, was twice as slow.)
+		for i, v := range dy.Data {
+			dx[idx[i]] = v
+		}
 		return p.dx
 	}
-	clear(p.dx.Data)
-	dx := p.dx.Data
 	for i, v := range dy.Data {
-		dx[p.argmax[i]] += v
+		dx[idx[i]] += v
 	}
 	return p.dx
 }
@@ -119,6 +125,13 @@ func (p *MaxPool2D) forward2(xd []float32, n, h, w, c, oh, ow int) {
 	o := 0
 	for b := 0; b < n; b++ {
 		for i := 0; i < oh; i++ {
+			if p.stride == 2 {
+				b0 := (b*h + 2*i) * w * c
+				if kernels.MaxPool2x2Row(xd[b0:], xd[b0+w*c:], out[o:], idx[o:], ow, c, w*c, b0) {
+					o += ow * c
+					continue
+				}
+			}
 			for j := 0; j < ow; j++ {
 				b0 := ((b*h+i*p.stride)*w + j*p.stride) * c
 				b1 := b0 + c
@@ -140,35 +153,6 @@ func (p *MaxPool2D) forward2(xd []float32, n, h, w, c, oh, ow int) {
 					k += g * (int32(b3) - k)
 					orow[ch] = m
 					irow[ch] = k + int32(ch)
-				}
-				o += c
-			}
-		}
-	}
-}
-
-// backward2 handles 2x2/stride-2 pooling over even sizes, where windows
-// tile the input: every dx element is written exactly once (the gradient
-// or zero), which saves clearing dx and scattering into it.
-func (p *MaxPool2D) backward2(dy []float32) {
-	_, h, w, c := p.inShape[0], p.inShape[1], p.inShape[2], p.inShape[3]
-	oh, ow := h/2, w/2
-	dx, idx := p.dx.Data, p.argmax
-	o := 0
-	for b := 0; b < p.inShape[0]; b++ {
-		for i := 0; i < oh; i++ {
-			for j := 0; j < ow; j++ {
-				b0 := ((b*h+2*i)*w + 2*j) * c
-				b1, b2 := b0+c, b0+w*c
-				b3 := b2 + c
-				d0, d1, d2, d3 := dx[b0:b0+c], dx[b1:b1+c], dx[b2:b2+c], dx[b3:b3+c]
-				g, k := dy[o:o+c], idx[o:o+c]
-				for ch := range g {
-					gb, at := math.Float32bits(g[ch]), k[ch]-int32(ch)
-					d0[ch] = math.Float32frombits(gb & uint32(-b2i(at == int32(b0))))
-					d1[ch] = math.Float32frombits(gb & uint32(-b2i(at == int32(b1))))
-					d2[ch] = math.Float32frombits(gb & uint32(-b2i(at == int32(b2))))
-					d3[ch] = math.Float32frombits(gb & uint32(-b2i(at == int32(b3))))
 				}
 				o += c
 			}

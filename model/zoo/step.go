@@ -32,12 +32,7 @@ func (s *SGDStep) Run(x *nn.Tensor, y []int32) (float32, error) {
 		return 0, fmt.Errorf("train step: %w", err)
 	}
 	s.net.Backward(s.dlogits)
-	for _, p := range s.params {
-		g := p.Grad.Data
-		for i := range p.Value.Data {
-			p.Value.Data[i] -= s.lr * g[i]
-		}
-	}
+	nn.SGDUpdate(s.params, s.lr)
 	return loss, nil
 }
 

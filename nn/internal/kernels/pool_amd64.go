@@ -1,0 +1,34 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import "golang.org/x/sys/cpu"
+
+// Enabled reports whether the kernels run on this CPU (AVX2).
+var Enabled = cpu.X86.HasAVX2
+
+// maxPool2x2RowAVX2: see MaxPool2x2Row.
+//
+//go:noescape
+func maxPool2x2RowAVX2(r0, r1, out *float32, idx *int32, ow, c, rowLen int, base int32)
+
+// MaxPool2x2Row pools one output row of a 2x2/stride-2 max pooling on
+// NHWC data: ow windows of c channels. r0 and r1 start at the two input
+// rows' first window, out and idx at the output row; rowLen is the input
+// row length (w*c) and base the flat input index of r0[0]. It writes each
+// window's per-channel maximum and the flat input index of its first
+// occurrence (row-major window order, strict >), and reports false,
+// doing nothing, when the kernel does not apply: not Enabled, c%8 != 0,
+// or an empty row.
+func MaxPool2x2Row(r0, r1, out []float32, idx []int32, ow, c, rowLen, base int) bool {
+	if !Enabled || c%8 != 0 || ow <= 0 || c <= 0 {
+		return false
+	}
+	// The bounds the kernel relies on, checked once per row.
+	_ = r0[2*ow*c-1]
+	_ = r1[2*ow*c-1]
+	_ = out[ow*c-1]
+	_ = idx[ow*c-1]
+	maxPool2x2RowAVX2(&r0[0], &r1[0], &out[0], &idx[0], ow, c, rowLen, int32(base))
+	return true
+}
