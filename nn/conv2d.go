@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math/rand"
+
+	"elasticdl/nn/internal/kernels"
 )
 
 // Padding selects how Conv2D treats image borders.
@@ -264,8 +266,11 @@ func col2im(dx, dcols []float32, g convGeom) {
 	}
 }
 
-// addTo does dst[i] += src[i].
+// addTo does dst[i] += src[i], vectorized where the CPU allows.
 func addTo(dst, src []float32) {
+	if len(src) >= 8 && kernels.AddTo(dst, src) {
+		return
+	}
 	dst = dst[:len(src)]
 	for i, v := range src {
 		dst[i] += v
@@ -278,6 +283,11 @@ func addTo(dst, src []float32) {
 func copySmall(dst, src []float32) {
 	if len(src) >= 16 {
 		copy(dst, src)
+		return
+	}
+	if len(src) == 3 { // a 3-wide kernel row of a one-channel image
+		dst = dst[:3]
+		dst[0], dst[1], dst[2] = src[0], src[1], src[2]
 		return
 	}
 	dst = dst[:len(src)]

@@ -3,6 +3,8 @@ package nn
 import (
 	"fmt"
 	"math"
+
+	"elasticdl/nn/internal/kernels"
 )
 
 // Flatten reshapes [N, d1, d2, ...] to [N, d1*d2*...] without copying.
@@ -66,6 +68,9 @@ func (r *ReLU) Params() []*Param { return nil }
 func (r *ReLU) Forward(x *Tensor, train bool) *Tensor {
 	r.y = ensure(r.y, x.Shape...)
 	y := r.y.Data[:len(x.Data)]
+	if kernels.ReLU(y, x.Data) {
+		return r.y
+	}
 	for i, v := range x.Data {
 		// Integer sign test instead of float max: no NaN/±0 fix-ups, and it
 		// compiles to a few branch-free ALU ops. Negative inputs (and -0)
@@ -84,6 +89,9 @@ func (r *ReLU) Backward(dy *Tensor) *Tensor {
 	}
 	r.dx = ensure(r.dx, dy.Shape...)
 	dx, y := r.dx.Data[:len(dy.Data)], r.y.Data[:len(dy.Data)]
+	if kernels.ReLUGrad(dx, dy.Data, y) {
+		return r.dx
+	}
 	for i, g := range dy.Data {
 		// Branch-free: y is +0 or positive (or NaN), so its bit pattern is
 		// zero exactly where the gradient is blocked. A data-dependent

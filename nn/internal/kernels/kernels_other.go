@@ -1,0 +1,20 @@
+//go:build !amd64 || purego
+
+package kernels
+
+// Enabled reports whether the kernels run on this CPU; never here.
+var Enabled = false
+
+// MaxPool2x2Row has no kernel on this platform: it reports false.
+func MaxPool2x2Row(r0, r1, out []float32, idx []int32, ow, c, rowLen, base int) bool {
+	return false
+}
+
+// AddTo has no kernel on this platform: it reports false.
+func AddTo(dst, src []float32) bool { return false }
+
+// ReLU has no kernel on this platform: it reports false.
+func ReLU(dst, src []float32) bool { return false }
+
+// ReLUGrad has no kernel on this platform: it reports false.
+func ReLUGrad(dx, dy, y []float32) bool { return false }
