@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -39,8 +40,31 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// deleteCollections makes client's collection deletes of pods delete what
+// their selector selects (the fake clientset answers them doing nothing),
+// after the reactors the test prepends.
+func deleteCollections(client *fake.Clientset) {
+	client.AddReactor("delete-collection", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		dc := a.(k8stesting.DeleteCollectionAction)
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		obj, err := client.Tracker().List(gvr, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, dc.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		for _, p := range obj.(*corev1.PodList).Items {
+			if dc.GetListRestrictions().Labels.Matches(labels.Set(p.Labels)) {
+				if err := client.Tracker().Delete(gvr, p.Namespace, p.Name); err != nil {
+					return true, nil, err
+				}
+			}
+		}
+		return true, nil, nil
+	})
+}
+
 func newFakeBackend(t *testing.T, client *fake.Clientset, clock *fakeClock) *Backend {
 	t.Helper()
+	deleteCollections(client)
 	b, err := New(context.Background(), Config{
 		Client: client, Namespace: "ns", JobName: "j", PSPort: 2222,
 		Worker: PodSettings{Image: "img"}, PS: PodSettings{Image: "img"},
@@ -279,5 +303,122 @@ func TestCloseDeletesTheJob(t *testing.T) {
 	}
 	if err := b.Launch(ctx, cluster.InstanceSpec{Role: cluster.Worker, ID: 9}); err == nil {
 		t.Error("Launch after Close succeeded")
+	}
+}
+
+// countVerbs counts the pod actions of client by verb.
+func countVerbs(client *fake.Clientset) map[string]int {
+	n := map[string]int{}
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "pods" {
+			n[a.GetVerb()]++
+		}
+	}
+	return n
+}
+
+func TestCloseDeletesPodsWithOneCall(t *testing.T) {
+	client := fake.NewClientset()
+	var selector string
+	client.PrependReactor("delete-collection", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		selector = a.(k8stesting.DeleteCollectionAction).GetListRestrictions().Labels.String()
+		return false, nil, nil
+	})
+	b := newFakeBackend(t, client, &fakeClock{now: time.Unix(0, 0)})
+	ctx := context.Background()
+	specs := []cluster.InstanceSpec{{Role: cluster.PS, ID: 0}}
+	for i := range 20 {
+		specs = append(specs, cluster.InstanceSpec{Role: cluster.Worker, ID: i, Index: i})
+	}
+	for _, s := range specs {
+		if err := b.Launch(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.ClearActions()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countVerbs(client); n["delete-collection"] != 1 || n["delete"] != 0 {
+		t.Errorf("pod calls %v: want one delete-collection and no delete", n)
+	}
+	// The job's worker and PS pods, not its master's.
+	if want := "app.kubernetes.io/name=elasticdl,elasticdl.io/job-name=j,elasticdl.io/replica-type in (ps,worker)"; selector != want {
+		t.Errorf("collection delete of %q, want %q", selector, want)
+	}
+	if pods, _ := client.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d pods left", len(pods.Items))
+	}
+}
+
+func TestCloseDeletesPodsOneByOneWhenRefused(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("delete-collection", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", nil)
+	})
+	b := newFakeBackend(t, client, &fakeClock{now: time.Unix(0, 0)})
+	ctx := context.Background()
+	for i := range 3 {
+		if err := b.Launch(ctx, cluster.InstanceSpec{Role: cluster.Worker, ID: i, Index: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client.ClearActions()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countVerbs(client); n["delete-collection"] != 1 || n["delete"] != 3 {
+		t.Errorf("pod calls %v: want one delete-collection (refused), then 3 deletes", n)
+	}
+	if pods, _ := client.CoreV1().Pods("ns").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d pods left", len(pods.Items))
+	}
+}
+
+func TestLaunchBatch(t *testing.T) {
+	client := fake.NewClientset()
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod); p.Labels[LabelInstanceID] == "7" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, p.Name, nil)
+		}
+		return false, nil, nil
+	})
+	deleteCollections(client)
+	b, err := New(context.Background(), Config{
+		Client: client, Namespace: "ns", JobName: "j", PSPort: 2222,
+		Worker: PodSettings{Image: "img"}, PS: PodSettings{Image: "img"},
+		SyncTimeout: 5 * time.Second, CreateParallelism: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	var specs []cluster.InstanceSpec
+	for i := range 30 {
+		specs = append(specs, cluster.InstanceSpec{Role: cluster.Worker, ID: i, Index: i})
+	}
+	errs := b.LaunchBatch(context.Background(), specs)
+	if len(errs) != len(specs) {
+		t.Fatalf("%d errors for %d specs", len(errs), len(specs))
+	}
+	for i, err := range errs {
+		if (err != nil) != (i == 7) {
+			t.Errorf("launch %d: %v", i, err)
+		}
+	}
+	pods, _ := client.CoreV1().Pods("ns").List(context.Background(), metav1.ListOptions{})
+	if len(pods.Items) != 29 {
+		t.Errorf("%d pods created, want 29", len(pods.Items))
+	}
+	// The failed one is forgotten: it may be launched again.
+	b.mu.Lock()
+	_, known := b.instances[instanceKey{cluster.Worker, 7}]
+	b.mu.Unlock()
+	if known {
+		t.Error("failed launch still known")
 	}
 }

@@ -27,6 +27,13 @@ func NewClient(cs kubernetes.Interface, timeout time.Duration) *Client {
 	return &Client{cs: cs, timeout: timeout}
 }
 
+// The rate limits of the master's client (Connect): calls beyond the burst
+// go at ClientQPS.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // Connect connects to the cluster named by kubeconfig, $KUBECONFIG,
 // ~/.kube/config, or the pod's service account, in that order. timeout is
 // how long to wait for the API server.
@@ -42,7 +49,7 @@ func Connect(kubeconfig string, timeout time.Duration) (*Client, error) {
 	rc.Timeout = timeout
 	// A master creates and deletes pods in bursts (relaunches, the end of a
 	// large job): client-go's default 5 QPS would make that slow.
-	rc.QPS, rc.Burst = 50, 100
+	rc.QPS, rc.Burst = ClientQPS, ClientBurst
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
