@@ -28,6 +28,9 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 		}
 		return
 	}
+	if nativeGemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) {
+		return
+	}
 	var impl blasImpl
 	impl.Sgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }

@@ -18,3 +18,12 @@ func ReLU(dst, src []float32) bool { return false }
 
 // ReLUGrad has no kernel on this platform: it reports false.
 func ReLUGrad(dx, dy, y []float32) bool { return false }
+
+// GemmEnabled reports whether Sgemm runs here; never on this platform.
+var GemmEnabled = false
+
+// Sgemm has no kernel on this platform: it reports false.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) bool {
+	return false
+}

@@ -1,0 +1,169 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"sync"
+
+	"golang.org/x/sys/cpu"
+)
+
+// GemmEnabled reports whether Sgemm runs on this CPU (AVX2 and FMA).
+var GemmEnabled = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+
+//go:noescape
+func sgemm6x16(k int, a *float32, rs, cs int, b, c *float32, ldc int, alpha float32)
+
+// Register blocking of the micro-kernel and cache blocking of B.
+const (
+	gemmMR = 6
+	gemmNR = 16
+	gemmKC = 256 // rows of a packed B block: a 6xKC sliver of A stays in L1
+	gemmNC = 512 // columns of a packed B block: KCxNC floats stay in L2
+)
+
+type gemmBufs struct {
+	b [gemmKC * gemmNC]float32
+	a [gemmMR * gemmKC]float32 // A's last rows, zero-padded to 6
+}
+
+// gemmFree holds the buffers of finished calls for the next ones: one per
+// concurrent caller at most, never dropped (unlike a sync.Pool's, so a
+// warm training step stays free of allocations, also under -race).
+var gemmFree struct {
+	sync.Mutex
+	bufs []*gemmBufs
+}
+
+func getGemmBufs() *gemmBufs {
+	gemmFree.Lock()
+	defer gemmFree.Unlock()
+	if n := len(gemmFree.bufs); n > 0 {
+		b := gemmFree.bufs[n-1]
+		gemmFree.bufs = gemmFree.bufs[:n-1]
+		return b
+	}
+	return new(gemmBufs)
+}
+
+func putGemmBufs(b *gemmBufs) {
+	gemmFree.Lock()
+	gemmFree.bufs = append(gemmFree.bufs, b)
+	gemmFree.Unlock()
+}
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C on row-major matrices
+// (op(A) m×k, op(B) k×n, C m×n), as BLAS sgemm, and reports true; it
+// reports false, doing nothing, when not GemmEnabled. It runs on the
+// calling goroutine: B is packed in KC×NC blocks of 16-column panels, A is
+// read in place (either layout) by a 6x16 AVX2/FMA micro-kernel.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int) bool {
+	if !GemmEnabled {
+		return false
+	}
+	if m <= 0 || n <= 0 {
+		return true
+	}
+	_ = c[(m-1)*ldc+n-1]
+	if beta != 1 {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+				continue
+			}
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+	if k <= 0 || alpha == 0 {
+		return true
+	}
+	// Element (i, p) of op(A) is a[i*ars + p*acs].
+	ars, acs := lda, 1
+	if transA {
+		ars, acs = 1, lda
+		_ = a[(k-1)*lda+m-1]
+	} else {
+		_ = a[(m-1)*lda+k-1]
+	}
+	if transB {
+		_ = b[(n-1)*ldb+k-1]
+	} else {
+		_ = b[(k-1)*ldb+n-1]
+	}
+	bufs := getGemmBufs()
+	var tile [gemmMR * gemmNR]float32
+	for jc := 0; jc < n; jc += gemmNC {
+		nc := min(gemmNC, n-jc)
+		for pc := 0; pc < k; pc += gemmKC {
+			kc := min(gemmKC, k-pc)
+			packB(bufs.b[:], b, ldb, transB, pc, jc, kc, nc)
+			for ir := 0; ir < m; ir += gemmMR {
+				mh := min(gemmMR, m-ir)
+				ap, rs, cs := &a[ir*ars+pc*acs], ars, acs
+				if mh < gemmMR {
+					// Copy the last rows, zero-padded, so the kernel reads
+					// nothing past A: element (r, q) at r + 6q.
+					pa := bufs.a[:gemmMR*kc]
+					clear(pa)
+					for r := 0; r < mh; r++ {
+						for q := 0; q < kc; q++ {
+							pa[r+gemmMR*q] = a[(ir+r)*ars+(pc+q)*acs]
+						}
+					}
+					ap, rs, cs = &pa[0], 1, gemmMR
+				}
+				for jr := 0; jr < nc; jr += gemmNR {
+					bp := &bufs.b[jr*kc]
+					nw := min(gemmNR, nc-jr)
+					ci := (ir)*ldc + jc + jr
+					if mh == gemmMR && nw == gemmNR {
+						sgemm6x16(kc, ap, rs*4, cs*4, bp, &c[ci], ldc, alpha)
+						continue
+					}
+					tile = [gemmMR * gemmNR]float32{}
+					sgemm6x16(kc, ap, rs*4, cs*4, bp, &tile[0], gemmNR, alpha)
+					for r := 0; r < mh; r++ {
+						row := c[ci+r*ldc : ci+r*ldc+nw]
+						t := tile[r*gemmNR : r*gemmNR+nw]
+						for j := range row {
+							row[j] += t[j]
+						}
+					}
+				}
+			}
+		}
+	}
+	putGemmBufs(bufs)
+	return true
+}
+
+// packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as 16-column panels,
+// each kc rows of 16 floats, zero-padding the last panel's columns.
+func packB(dst, b []float32, ldb int, transB bool, pc, jc, kc, nc int) {
+	for jr := 0; jr < nc; jr += gemmNR {
+		nw := min(gemmNR, nc-jr)
+		panel := dst[jr*kc : jr*kc+kc*gemmNR]
+		if !transB {
+			for q := 0; q < kc; q++ {
+				src := b[(pc+q)*ldb+jc+jr : (pc+q)*ldb+jc+jr+nw]
+				d := panel[q*gemmNR : q*gemmNR+gemmNR]
+				copy(d, src)
+				clear(d[nw:])
+			}
+			continue
+		}
+		if nw < gemmNR {
+			clear(panel)
+		}
+		for j := 0; j < nw; j++ {
+			src := b[(jc+jr+j)*ldb+pc : (jc+jr+j)*ldb+pc+kc]
+			for q, v := range src {
+				panel[q*gemmNR+j] = v
+			}
+		}
+	}
+}
