@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,6 +12,7 @@ import (
 	"math/rand"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -36,10 +40,14 @@ import (
 
 // BenchmarkMasterScale (issue 13, part 4) runs a real master — its gRPC
 // server on 127.0.0.1, its core, its shell — with 1,000 simulated workers
-// and no control plane: the backend (scaleSimBackend) records launches and
-// reports each instance Running at once; for each worker it launches, a
-// goroutine with that instance's ID and its own gRPC connection (as every
-// real worker has its own) speaks the worker protocol without computing:
+// and no control plane: the backend (scaleSimBackend) reports each instance
+// Running as soon as it is launched. The workers run in a second process
+// (this test binary again, TestMasterScaleClients), so that the master's
+// process holds the master only, as in a job (the clients' allocations
+// would otherwise drive the master's garbage collector). For each worker
+// launched, that process runs a goroutine with the instance's ID and its
+// own gRPC connection (as every real worker has its own) that speaks the
+// worker protocol without computing:
 // GetTask, the task's minibatches recorded on the in-process PS (a push
 // without gradients, so that the master's end-of-training check finds them),
 // ReportTaskResult with the task's record count, and Heartbeat every 2 s
@@ -57,14 +65,15 @@ import (
 // twice, none missed), the summary's completed tasks are the job's tasks
 // and no task was accepted twice from the clients' side.
 //
-// The clients share the machine's cores with the master: on a 2-core VM
-// their gRPC work is a good part of the CPU.
+// The clients' process shares the machine's cores with the master: on a
+// 2-core VM their gRPC work is a good part of the CPU. The PS lives in the
+// clients' process (the master reaches it over gRPC).
 //
 //	go test ./bench -run '^$' -bench MasterScale -benchtime 1x -v
 //
 // $ELASTICDL_BENCH_WORKERS overrides the number of workers. To profile the
-// master (the clients are in the same process: their gRPC client frames
-// show as such), add -cpuprofile, -mutexprofile, -blockprofile.
+// master (the clients are in another process: the profiles are the
+// master's), add -cpuprofile, -mutexprofile, -blockprofile.
 func BenchmarkMasterScale(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		b.Skip("Fashion-MNIST not installed")
@@ -242,6 +251,7 @@ type scaleSimWorkers struct {
 	fetched     atomic.Int64
 	reportedN   [2]atomic.Int64
 	release     chan struct{} // closed once every worker is launched
+	lastReport  atomic.Int64  // unix ns of the last report accepted
 	origin      time.Time     // when release was closed
 	exited      func(id, index int)
 
@@ -414,7 +424,229 @@ func (p *scaleSimWorkers) run(ctx context.Context, id int32, index int, rng *ran
 		lat[ph].noteSlow(p.origin, start, took)
 		reported[t.Id]++
 		p.reportedN[ph].Add(1)
+		p.lastReport.Store(time.Now().UnixNano())
 	}
+}
+
+// The clients' process and the benchmark speak in lines: to the clients
+// "start ID INDEX", "stop ID", "release" (every worker launched), "end"
+// (the job is over); from them, prefixed with msLine, "ps ADDR" (where
+// their PS serves), "exited ID INDEX" (a worker told DONE ends) and
+// "result JSON" (msClientResult, after "end").
+const (
+	msLine       = "MSCALE "
+	msClientsEnv = "ELASTICDL_MASTER_SCALE_CLIENTS" // the master's address
+)
+
+// msClientResult is what the clients measured.
+type msClientResult struct {
+	Phases [2]struct {
+		Get, Report, Heartbeat []time.Duration
+		Slow                   map[int]int
+		Tasks                  int64
+		Took                   time.Duration
+	}
+	Reported map[int64]int
+	Errs     map[string]int
+}
+
+// TestMasterScaleClients is BenchmarkMasterScale's workers (and PS), in a
+// process of their own; it does nothing unless the benchmark runs it.
+func TestMasterScaleClients(t *testing.T) {
+	addr := os.Getenv(msClientsEnv)
+	if addr == "" {
+		t.Skip("run by BenchmarkMasterScale")
+	}
+	if err := masterScaleClients(addr, os.Stdin, os.Stdout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func masterScaleClients(addr string, in io.Reader, out io.Writer) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var outMu sync.Mutex
+	say := func(format string, args ...any) {
+		outMu.Lock()
+		defer outMu.Unlock()
+		fmt.Fprintf(out, msLine+format+"\n", args...)
+	}
+	// The PS, holding the model's initial parameters (the first worker
+	// would push them): the master asks it what it holds and saves the
+	// model from it.
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		return err
+	}
+	spec, err := reg.Lookup("fashion_mnist.mlp")
+	if err != nil {
+		return err
+	}
+	opt, err := optimizer.Parse(spec.Optimizer)
+	if err != nil {
+		return err
+	}
+	psSrv, err := ps.NewServer(ps.Config{Index: 0, NumPS: 1, Optimizer: opt})
+	if err != nil {
+		return err
+	}
+	defer psSrv.Close()
+	psLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	psGRPC := grpc.NewServer()
+	psSrv.Register(psGRPC)
+	go psGRPC.Serve(psLis)
+	defer psGRPC.Stop()
+	pc, err := client.Dial(ctx, []string{psLis.Addr().String()})
+	if err != nil {
+		return err
+	}
+	if err := pc.PushModel(ctx, spec.Build(rand.New(rand.NewSource(1))).Params()); err != nil {
+		return err
+	}
+	pc.Close()
+
+	pool := &scaleSimWorkers{
+		addr: addr, ps: psSrv, saturated: make(chan struct{}), release: make(chan struct{}),
+		reported: map[int64]int{}, errs: map[string]int{},
+	}
+	pool.exited = func(id, index int) { say("exited %d %d", id, index) }
+	stops := map[int]context.CancelFunc{}
+	var seed int64
+	say("ps %s", psLis.Addr())
+	sc := bufio.NewScanner(in)
+	var pacedStart, pacedEnd time.Time
+	pacedDone := make(chan struct{})
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "start":
+			id, _ := strconv.Atoi(f[1])
+			index, _ := strconv.Atoi(f[2])
+			wctx, stop := context.WithCancel(ctx)
+			stops[id] = stop
+			seed++
+			pool.wg.Add(1)
+			go pool.run(wctx, int32(id), index, rand.New(rand.NewSource(seed)))
+		case "stop":
+			id, _ := strconv.Atoi(f[1])
+			if stop := stops[id]; stop != nil {
+				stop()
+			}
+		case "release":
+			pool.pacedBudget = int64(len(stops) * msPacedPerW)
+			pacedStart = time.Now()
+			pool.origin = pacedStart
+			close(pool.release)
+			go func() {
+				// Paced until the budget is fetched and reported (or 5 s after).
+				defer close(pacedDone)
+				var budgetAt time.Time
+				for {
+					if pool.fetched.Load() >= pool.pacedBudget && budgetAt.IsZero() {
+						budgetAt = time.Now()
+					}
+					if !budgetAt.IsZero() && (pool.reportedN[0].Load() >= pool.pacedBudget || time.Since(budgetAt) > 5*time.Second) {
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				pacedEnd = time.Now()
+				pool.phase.Store(1)
+				close(pool.saturated)
+			}()
+		case "end":
+			cancel()
+			pool.wg.Wait()
+			if pacedStart.IsZero() {
+				return errors.New("ended before the workers were released")
+			}
+			<-pacedDone
+			var res msClientResult
+			for ph := range res.Phases {
+				r, o := &pool.res.phases[ph], &res.Phases[ph]
+				o.Get, o.Report, o.Heartbeat, o.Slow = r.get, r.report, r.heartbeat, r.slow
+				o.Tasks = pool.reportedN[ph].Load()
+			}
+			res.Phases[0].Took = pacedEnd.Sub(pacedStart)
+			res.Phases[1].Took = time.Unix(0, pool.lastReport.Load()).Sub(pacedEnd)
+			res.Reported, res.Errs = pool.reported, pool.errs
+			b, err := json.Marshal(res)
+			if err != nil {
+				return err
+			}
+			say("result %s", b)
+			return nil
+		}
+	}
+	return fmt.Errorf("the benchmark went away: %v", sc.Err())
+}
+
+// msClients is the clients' process, seen from the benchmark.
+type msClients struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	in     io.WriteCloser
+	psAddr chan string
+	result chan msClientResult
+	exited func(id, index int)
+}
+
+func (c *msClients) send(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintf(c.in, format+"\n", args...)
+}
+
+func startMSClients(b *testing.B, masterAddr string, exited func(id, index int)) *msClients {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMasterScaleClients$", "-test.count=1")
+	cmd.Env = append(os.Environ(), msClientsEnv+"="+masterAddr)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	c := &msClients{cmd: cmd, in: in, psAddr: make(chan string, 1), result: make(chan msClientResult, 1), exited: exited}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<30)
+		for sc.Scan() {
+			line, ok := strings.CutPrefix(sc.Text(), msLine)
+			if !ok {
+				continue
+			}
+			kind, rest, _ := strings.Cut(line, " ")
+			switch kind {
+			case "ps":
+				c.psAddr <- rest
+			case "exited":
+				f := strings.Fields(rest)
+				id, _ := strconv.Atoi(f[0])
+				index, _ := strconv.Atoi(f[1])
+				c.exited(id, index)
+			case "result":
+				var r msClientResult
+				if err := json.Unmarshal([]byte(rest), &r); err != nil {
+					b.Errorf("clients' result: %v", err)
+				}
+				c.result <- r
+			}
+		}
+		close(c.result)
+	}()
+	return c
 }
 
 func runMasterScale(b *testing.B, workers int) masterScaleResult {
@@ -424,58 +656,23 @@ func runMasterScale(b *testing.B, workers int) masterScaleResult {
 	if err := zoo.Register(reg); err != nil {
 		b.Fatal(err)
 	}
-	spec, err := reg.Lookup("fashion_mnist.mlp")
-	if err != nil {
-		b.Fatal(err)
-	}
-	opt, err := optimizer.Parse(spec.Optimizer)
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The PS, in process, holding the model's initial parameters (the first
-	// worker would push them): the master asks it what it holds and saves
-	// the model from it.
-	psSrv, err := ps.NewServer(ps.Config{Index: 0, NumPS: 1, Optimizer: opt})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer psSrv.Close()
-	psLis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	psGRPC := grpc.NewServer()
-	psSrv.Register(psGRPC)
-	go psGRPC.Serve(psLis)
-	defer psGRPC.Stop()
-	pc, err := client.Dial(ctx, []string{psLis.Addr().String()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pc.PushModel(ctx, spec.Build(rand.New(rand.NewSource(1))).Params()); err != nil {
-		b.Fatal(err)
-	}
-	pc.Close()
-
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool := &scaleSimWorkers{
-		addr: lis.Addr().String(), ps: psSrv, saturated: make(chan struct{}), release: make(chan struct{}),
-		pacedBudget: int64(workers * msPacedPerW), reported: map[int64]int{}, errs: map[string]int{},
+	be := &scaleSimBackend{events: make(chan cluster.Event, 4*workers+64), running: map[int]func(){}}
+	clients := startMSClients(b, lis.Addr().String(), func(id, index int) { be.exited(cluster.Worker, id, index, false) })
+	defer clients.cmd.Wait()
+	defer clients.in.Close()
+	select {
+	case be.psAddr = <-clients.psAddr:
+	case <-time.After(time.Minute):
+		b.Fatal("the clients' process did not start its PS")
 	}
-	poolCtx, poolStop := context.WithCancel(ctx)
-	defer poolStop()
-	be := &scaleSimBackend{psAddr: psLis.Addr().String(), events: make(chan cluster.Event, 4*workers+64), running: map[int]func(){}}
-	var seed atomic.Int64
 	be.start = func(id, index int) func() {
-		wctx, stop := context.WithCancel(poolCtx)
-		pool.wg.Add(1)
-		go pool.run(wctx, int32(id), index, rand.New(rand.NewSource(seed.Add(1))))
-		return stop
+		clients.send("start %d %d", id, index)
+		return func() { clients.send("stop %d", id) }
 	}
-	pool.exited = func(id, index int) { be.exited(cluster.Worker, id, index, false) }
 
 	cfg := master.DefaultConfig()
 	cfg.JobName = "master-scale"
@@ -520,34 +717,23 @@ func runMasterScale(b *testing.B, workers int) masterScaleResult {
 		}
 	}
 	launched := time.Since(runStart)
-	pacedStart := time.Now()
-	pool.origin = pacedStart
-	close(pool.release)
-	// Paced until the budget is fetched and reported (or 5 s after).
-	var budgetAt time.Time
-	for {
-		if pool.fetched.Load() >= pool.pacedBudget && budgetAt.IsZero() {
-			budgetAt = time.Now()
-		}
-		if !budgetAt.IsZero() && (pool.reportedN[0].Load() >= pool.pacedBudget || time.Since(budgetAt) > 5*time.Second) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	pacedEnd := time.Now()
-	pool.phase.Store(1)
-	close(pool.saturated)
+	clients.send("release")
 	r := <-runDone
 	runEnd := time.Now()
-	poolStop()
-	pool.wg.Wait()
+	clients.send("end")
+	cr, ok := <-clients.result
+	if !ok {
+		b.Fatal("the clients' process ended without a result")
+	}
 	if r.err != nil {
 		b.Fatalf("job: %v", r.err)
 	}
 	s := r.s
-	res := pool.res
-	res.phases[0].took, res.phases[0].tasks = pacedEnd.Sub(pacedStart), pool.reportedN[0].Load()
-	res.phases[1].took, res.phases[1].tasks = runEnd.Sub(pacedEnd), pool.reportedN[1].Load()
+	var res masterScaleResult
+	for ph := range res.phases {
+		o, c := &res.phases[ph], cr.Phases[ph]
+		o.get, o.report, o.heartbeat, o.slow, o.tasks, o.took = c.Get, c.Report, c.Heartbeat, c.Slow, c.Tasks, c.Took
+	}
 	b.Logf("%d workers launched in %.2fs; run %.1fs; summary: status %s, tasks %+v, workers %+v",
 		workers, launched.Seconds(), runEnd.Sub(runStart).Seconds(), s.Status, s.Tasks, s.Workers)
 
@@ -562,20 +748,20 @@ func runMasterScale(b *testing.B, workers int) masterScaleResult {
 		}
 	}
 	twice := 0
-	for _, n := range pool.reported {
+	for _, n := range cr.Reported {
 		if n > 1 {
 			twice++
 		}
 	}
-	if s.Tasks.Completed != msTasks || len(pool.reported) != msTasks || twice != 0 {
+	if s.Tasks.Completed != msTasks || len(cr.Reported) != msTasks || twice != 0 {
 		b.Errorf("tasks: summary completed %d, clients saw %d distinct tasks accepted (%d more than once); want %d, once each",
-			s.Tasks.Completed, len(pool.reported), twice, msTasks)
+			s.Tasks.Completed, len(cr.Reported), twice, msTasks)
 	}
 	if s.Workers.Launched != workers || s.Workers.Lost != 0 {
 		b.Errorf("workers: %+v, want %d launched, none lost", s.Workers, workers)
 	}
-	if len(pool.errs) > 0 {
-		b.Errorf("client errors: %v", pool.errs)
+	if len(cr.Errs) > 0 {
+		b.Errorf("client errors: %v", cr.Errs)
 	}
 	return res
 }
