@@ -25,6 +25,15 @@ func buildBinary(b testing.TB, tags string) string {
 	return bin
 }
 
+// benchBinary is $ELASTICDL_BENCH_BINARY, a prebuilt binary (another
+// commit's, for a before/after comparison), or one built now.
+func benchBinary(b testing.TB) string {
+	if bin := os.Getenv("ELASTICDL_BENCH_BINARY"); bin != "" {
+		return bin
+	}
+	return buildBinary(b, benchTags())
+}
+
 // benchTags are the build tags of the binaries benchmarked:
 // $ELASTICDL_BENCH_TAGS, or what hack/blas-tags.sh picks.
 func benchTags() string {
@@ -46,13 +55,14 @@ func BenchmarkLocalJob(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		b.Skip("Fashion-MNIST not installed")
 	}
-	bin := buildBinary(b, benchTags())
+	bin := benchBinary(b)
 	strategies := map[string][]string{
-		"ps":        {"--num_ps_pods=1"},
-		"allreduce": {"--distribution_strategy=AllreduceStrategy"},
+		"ps":         {"--num_ps_pods=1"},
+		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
+		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
 	}
 	for _, model := range []string{"mlp", "cnn"} {
-		for _, strategy := range []string{"ps", "allreduce"} {
+		for _, strategy := range []string{"ps", "ps-overlap", "allreduce"} {
 			for _, workers := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%s/workers=%d", model, strategy, workers), func(b *testing.B) {
 					localJob(b, bin, append([]string{"--model_def=fashion_mnist." + model, fmt.Sprintf("--num_workers=%d", workers)},

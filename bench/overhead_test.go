@@ -14,52 +14,61 @@ import (
 	"elasticdl/nn"
 )
 
-// BenchmarkAllReduceOverhead compares a 1-worker AllReduce job with its
-// bare compute, side by side: the same model's batch-64 steps — forward,
-// backward and the model's own optimizer (Adam), no data, no RPC, no
-// ring — in this process for 5 s, then the job (3 epochs of
-// Fashion-MNIST), then the bare steps again. Reported: bare records/s (the
-// mean of both), the job's records/s, and job/bare (issue 9 target for the
-// mlp: >= 0.85). The bare steps run with the worker's settings: run it
-// with OPENBLAS_NUM_THREADS=1 and the BLAS tags of the job's binary:
+// BenchmarkJobOverhead compares a 1-worker job with its bare compute, side
+// by side: the same model's batch-64 steps — forward, backward and the
+// model's own optimizer (Adam), no data, no RPC — in this process for 5 s,
+// then the job (3 epochs of Fashion-MNIST, one worker, with one PS or an
+// AllReduce ring of one), then the bare steps again. Reported: bare
+// records/s (the mean of both), the job's records/s, and job/bare (issue 9
+// target for the AllReduce mlp: >= 0.85; issue 13 for PS: mlp >= 0.6, cnn
+// >= 0.9; ps-overlap is PS with --overlap_push). The bare steps run with the worker's settings: run it with
+// OPENBLAS_NUM_THREADS=1 and the BLAS tags of the job's binary:
 //
-//	OPENBLAS_NUM_THREADS=1 go test -tags "$(hack/blas-tags.sh)" ./bench -run '^$' -bench AllReduceOverhead -benchtime 1x
-func BenchmarkAllReduceOverhead(b *testing.B) {
+//	OPENBLAS_NUM_THREADS=1 go test -tags "$(hack/blas-tags.sh)" ./bench -run '^$' -bench JobOverhead -benchtime 1x
+//
+// $ELASTICDL_BENCH_BINARY names a prebuilt binary to run the jobs with
+// (another commit's, for a before/after comparison).
+func BenchmarkJobOverhead(b *testing.B) {
 	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
 		b.Skip("Fashion-MNIST not installed")
 	}
 	b.Logf("BLAS backend of the bare steps: %s", nn.BLASBackend())
-	bin := buildBinary(b, benchTags())
+	bin := benchBinary(b)
 	reg := model.NewRegistry()
 	if err := zoo.Register(reg); err != nil {
 		b.Fatal(err)
 	}
-	for _, name := range []string{"mlp", "cnn"} {
-		b.Run(name, func(b *testing.B) {
-			spec, err := reg.Lookup("fashion_mnist." + name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			before := bareRecordsPerSecond(b, spec, 5*time.Second)
-			var job float64
-			for i := 0; i < b.N; i++ {
-				job += jobRecordsPerSecond(b, bin, []string{"--model_def=fashion_mnist." + name, "--num_workers=1",
-					"--distribution_strategy=AllreduceStrategy", "--num_epochs=3"})
-			}
-			job /= float64(b.N)
-			after := bareRecordsPerSecond(b, spec, 5*time.Second)
-			bare := (before + after) / 2
-			b.Logf("bare %.0f then %.0f records/s; job %.0f records/s", before, after, job)
-			b.ReportMetric(bare, "bare-records/s")
-			b.ReportMetric(job, "job-records/s")
-			b.ReportMetric(job/bare, "job/bare")
-			b.ReportMetric(0, "ns/op")
-		})
+	strategies := map[string][]string{
+		"ps":         {"--num_ps_pods=1"},
+		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
+		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
+	}
+	for _, strategy := range []string{"ps", "ps-overlap", "allreduce"} {
+		for _, name := range []string{"mlp", "cnn"} {
+			b.Run(strategy+"/"+name, func(b *testing.B) {
+				spec, err := reg.Lookup("fashion_mnist." + name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				before := bareRecordsPerSecond(b, spec, 5*time.Second)
+				var job float64
+				for i := 0; i < b.N; i++ {
+					job += jobRecordsPerSecond(b, bin, append([]string{"--model_def=fashion_mnist." + name, "--num_workers=1",
+						"--num_epochs=3"}, strategies[strategy]...))
+				}
+				job /= float64(b.N)
+				after := bareRecordsPerSecond(b, spec, 5*time.Second)
+				bare := (before + after) / 2
+				b.Logf("bare %.0f then %.0f records/s; job %.0f records/s", before, after, job)
+				b.ReportMetric(bare, "bare-records/s")
+				b.ReportMetric(job, "job-records/s")
+				b.ReportMetric(job/bare, "job/bare")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
 	}
 }
 
-// bareRecordsPerSecond runs batch-64 training steps of spec's model with
-// its optimizer for d.
 func bareRecordsPerSecond(b *testing.B, spec model.Spec, d time.Duration) float64 {
 	const batch = 64
 	rng := rand.New(rand.NewSource(1))

@@ -46,6 +46,8 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		// Modelled compute (experiments).
 		ModelledSecondsPerRecord: f.ModelledSecondsPerRecord,
 		ModelledCPUs:             f.ModelledCPUs,
+		Sync:                     !f.UseAsync,
+		OverlapPush:              f.OverlapPush,
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

@@ -88,6 +88,10 @@ type Config struct {
 	GradsToWait           int
 	SyncVersionTolerance  int64
 	LRStalenessModulation bool
+	// OverlapPush (async SGD) has each worker compute its next minibatch
+	// while the last one's gradients are pushed (roleflags.Worker); off by
+	// default, since the extra staleness costs accuracy.
+	OverlapPush bool
 
 	// DistributionStrategy is roleflags.StrategyPS (the default: parameter
 	// servers) or roleflags.StrategyAllReduce (no PS: workers average

@@ -316,20 +316,40 @@ func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDense
 		s.metrics.pull(pullCurrent)
 		return resp, nil
 	}
-	resp.DenseParameters = make([]*pserverpb.Tensor, len(t.ordered))
-	for i, p := range t.ordered {
-		p.mu.Lock()
-		resp.DenseParameters[i] = wire.EncodeTensor(p.name, p.shape, p.data)
-		p.mu.Unlock()
-	}
+	resp.DenseParameters = t.encode()
 	s.metrics.pull(pullFull)
 	return resp, nil
 }
 
+// encode copies every parameter into a new message, each under its lock.
+func (t *table) encode() []*pserverpb.Tensor {
+	out := make([]*pserverpb.Tensor, len(t.ordered))
+	for i, p := range t.ordered {
+		p.mu.Lock()
+		out[i] = wire.EncodeTensor(p.name, p.shape, p.data)
+		p.mu.Unlock()
+	}
+	return out
+}
+
 // PushGradients validates every gradient, then applies them all (async
 // SGD) and bumps the version. Any invalid gradient rejects the whole push
-// with InvalidArgument before anything is applied.
-func (s *Server) PushGradients(_ context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+// with InvalidArgument before anything is applied. With return_parameters
+// the answer carries the shard's parameters after the push, so that a
+// worker's step costs one round trip (push and pull) instead of two.
+func (s *Server) PushGradients(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	resp, err := s.pushGradients(ctx, req)
+	if err != nil || !req.GetReturnParameters() {
+		return resp, err
+	}
+	// The version was read when the push was answered; the copy may hold
+	// later updates too, which only makes the caller's next pull sooner.
+	resp.DenseParameters = s.table.Load().encode()
+	s.metrics.pull(pullFull)
+	return resp, nil
+}
+
+func (s *Server) pushGradients(_ context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
 	t := s.table.Load()
 	if t == nil {
 		s.metrics.push(pushUninitialized)

@@ -73,11 +73,18 @@ type Worker struct {
 	// 0: real compute.
 	ModelledSecondsPerRecord float64
 	ModelledCPUs             float64
+	// UseAsync (--use_async) says whether the PS run async SGD; false:
+	// sync SGD, where every step pulls first and a push may be rejected.
+	// OverlapPush (--overlap_push, async) computes the next minibatch
+	// while the last one's push is on its way (off by default: the extra
+	// staleness costs accuracy; see docs/training.md).
+	UseAsync    bool
+	OverlapPush bool
 }
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -101,6 +108,8 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.IntVar(&w.KeepCheckpointMax, "keep_checkpoint_max", d.KeepCheckpointMax, "AllreduceStrategy: checkpoint versions to keep (0: all)")
 	fs.Float64Var(&w.ModelledSecondsPerRecord, "modelled_seconds_per_record", d.ModelledSecondsPerRecord, "modelled compute (experiments): a training record takes this long on one CPU, waited instead of computed (0: compute for real)")
 	fs.Float64Var(&w.ModelledCPUs, "modelled_cpus", d.ModelledCPUs, "modelled compute: the CPUs this worker has (it waits records × --modelled_seconds_per_record ÷ this per minibatch)")
+	fs.BoolVar(&w.UseAsync, "use_async", d.UseAsync, "the parameter servers run async SGD; false: sync SGD (pull before every step, redo rejected minibatches)")
+	fs.BoolVar(&w.OverlapPush, "overlap_push", d.OverlapPush, "async SGD: compute the next minibatch while the last one's gradients are pushed (they are then computed on parameters one update older)")
 }
 
 // Args renders w as the worker's command line. Every flag of a PS job's
@@ -138,6 +147,11 @@ func (w Worker) Args() []string {
 	if w.ModelledSecondsPerRecord > 0 {
 		args = append(args, "--modelled_seconds_per_record="+strconv.FormatFloat(w.ModelledSecondsPerRecord, 'g', -1, 64),
 			"--modelled_cpus="+strconv.FormatFloat(w.ModelledCPUs, 'g', -1, 64))
+	}
+	if !w.UseAsync {
+		args = append(args, "--use_async=false")
+	} else if w.OverlapPush {
+		args = append(args, "--overlap_push")
 	}
 	return args
 }

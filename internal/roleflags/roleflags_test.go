@@ -41,7 +41,7 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true}
 	modelled := full
 	modelled.ModelledSecondsPerRecord, modelled.ModelledCPUs = 0.00025, 2.5
 	oneNoPS := full
@@ -50,7 +50,11 @@ func TestWorkerRoundTrip(t *testing.T) {
 	allReduce.DistributionStrategy, allReduce.CollectiveAddr, allReduce.Optimizer = StrategyAllReduce, "10.0.0.7:0", "adam:learning_rate=0.01"
 	withParams := full
 	withParams.ModelDef, withParams.ModelParams = "ctr.xdeepfm", "dense=23;fields=62"
-	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams} {
+	sync := full
+	sync.UseAsync = false
+	overlap := full
+	overlap.OverlapPush = true
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -62,7 +66,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 // has always built.
 func TestWorkerArgsAsTheMasterWrites(t *testing.T) {
 	w := Worker{WorkerID: 3, MasterAddr: "127.0.0.1:4000", PSAddrs: []string{"127.0.0.1:4001", "127.0.0.1:4002"},
-		ModelDef: "fashion_mnist.mlp", MinibatchSize: 64, Seed: 0}
+		ModelDef: "fashion_mnist.mlp", MinibatchSize: 64, Seed: 0, UseAsync: true}
 	want := "--worker_id=3 --master_addr=127.0.0.1:4000 --ps_addrs=127.0.0.1:4001,127.0.0.1:4002 --model_def=fashion_mnist.mlp --minibatch_size=64 --seed=0"
 	if got := strings.Join(w.Args(), " "); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)

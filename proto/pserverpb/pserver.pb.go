@@ -1153,9 +1153,13 @@ type PushGradientsRequest struct {
 	// keyed push without gradients (the minibatch has none for this shard)
 	// only records the minibatch as applied, so that every shard's set says
 	// what the model holds.
-	Minibatch     *MinibatchKey `protobuf:"bytes,5,opt,name=minibatch,proto3" json:"minibatch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Minibatch *MinibatchKey `protobuf:"bytes,5,opt,name=minibatch,proto3" json:"minibatch,omitempty"`
+	// Answer with the shard's parameters as they are after this push (in
+	// PushGradientsResponse.dense_parameters): the pull of the next step in
+	// the same round trip.
+	ReturnParameters bool `protobuf:"varint,6,opt,name=return_parameters,json=returnParameters,proto3" json:"return_parameters,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PushGradientsRequest) Reset() {
@@ -1221,6 +1225,13 @@ func (x *PushGradientsRequest) GetMinibatch() *MinibatchKey {
 		return x.Minibatch
 	}
 	return nil
+}
+
+func (x *PushGradientsRequest) GetReturnParameters() bool {
+	if x != nil {
+		return x.ReturnParameters
+	}
+	return false
 }
 
 // MinibatchKey names a minibatch: the index-th of a task's fixed record
@@ -1457,9 +1468,12 @@ type PushGradientsResponse struct {
 	// The shard's version after this push.
 	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
 	// The shard had applied this minibatch already: nothing changed.
-	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Duplicate bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// Every parameter of the shard, at version `version` or later, when the
+	// request asked for them (return_parameters); sorted by name, as a pull.
+	DenseParameters []*Tensor `protobuf:"bytes,4,rep,name=dense_parameters,json=denseParameters,proto3" json:"dense_parameters,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PushGradientsResponse) Reset() {
@@ -1511,6 +1525,13 @@ func (x *PushGradientsResponse) GetDuplicate() bool {
 		return x.Duplicate
 	}
 	return false
+}
+
+func (x *PushGradientsResponse) GetDenseParameters() []*Tensor {
+	if x != nil {
+		return x.DenseParameters
+	}
+	return nil
 }
 
 type ExportShardRequest struct {
@@ -1855,13 +1876,14 @@ const file_pserver_proto_rawDesc = "" +
 	"\x1bPullDenseParametersResponse\x12 \n" +
 	"\vinitialized\x18\x01 \x01(\bR\vinitialized\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12D\n" +
-	"\x10dense_parameters\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\x98\x02\n" +
+	"\x10dense_parameters\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"\xc5\x02\n" +
 	"\x14PushGradientsRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x127\n" +
 	"\tgradients\x18\x03 \x03(\v2\x19.elasticdl.pserver.TensorR\tgradients\x12Q\n" +
 	"\x13embedding_gradients\x18\x04 \x03(\v2 .elasticdl.pserver.IndexedSlicesR\x12embeddingGradients\x12=\n" +
-	"\tminibatch\x18\x05 \x01(\v2\x1f.elasticdl.pserver.MinibatchKeyR\tminibatch\"W\n" +
+	"\tminibatch\x18\x05 \x01(\v2\x1f.elasticdl.pserver.MinibatchKeyR\tminibatch\x12+\n" +
+	"\x11return_parameters\x18\x06 \x01(\bR\x10returnParameters\"W\n" +
 	"\fMinibatchKey\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\x03R\x06taskId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x05R\x05index\x12\x18\n" +
@@ -1874,11 +1896,12 @@ const file_pserver_proto_rawDesc = "" +
 	"\x12GetAppliedResponse\x12?\n" +
 	"\aapplied\x18\x01 \x03(\v2%.elasticdl.pserver.AppliedMinibatchesR\aapplied\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x18\n" +
-	"\aunknown\x18\x03 \x01(\bR\aunknown\"k\n" +
+	"\aunknown\x18\x03 \x01(\bR\aunknown\"\xb1\x01\n" +
 	"\x15PushGradientsResponse\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x03R\aversion\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"I\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12D\n" +
+	"\x10dense_parameters\x18\x04 \x03(\v2\x19.elasticdl.pserver.TensorR\x0fdenseParameters\"I\n" +
 	"\x12ExportShardRequest\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1d\n" +
 	"\n" +
@@ -1972,33 +1995,34 @@ var file_pserver_proto_depIdxs = []int32{
 	9,  // 14: elasticdl.pserver.PushGradientsRequest.embedding_gradients:type_name -> elasticdl.pserver.IndexedSlices
 	19, // 15: elasticdl.pserver.PushGradientsRequest.minibatch:type_name -> elasticdl.pserver.MinibatchKey
 	20, // 16: elasticdl.pserver.GetAppliedResponse.applied:type_name -> elasticdl.pserver.AppliedMinibatches
-	7,  // 17: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
-	16, // 18: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
-	18, // 19: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
-	10, // 20: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
-	4,  // 21: elasticdl.pserver.Pserver.SetLiveWorkers:input_type -> elasticdl.pserver.SetLiveWorkersRequest
-	0,  // 22: elasticdl.pserver.Pserver.SaveModel:input_type -> elasticdl.pserver.SaveModelRequest
-	2,  // 23: elasticdl.pserver.Pserver.GetStatus:input_type -> elasticdl.pserver.GetStatusRequest
-	21, // 24: elasticdl.pserver.Pserver.GetApplied:input_type -> elasticdl.pserver.GetAppliedRequest
-	24, // 25: elasticdl.pserver.Pserver.ExportShard:input_type -> elasticdl.pserver.ExportShardRequest
-	25, // 26: elasticdl.pserver.Pserver.Reshard:input_type -> elasticdl.pserver.ReshardRequest
-	27, // 27: elasticdl.pserver.Pserver.CommitReshard:input_type -> elasticdl.pserver.CommitReshardRequest
-	15, // 28: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
-	17, // 29: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
-	23, // 30: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
-	11, // 31: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
-	5,  // 32: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
-	1,  // 33: elasticdl.pserver.Pserver.SaveModel:output_type -> elasticdl.pserver.SaveModelResponse
-	3,  // 34: elasticdl.pserver.Pserver.GetStatus:output_type -> elasticdl.pserver.GetStatusResponse
-	22, // 35: elasticdl.pserver.Pserver.GetApplied:output_type -> elasticdl.pserver.GetAppliedResponse
-	13, // 36: elasticdl.pserver.Pserver.ExportShard:output_type -> elasticdl.pserver.Checkpoint
-	26, // 37: elasticdl.pserver.Pserver.Reshard:output_type -> elasticdl.pserver.ReshardResponse
-	28, // 38: elasticdl.pserver.Pserver.CommitReshard:output_type -> elasticdl.pserver.CommitReshardResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 17: elasticdl.pserver.PushGradientsResponse.dense_parameters:type_name -> elasticdl.pserver.Tensor
+	7,  // 18: elasticdl.pserver.Pserver.PushModel:input_type -> elasticdl.pserver.Model
+	16, // 19: elasticdl.pserver.Pserver.PullDenseParameters:input_type -> elasticdl.pserver.PullDenseParametersRequest
+	18, // 20: elasticdl.pserver.Pserver.PushGradients:input_type -> elasticdl.pserver.PushGradientsRequest
+	10, // 21: elasticdl.pserver.Pserver.PullEmbeddingVectors:input_type -> elasticdl.pserver.PullEmbeddingVectorsRequest
+	4,  // 22: elasticdl.pserver.Pserver.SetLiveWorkers:input_type -> elasticdl.pserver.SetLiveWorkersRequest
+	0,  // 23: elasticdl.pserver.Pserver.SaveModel:input_type -> elasticdl.pserver.SaveModelRequest
+	2,  // 24: elasticdl.pserver.Pserver.GetStatus:input_type -> elasticdl.pserver.GetStatusRequest
+	21, // 25: elasticdl.pserver.Pserver.GetApplied:input_type -> elasticdl.pserver.GetAppliedRequest
+	24, // 26: elasticdl.pserver.Pserver.ExportShard:input_type -> elasticdl.pserver.ExportShardRequest
+	25, // 27: elasticdl.pserver.Pserver.Reshard:input_type -> elasticdl.pserver.ReshardRequest
+	27, // 28: elasticdl.pserver.Pserver.CommitReshard:input_type -> elasticdl.pserver.CommitReshardRequest
+	15, // 29: elasticdl.pserver.Pserver.PushModel:output_type -> elasticdl.pserver.PushModelResponse
+	17, // 30: elasticdl.pserver.Pserver.PullDenseParameters:output_type -> elasticdl.pserver.PullDenseParametersResponse
+	23, // 31: elasticdl.pserver.Pserver.PushGradients:output_type -> elasticdl.pserver.PushGradientsResponse
+	11, // 32: elasticdl.pserver.Pserver.PullEmbeddingVectors:output_type -> elasticdl.pserver.PullEmbeddingVectorsResponse
+	5,  // 33: elasticdl.pserver.Pserver.SetLiveWorkers:output_type -> elasticdl.pserver.SetLiveWorkersResponse
+	1,  // 34: elasticdl.pserver.Pserver.SaveModel:output_type -> elasticdl.pserver.SaveModelResponse
+	3,  // 35: elasticdl.pserver.Pserver.GetStatus:output_type -> elasticdl.pserver.GetStatusResponse
+	22, // 36: elasticdl.pserver.Pserver.GetApplied:output_type -> elasticdl.pserver.GetAppliedResponse
+	13, // 37: elasticdl.pserver.Pserver.ExportShard:output_type -> elasticdl.pserver.Checkpoint
+	26, // 38: elasticdl.pserver.Pserver.Reshard:output_type -> elasticdl.pserver.ReshardResponse
+	28, // 39: elasticdl.pserver.Pserver.CommitReshard:output_type -> elasticdl.pserver.CommitReshardResponse
+	29, // [29:40] is the sub-list for method output_type
+	18, // [18:29] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_pserver_proto_init() }

@@ -131,23 +131,28 @@ class PSClient:
             got = resp.dense_parameters
             if not got and resp.version == s.version:
                 return
-            want = set(names)
-            if {t.name for t in got} != want or len(got) != len(want):
-                extra = sorted({t.name for t in got} - want)
-                missing = sorted(want - {t.name for t in got})
-                raise ElasticDLError(
-                    "PS shard %d (%s) holds other parameters than this model: %s%s (a checkpoint of another model, or "
-                    "workers of different models in one job)" % (s.index, s.addr,
-                    "unknown to the model: %s" % extra if extra else "",
-                    (" " if extra else "") + ("missing: %s" % missing if missing else "")))
-            for t in got:
-                dst = self.params[t.name]
-                if tuple(t.dims) != dst.shape:
-                    raise ElasticDLError("PS shard %d (%s): parameter %r has shape %s there, %s in this model"
-                                         % (s.index, s.addr, t.name, list(t.dims), list(dst.shape)))
-                dst[...] = np.frombuffer(t.content, dtype="<f4").reshape(dst.shape)
-            s.version, s.have = resp.version, True
+            self._adopt(s, names, got, resp.version)
             return
+
+    def _adopt(self, s, names, got, version):
+        """Writes the tensors a shard sent (all of its parameters) into the
+        model's, in place, and records their version."""
+        want = set(names)
+        if {t.name for t in got} != want or len(got) != len(want):
+            extra = sorted({t.name for t in got} - want)
+            missing = sorted(want - {t.name for t in got})
+            raise ElasticDLError(
+                "PS shard %d (%s) holds other parameters than this model: %s%s (a checkpoint of another model, or "
+                "workers of different models in one job)" % (s.index, s.addr,
+                "unknown to the model: %s" % extra if extra else "",
+                (" " if extra else "") + ("missing: %s" % missing if missing else "")))
+        for t in got:
+            dst = self.params[t.name]
+            if tuple(t.dims) != dst.shape:
+                raise ElasticDLError("PS shard %d (%s): parameter %r has shape %s there, %s in this model"
+                                     % (s.index, s.addr, t.name, list(t.dims), list(dst.shape)))
+            dst[...] = np.frombuffer(t.content, dtype="<f4").reshape(dst.shape)
+        s.version, s.have = version, True
 
     def pull_embeddings(self, table, ids):
         """Rows of ids (distinct, int64 >= 0) of table: float32 [len, dim]."""
@@ -185,17 +190,19 @@ class PSClient:
             out[mask] = np.frombuffer(resp.rows.content, dtype="<f4").reshape(len(sub), dim)
         return out
 
-    def push(self, worker_id, grads, sparse, key, only_rejected=False, leave_out=None):
+    def push(self, worker_id, grads, sparse, key, only_rejected=False, leave_out=None, want_params=False):
         """Pushes one minibatch: grads (name -> array) to their shards,
         sparse (table -> (ids, rows)) by id, keyed so that a shard applies
-        it once. Returns (accepted, duplicate)."""
+        it once. With want_params (async SGD) each shard answers with its
+        parameters after the push, written into the model: the next step
+        needs no pull. Returns (accepted, duplicate, fresh), fresh when
+        every shard with parameters sent them."""
         n = len(self.shards)
         groups = self.groups()
-        accepted, duplicate = True, False
+        accepted, duplicate, fresh = True, False, want_params
         for s, names in zip(self.shards, groups):
-            if leave_out is not None and leave_out(s.index):
-                continue
-            if only_rejected and not s.rejected:
+            if leave_out is not None and leave_out(s.index) or only_rejected and not s.rejected:
+                fresh = fresh and not names  # not asked: pull it
                 continue
             slices = []
             for table, (ids, rows) in sparse.items():
@@ -206,7 +213,7 @@ class PSClient:
             attempts = [0]
             while True:
                 req = pb.PushGradientsRequest(worker_id=worker_id, version=s.version, gradients=grad_tensors,
-                                              embedding_gradients=slices, minibatch=key)
+                                              embedding_gradients=slices, minibatch=key, return_parameters=want_params)
                 try:
                     resp = self._call(s, s.push_gradients, req, "push gradients")
                     break
@@ -219,7 +226,12 @@ class PSClient:
             s.rejected = not resp.accepted
             accepted = accepted and resp.accepted
             duplicate = duplicate or resp.duplicate
-        return accepted, duplicate
+            if want_params and names:
+                if resp.dense_parameters:
+                    self._adopt(s, names, resp.dense_parameters, resp.version)
+                else:
+                    fresh = False
+        return accepted, duplicate, fresh
 
     def applied(self, task_id):
         """Per shard, the [start, end) minibatch index spans of task_id it holds."""

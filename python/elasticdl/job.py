@@ -276,6 +276,9 @@ class Job:
         order = np.random.RandomState((task.id * 1000003 + task.epoch) % (1 << 32)).permutation(len(recs))
         recs = recs.take(order)
         held = None  # once a shard says it holds a minibatch: what each holds
+        # fresh: the last push brought the parameters back (async), so the
+        # next batch needs no pull.
+        fresh = False
         mbs = self.minibatch_size
         for index, lo in enumerate(range(0, len(recs), mbs)):
             hi = min(lo + mbs, len(recs))
@@ -288,7 +291,8 @@ class Job:
                     continue
             only_rejected = False
             for attempt in range(MAX_REJECTED + 1):
-                self.ps.pull()
+                if not fresh:
+                    self.ps.pull()
                 for p in self._params.values():
                     p.grad = None
                 for e in self._embeddings:
@@ -302,7 +306,7 @@ class Job:
                 result, self._pending = self._pending[3], None
                 if isinstance(result, str):
                     raise _TaskError(result)
-                accepted, duplicate, loss = result
+                accepted, duplicate, fresh, loss = result
                 if duplicate and held is None:
                     held = self.ps.applied(task.id)
                 if accepted:
@@ -340,8 +344,9 @@ class Job:
                 ids, vals = sparse.get(e.table, ((), ()))
                 sparse[e.table] = (list(ids) + [uniq], list(vals) + [rows.grad.numpy()])
         sparse = {t: (np.concatenate(i), np.concatenate(v)) for t, (i, v) in sparse.items()}
-        accepted, duplicate = self.ps.push(self.worker_id, grads, sparse, key, only_rejected, leave_out)
-        self._pending[3] = (accepted, duplicate, value)
+        accepted, duplicate, fresh = self.ps.push(self.worker_id, grads, sparse, key, only_rejected, leave_out,
+                                                  want_params=self.use_async)
+        self._pending[3] = (accepted, duplicate, fresh, value)
         return accepted
 
     def _infer(self, recs):

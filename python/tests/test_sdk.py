@@ -23,7 +23,7 @@ import torch
 import elasticdl
 from elasticdl import data
 from elasticdl._proto import master_pb2 as mpb
-from elasticdl._ps import shard_of
+from elasticdl._ps import PSClient, shard_of
 
 
 def free_port():
@@ -137,14 +137,23 @@ class SDKTest(unittest.TestCase):
             j.step(loss)
 
     def test_trains_and_reports(self):
-        j, m, _ = self.job([training_task(1, self.csv, 0, 12), training_task(2, self.csv, 12, 20)])
+        j, m, ps = self.job([training_task(1, self.csv, 0, 12), training_task(2, self.csv, 12, 20)])
         model = Linear()
         j.register(model)
         before = model.fc.weight.detach().clone()
         self.train(j, model)
         self.assertEqual([(r.task_id, r.records, r.steps, r.error) for r in m.reports], [(1, 12, 3, ""), (2, 8, 2, "")])
-        self.assertEqual(m.reports[-1].model_version, 4)  # five pushes: the last pull saw four
+        # Five pushes, each answered with the parameters after it (async):
+        # the model holds version 5, the PS's values, with no pull since.
+        self.assertEqual(m.reports[-1].model_version, 5)
         self.assertFalse(torch.equal(before, model.fc.weight.detach()), "the model did not change")
+        view = PSClient([ps.addr], timeout=10)
+        self.cleanup.append(view.close)
+        mine = {n: p.detach().numpy() for n, p in model.named_parameters()}
+        view.register({n: np.zeros_like(a) for n, a in mine.items()}, [])  # ignored: the PS holds a model
+        view.pull()
+        for n, a in mine.items():
+            np.testing.assert_array_equal(view.params[n], a, err_msg=n)
 
     def test_redone_task_trains_no_minibatch_twice(self):
         # The same task twice (its first worker "died" after pushing):

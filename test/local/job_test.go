@@ -63,6 +63,26 @@ func TestTrainMLP(t *testing.T) {
 	noOrphans(t, pids)
 }
 
+// TestOverlapPush trains with --overlap_push: each worker computes its
+// next minibatch while the last one's push is on its way (other async
+// jobs compute, push and take the parameters from the push's answer in
+// turn). TestJobUnderRaceDetector runs it too, with a worker killed.
+func TestOverlapPush(t *testing.T) {
+	needData(t)
+	j := startJob(t, append(mlpArgs("1"), "--overlap_push")...)
+	if code := j.wait(5 * time.Minute); code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
+	}
+	s := j.summary()
+	assertExactlyOnce(t, s, 1, 60000)
+	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.80 {
+		t.Fatalf("eval = %+v, want 10000 records and accuracy >= 0.80", s.Eval)
+	}
+	if log, err := os.ReadFile(filepath.Join(j.out, "logs", "worker-0.log")); err != nil || !strings.Contains(string(log), "overlap_push=true") {
+		t.Errorf("worker-0 does not say it overlaps pushes (%v):\n%s", err, log)
+	}
+}
+
 func TestPSKilled(t *testing.T) {
 	needData(t)
 	j := startJob(t, mlpArgs("1")...)

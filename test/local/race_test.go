@@ -33,7 +33,10 @@ func TestJobUnderRaceDetector(t *testing.T) {
 	j := startJob(t, "--model_def=fashion_mnist.mlp",
 		"--training_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
 		"--validation_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
-		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=1")
+		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=1",
+		// The worker's concurrent path: pushes on their way while the
+		// next minibatch computes.
+		"--overlap_push")
 	var victim []int
 	waitFor(t, 3*time.Minute, "training progress", func() bool {
 		_, done := j.epochRecordsDone()

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -195,7 +196,9 @@ func (c *Client) splitSparse(sparse []SparseGrad) ([][]*pserverpb.IndexedSlices,
 				}
 			}
 			if len(g.IDs) > 0 {
-				perShard[0] = append(perShard[0], &pserverpb.IndexedSlices{Values: wire.EncodeTensor(g.Table, []int{len(g.IDs), dim}, g.Values), Ids: g.IDs})
+				// A copy of the ids, as of the values: the caller may reuse
+				// both while the push is on its way (StartPush).
+				perShard[0] = append(perShard[0], &pserverpb.IndexedSlices{Values: wire.EncodeTensor(g.Table, []int{len(g.IDs), dim}, g.Values), Ids: slices.Clone(g.IDs)})
 			}
 			continue
 		}

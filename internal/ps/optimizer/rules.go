@@ -151,6 +151,8 @@ func (o *Adam) kernel(p, g []float32, slots [][]float32, step int64, scale float
 	var vhat []float32
 	if o.AMSGrad {
 		vhat = slots[2][:len(p)]
+	} else if n := adamVector(p, g, m, v, lrt, c1, c2, eps); n > 0 {
+		p, g, m, v = p[n:], g[n:], m[n:], v[n:]
 	}
 	for i := range p {
 		gi := g[i]
