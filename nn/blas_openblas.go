@@ -9,7 +9,11 @@ int openblas_get_num_threads(void);
 */
 import "C"
 
-import "gonum.org/v1/netlib/blas/netlib"
+import (
+	"sync/atomic"
+
+	"gonum.org/v1/netlib/blas/netlib"
+)
 
 // blasImpl is OpenBLAS through gonum's cgo bindings. The LDFLAGS above make
 // `go build -tags openblas` link without CGO_LDFLAGS (needs
@@ -27,13 +31,18 @@ func SetBLASThreads(n int) {
 		return
 	}
 	C.openblas_set_num_threads(C.int(n))
+	blasThreads.Store(int32(n))
 }
+
+// blasThreads caches OpenBLAS's thread count for multiThreadedBLAS.
+var blasThreads atomic.Int32
+
+func init() { blasThreads.Store(int32(C.openblas_get_num_threads())) }
+
+// multiThreadedBLAS reports whether OpenBLAS was given more than one
+// thread (OPENBLAS_NUM_THREADS, SetBLASThreads): then its GEMM runs,
+// parallel, instead of the single-threaded assembly one.
+func multiThreadedBLAS() bool { return blasThreads.Load() > 1 }
 
 // BLASThreads reports OpenBLAS's current thread count.
 func BLASThreads() int { return int(C.openblas_get_num_threads()) }
-
-// nativeGemm defers every product to OpenBLAS.
-func nativeGemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
-	b []float32, ldb int, beta float32, c []float32, ldc int) bool {
-	return false
-}
