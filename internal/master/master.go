@@ -126,8 +126,6 @@ type Master struct {
 	admit    func(ctx context.Context) (time.Duration, error)
 	persist  *persister
 	seq      uint64 // steps so far (under mu): what the persister covers
-	// stepq queues the calls of steps for one caller to step together.
-	stepq stepQueue
 
 	live *liveSender
 	// runCtx is Run's context, for work the shell starts in the background

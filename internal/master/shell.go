@@ -32,54 +32,15 @@ func (m *Master) step(ctx context.Context, ev job.Event) (job.Reply, error) {
 // steps is step for several events at once, with one wait for their
 // persistence: the event loop hands over every backend event that is
 // already queued (a burst of exits relaunches without a write per exit).
-//
-// Callers do not take m.mu one after another: each queues its events, and
-// one of them (the combiner) steps every call queued so far under one
-// hold of the lock, then wakes their callers (stepQueue). With a thousand
-// workers' requests arriving at once, taking the lock in turn made a
-// convoy: each of them waited for the scheduler to run every holder before
-// it, which cost far more than the steps themselves. What a call does
-// after its step — waiting for persistence, launching and stopping
-// instances — its caller does, as before, without the lock.
 func (m *Master) steps(ctx context.Context, evs []job.Event) ([]job.Reply, []error) {
-	c := &stepCall{evs: evs, replies: make([]job.Reply, len(evs)), errs: make([]error, len(evs)), wake: make(chan bool, 1)}
-	m.stepq.run(c, m.stepBatch)
-	replies, errs := c.replies, c.errs
-	if m.persist != nil {
-		m.persist.changed(c.seq, c.urgent)
-		if c.urgent {
-			if perr := m.persist.wait(c.seq); perr != nil {
-				for i := range errs {
-					replies[i], errs[i] = job.Reply{}, perr
-				}
-				return replies, errs
-			}
-		}
-	}
-	for _, rd := range c.todo {
-		m.applyInstances(ctx, rd)
-	}
-	return replies, errs
-}
-
-// stepBatch steps the calls of batch, in order, under one hold of m.mu.
-func (m *Master) stepBatch(batch []*stepCall) {
+	replies, errs := make([]job.Reply, len(evs)), make([]error, len(evs))
+	var todo []job.Ready
+	urgent := false
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	now := m.now()
-	m.seq++
-	for _, c := range batch {
-		m.stepLocked(now, c)
-		c.seq = m.seq
-	}
-}
-
-// stepLocked steps c's events and carries out, in the core's order, what
-// must happen under the lock. Caller holds m.mu.
-func (m *Master) stepLocked(now time.Time, c *stepCall) {
-	for i, ev := range c.evs {
-		c.replies[i], c.errs[i] = m.job.Step(now, ev)
-		n := len(c.todo)
+	for i, ev := range evs {
+		replies[i], errs[i] = m.job.Step(now, ev)
+		n := len(todo)
 		for {
 			rd := m.job.Ready()
 			if isEmpty(rd) {
@@ -88,66 +49,28 @@ func (m *Master) stepLocked(now time.Time, c *stepCall) {
 			if ferr := m.applyLocked(rd); ferr != nil {
 				m.job.Step(now, job.Fail{Err: ferr})
 			}
-			c.todo = append(c.todo, rd)
+			todo = append(todo, rd)
 		}
-		c.urgent = c.urgent || !lazy(ev) || len(c.todo) > n
+		urgent = urgent || !lazy(ev) || len(todo) > n
 	}
-}
-
-// stepCall is one call of steps: its events, and what stepping them gave.
-type stepCall struct {
-	evs     []job.Event
-	replies []job.Reply
-	errs    []error
-	todo    []job.Ready
-	urgent  bool
-	seq     uint64 // the step sequence that covers it (persistence)
-	// wake receives false once the call is stepped, true when its caller
-	// is to step the queue instead (it has not been stepped yet).
-	wake chan bool
-}
-
-// stepQueue combines the calls of steps: the first caller to find no one
-// stepping steps every call queued (a batch), wakes their callers, and
-// hands the queue to the oldest caller still waiting, if any, so that no
-// caller steps others' calls for long.
-type stepQueue struct {
-	mu      sync.Mutex
-	pending []*stepCall
-	busy    bool // a caller is stepping
-}
-
-// run returns once c has been stepped, by step (called with batches of
-// calls, one at a time) in this or another caller's goroutine.
-func (q *stepQueue) run(c *stepCall, step func([]*stepCall)) {
-	q.mu.Lock()
-	q.pending = append(q.pending, c)
-	if q.busy {
-		q.mu.Unlock()
-		if lead := <-c.wake; !lead {
-			return
-		}
-		q.mu.Lock() // handed the queue: c is still pending
-	}
-	q.busy = true
-	batch := q.pending
-	q.pending = nil
-	q.mu.Unlock()
-	step(batch)
-	for _, o := range batch {
-		if o != c {
-			o.wake <- false
+	m.seq++
+	seq := m.seq
+	m.mu.Unlock()
+	if m.persist != nil {
+		m.persist.changed(seq, urgent)
+		if urgent {
+			if perr := m.persist.wait(seq); perr != nil {
+				for i := range errs {
+					replies[i], errs[i] = job.Reply{}, perr
+				}
+				return replies, errs
+			}
 		}
 	}
-	q.mu.Lock()
-	if len(q.pending) == 0 {
-		q.busy = false
-		q.mu.Unlock()
-		return
+	for _, rd := range todo {
+		m.applyInstances(ctx, rd)
 	}
-	next := q.pending[0]
-	q.mu.Unlock()
-	next.wake <- true
+	return replies, errs
 }
 
 // lazy events change nothing a restarted master would miss: it restarts
