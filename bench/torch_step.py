@@ -12,7 +12,9 @@ model/zoo (NHWC there, NCHW here; same layer shapes, 'same' padding):
             MaxPool 2, Dense 1568->128, ReLU, Dense 128->10
   cnn_wide: the same with 32/64 channels (Dense 3136->128)
 
-Prints one JSON object {"mlp": steps/s, "cnn": ..., "cnn_wide": ...}.
+Prints one JSON object: {"mean": {"mlp": steps/s, "cnn": ..., "cnn_wide":
+...}, "p10": {...}}, "p10" being 1/(10th-percentile step time) (on a
+shared machine the fast steps are the undisturbed ones).
 
   /usr/bin/python3 bench/torch_step.py [--seconds 3] [--models mlp,cnn]
 """
@@ -52,6 +54,7 @@ MODELS = {
 
 
 def steps_per_second(build, seconds):
+    """Returns the mean steps/s and 1/(10th-percentile step time)."""
     torch.manual_seed(1)
     net = build()
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -68,13 +71,15 @@ def steps_per_second(build, seconds):
     warm = time.perf_counter()
     while time.perf_counter() - warm < min(1.0, seconds / 3):
         step()
-    n, start = 0, time.perf_counter()
+    n, start, times = 0, time.perf_counter(), []
     while True:
+        t = time.perf_counter()
         step()
+        times.append(time.perf_counter() - t)
         n += 1
         el = time.perf_counter() - start
         if el >= seconds:
-            return n / el
+            return n / el, 1 / sorted(times)[len(times) // 10]
 
 
 def main():
@@ -83,9 +88,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     a = ap.parse_args()
     torch.set_num_threads(1)
-    out = {}
+    out = {"mean": {}, "p10": {}}
     for name in a.models.split(","):
-        out[name] = steps_per_second(MODELS[name], a.seconds)
+        out["mean"][name], out["p10"][name] = steps_per_second(MODELS[name], a.seconds)
     print(json.dumps(out))
 
 

@@ -62,6 +62,7 @@ type Conv2D struct {
 	g              convGeom
 	x              *Tensor // last input (not owned)
 	cols, dcols    []float32
+	pad            []float32 // one zero-padded image, for im2col1x3x3
 	one            []float32 // all ones, for bias broadcast/reduction
 	y, dx          *Tensor
 }
@@ -131,7 +132,11 @@ func (c *Conv2D) Forward(x *Tensor, train bool) *Tensor {
 		return c.y
 	}
 	c.cols = growFloat32(c.cols, rows*k)
-	im2col(c.cols, x.Data, g)
+	if g.c == 1 && g.kh == 3 && g.kw == 3 && g.stride == 1 {
+		c.pad = im2col1x3x3(c.cols, x.Data, g, c.pad)
+	} else {
+		im2col(c.cols, x.Data, g)
+	}
 	c.one = ones(c.one, rows)
 	setRowsToBias(c.y.Data, c.bias.Value.Data, rows, c.outC)
 	gemm(false, false, rows, c.outC, k, 1, c.cols, k, c.kernel.Value.Data, c.outC, 1, c.y.Data, c.outC)
@@ -225,6 +230,46 @@ func im2col(cols, x []float32, g convGeom) {
 			}
 		}
 	}
+}
+
+// im2col1x3x3 is im2col for a one-channel input, a 3x3 kernel and stride
+// 1 (a first conv layer): each image is copied once into pad with its
+// zero border, so every receptive field is 3 runs of 3 floats at fixed
+// offsets, with no border tests. It returns pad for reuse.
+func im2col1x3x3(cols, x []float32, g convGeom, pad []float32) []float32 {
+	hp, wp := g.oh+2, g.ow+2
+	pad = growFloat32(pad, hp*wp)
+	clear(pad)
+	r := 0
+	for n := 0; n < g.n; n++ {
+		img := x[n*g.h*g.w : (n+1)*g.h*g.w]
+		for i := 0; i < g.h; i++ {
+			pi := i + g.padT
+			if pi < 0 || pi >= hp {
+				continue
+			}
+			// Columns falling outside the padded width (Valid padding
+			// never reads them) are dropped.
+			lo, hi := max(0, -g.padL), min(g.w, wp-g.padL)
+			if lo < hi {
+				copy(pad[pi*wp+lo+g.padL:pi*wp+hi+g.padL], img[i*g.w+lo:i*g.w+hi])
+			}
+		}
+		for oh := 0; oh < g.oh; oh++ {
+			s0 := pad[oh*wp : oh*wp+wp]
+			s1 := pad[(oh+1)*wp : (oh+1)*wp+wp]
+			s2 := pad[(oh+2)*wp : (oh+2)*wp+wp]
+			for ow := 0; ow < g.ow; ow++ {
+				row := cols[r*9 : r*9+9]
+				r++
+				a, b, c := s0[ow:ow+3], s1[ow:ow+3], s2[ow:ow+3]
+				row[0], row[1], row[2] = a[0], a[1], a[2]
+				row[3], row[4], row[5] = b[0], b[1], b[2]
+				row[6], row[7], row[8] = c[0], c[1], c[2]
+			}
+		}
+	}
+	return pad
 }
 
 // col2im is the adjoint of im2col: it scatter-adds each row of dcols back

@@ -92,6 +92,9 @@ func (p *MaxPool2D) Backward(dy *Tensor) *Tensor {
 	}
 	s := p.inShape
 	p.dx = ensure(p.dx, s[0], s[1], s[2], s[3])
+	if p.size == 2 && p.stride == 2 && s[1]%2 == 0 && s[2]%2 == 0 && p.backward2(dy.Data) {
+		return p.dx
+	}
 	clear(p.dx.Data) // a vectorized memclr: cheap next to the scatter
 	dx, idx := p.dx.Data, p.argmax[:len(dy.Data)]
 	if p.stride >= p.size {
@@ -158,4 +161,26 @@ func (p *MaxPool2D) forward2(xd []float32, n, h, w, c, oh, ow int) {
 			}
 		}
 	}
+}
+
+// backward2 handles 2x2/stride-2 pooling over even sizes, where windows
+// tile the input, with the vector kernel: every dx element is written
+// once (the gradient or 0), with no clearing pass before a scatter. It
+// reports false, writing nothing, where the kernel does not apply.
+func (p *MaxPool2D) backward2(dy []float32) bool {
+	n, h, w, c := p.inShape[0], p.inShape[1], p.inShape[2], p.inShape[3]
+	oh, ow := h/2, w/2
+	if n == 0 || oh == 0 || !kernels.Enabled || c%8 != 0 {
+		return false
+	}
+	dx := p.dx.Data
+	o := 0
+	for b := 0; b < n; b++ {
+		for i := 0; i < oh; i++ {
+			b0 := (b*h + 2*i) * w * c
+			kernels.MaxPool2x2BackRow(dx[b0:], dx[b0+w*c:], dy[o:], p.argmax[o:], ow, c, w*c, b0)
+			o += ow * c
+		}
+	}
+	return true
 }

@@ -71,3 +71,29 @@ func TestVectorKernelsMatchGo(t *testing.T) {
 		})
 	}
 }
+
+// TestIm2col1x3x3MatchesIm2col compares the one-channel 3x3 im2col with
+// the general one, with both paddings and odd, tiny and non-square sizes.
+func TestIm2col1x3x3MatchesIm2col(t *testing.T) {
+	rng := rand.New(rand.NewSource(10))
+	for _, s := range [][3]int{{1, 3, 3}, {2, 5, 7}, {3, 28, 28}, {1, 4, 9}, {2, 1, 6}, {1, 2, 2}} {
+		for _, pad := range []Padding{Same, Valid} {
+			x := randTensor(rng, s[0], s[1], s[2], 1)
+			g := convGeom{n: s[0], h: s[1], w: s[2], c: 1, kh: 3, kw: 3, stride: 1}
+			g.oh, g.padT = outSize(g.h, 3, 1, pad)
+			g.ow, g.padL = outSize(g.w, 3, 1, pad)
+			rows := g.n * g.oh * g.ow
+			want, got := make([]float32, rows*9), make([]float32, rows*9)
+			for i := range got {
+				got[i] = 42 // every element must be written
+			}
+			im2col(want, x.Data, g)
+			im2col1x3x3(got, x.Data, g, nil)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%v %v: cols[%d] = %v, want %v", s, pad, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}

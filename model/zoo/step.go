@@ -3,6 +3,8 @@ package zoo
 import (
 	"fmt"
 	"math/rand"
+	"slices"
+	"time"
 
 	"elasticdl/nn"
 )
@@ -48,4 +50,14 @@ func RandomBatch(rng *rand.Rand, n int) (*nn.Tensor, []int32) {
 		y[i] = int32(rng.Intn(10))
 	}
 	return x, y
+}
+
+// P10Rate returns 1/(10th-percentile of times) in steps/s, 0 for none: on
+// a shared machine the fast steps are the undisturbed ones. It sorts times.
+func P10Rate(times []time.Duration) float64 {
+	if len(times) == 0 {
+		return 0
+	}
+	slices.Sort(times)
+	return 1 / times[len(times)/10].Seconds()
 }

@@ -27,3 +27,8 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	b []float32, ldb int, beta float32, c []float32, ldc int) bool {
 	return false
 }
+
+// MaxPool2x2BackRow has no kernel on this platform: it reports false.
+func MaxPool2x2BackRow(r0, r1, dy []float32, idx []int32, ow, c, rowLen, base int) bool {
+	return false
+}

@@ -32,3 +32,23 @@ func MaxPool2x2Row(r0, r1, out []float32, idx []int32, ow, c, rowLen, base int) 
 	maxPool2x2RowAVX2(&r0[0], &r1[0], &out[0], &idx[0], ow, c, rowLen, int32(base))
 	return true
 }
+
+//go:noescape
+func maxPool2x2BackRowAVX2(r0, r1, dy *float32, idx *int32, ow, c, rowLen int, base int32)
+
+// MaxPool2x2BackRow is MaxPool2x2Row's adjoint where the windows tile the
+// input: it writes all 2*ow*c gradients of each of the two input rows r0
+// and r1 (the row's output gradient dy where idx, the forward's argmax,
+// names the input, 0 elsewhere) and reports false, doing nothing, when the
+// kernel does not apply (as MaxPool2x2Row).
+func MaxPool2x2BackRow(r0, r1, dy []float32, idx []int32, ow, c, rowLen, base int) bool {
+	if !Enabled || c%8 != 0 || ow <= 0 || c <= 0 {
+		return false
+	}
+	_ = r0[2*ow*c-1]
+	_ = r1[2*ow*c-1]
+	_ = dy[ow*c-1]
+	_ = idx[ow*c-1]
+	maxPool2x2BackRowAVX2(&r0[0], &r1[0], &dy[0], &idx[0], ow, c, rowLen, int32(base))
+	return true
+}

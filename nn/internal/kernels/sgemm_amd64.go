@@ -12,7 +12,7 @@ import (
 var GemmEnabled = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
-func sgemm6x16(k int, a *float32, rs, cs int, b, c *float32, ldc int, alpha float32)
+func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool)
 
 // Register blocking of the micro-kernel and cache blocking of B.
 const (
@@ -55,8 +55,10 @@ func putGemmBufs(b *gemmBufs) {
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C on row-major matrices
 // (op(A) m×k, op(B) k×n, C m×n), as BLAS sgemm, and reports true; it
 // reports false, doing nothing, when not GemmEnabled. It runs on the
-// calling goroutine: B is packed in KC×NC blocks of 16-column panels, A is
-// read in place (either layout) by a 6x16 AVX2/FMA micro-kernel.
+// calling goroutine: a 6x16 AVX2/FMA micro-kernel reads A in place (either
+// layout) and B in place too when it is not transposed; a transposed B,
+// and the last columns of any, are packed in 256x512 blocks of 16-column
+// panels. With beta 0 the first pass over k stores C without reading it.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) bool {
 	if !GemmEnabled {
@@ -66,7 +68,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		return true
 	}
 	_ = c[(m-1)*ldc+n-1]
-	if beta != 1 {
+	if k <= 0 || alpha == 0 || (beta != 0 && beta != 1) {
 		for i := 0; i < m; i++ {
 			row := c[i*ldc : i*ldc+n]
 			if beta == 0 {
@@ -77,6 +79,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 				row[j] *= beta
 			}
 		}
+		beta = 1
 	}
 	if k <= 0 || alpha == 0 {
 		return true
@@ -98,9 +101,18 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	var tile [gemmMR * gemmNR]float32
 	for jc := 0; jc < n; jc += gemmNC {
 		nc := min(gemmNC, n-jc)
+		// A B not transposed is read in place but for its last, partial
+		// panel; full panels of a transposed one are packed too.
+		packed := nc
+		if !transB {
+			packed = nc % gemmNR
+		}
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
-			packB(bufs.b[:], b, ldb, transB, pc, jc, kc, nc)
+			over := beta == 0 && pc == 0
+			if packed > 0 {
+				packB(bufs.b[:], b, ldb, transB, pc, jc+nc-packed, kc, packed)
+			}
 			for ir := 0; ir < m; ir += gemmMR {
 				mh := min(gemmMR, m-ir)
 				ap, rs, cs := &a[ir*ars+pc*acs], ars, acs
@@ -117,18 +129,27 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 					ap, rs, cs = &pa[0], 1, gemmMR
 				}
 				for jr := 0; jr < nc; jr += gemmNR {
-					bp := &bufs.b[jr*kc]
+					var bp *float32
+					bs := gemmNR
+					if p := jr - (nc - packed); p >= 0 {
+						bp = &bufs.b[p*kc]
+					} else {
+						bp, bs = &b[pc*ldb+jc+jr], ldb
+					}
 					nw := min(gemmNR, nc-jr)
-					ci := (ir)*ldc + jc + jr
+					ci := ir*ldc + jc + jr
 					if mh == gemmMR && nw == gemmNR {
-						sgemm6x16(kc, ap, rs*4, cs*4, bp, &c[ci], ldc, alpha)
+						sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &c[ci], ldc, alpha, over)
 						continue
 					}
-					tile = [gemmMR * gemmNR]float32{}
-					sgemm6x16(kc, ap, rs*4, cs*4, bp, &tile[0], gemmNR, alpha)
+					sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &tile[0], gemmNR, alpha, true)
 					for r := 0; r < mh; r++ {
 						row := c[ci+r*ldc : ci+r*ldc+nw]
 						t := tile[r*gemmNR : r*gemmNR+nw]
+						if over {
+							copy(row, t)
+							continue
+						}
 						for j := range row {
 							row[j] += t[j]
 						}
@@ -152,7 +173,9 @@ func packB(dst, b []float32, ldb int, transB bool, pc, jc, kc, nc int) {
 				src := b[(pc+q)*ldb+jc+jr : (pc+q)*ldb+jc+jr+nw]
 				d := panel[q*gemmNR : q*gemmNR+gemmNR]
 				copy(d, src)
-				clear(d[nw:])
+				if nw < gemmNR {
+					clear(d[nw:])
+				}
 			}
 			continue
 		}

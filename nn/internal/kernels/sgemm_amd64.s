@@ -2,20 +2,22 @@
 
 #include "textflag.h"
 
-// func sgemm6x16(k int, a *float32, rs, cs int, b, c *float32, ldc int, alpha float32)
+// func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool)
 //
-// C[6x16] += alpha * A[6xk] * B[kx16]: A's element (r, q) at
-// a + r*rs + q*cs (strides in bytes), B packed as k rows of 16 floats,
-// C row-major with ldc floats per row. Accumulators Y0..Y11 (row r in
-// Y(2r), Y(2r+1)); Y12, Y13 hold B's row, Y14, Y15 the broadcasts.
-TEXT ·sgemm6x16(SB), NOSPLIT, $0-60
+// C[6x16] += alpha * A[6xk] * B[kx16] (or C = alpha*A*B with overwrite):
+// A's element (r, q) at a + r*rs + q*cs, B's row q (16 floats) at b + q*bs
+// (strides in bytes), C row-major with ldc floats per row. Accumulators
+// Y0..Y11 (row r in Y(2r), Y(2r+1)); Y12, Y13 hold B's row, Y14, Y15 the
+// broadcasts.
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-69
+	MOVQ bs+40(FP), R12
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ rs+16(FP), R9
 	MOVQ cs+24(FP), R11
 	MOVQ b+32(FP), DI
-	MOVQ c+40(FP), DX
-	MOVQ ldc+48(FP), R8
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R8
 	SHLQ $2, R8
 	LEAQ (SI)(R9*2), R10
 	ADDQ R9, R10 // R10 = a + 3*rs
@@ -56,11 +58,14 @@ loop:
 	VFMADD231PS Y13, Y15, Y11
 	ADDQ R11, SI
 	ADDQ R11, R10
-	ADDQ $64, DI
+	ADDQ R12, DI
 	DECQ CX
 	JNZ loop
 
-	VBROADCASTSS alpha+56(FP), Y15
+	VBROADCASTSS alpha+64(FP), Y15
+	MOVBLZX overwrite+68(FP), AX
+	TESTQ AX, AX
+	JNZ store
 	VFMADD213PS (DX), Y15, Y0
 	VFMADD213PS 32(DX), Y15, Y1
 	VMOVUPS Y0, (DX)
@@ -91,5 +96,38 @@ loop:
 	VMOVUPS Y10, (DX)
 	VMOVUPS Y11, 32(DX)
 
+	VZEROUPPER
+	RET
+
+store:
+	VMULPS Y15, Y0, Y0
+	VMULPS Y15, Y1, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y15, Y2, Y2
+	VMULPS Y15, Y3, Y3
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y15, Y4, Y4
+	VMULPS Y15, Y5, Y5
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y15, Y6, Y6
+	VMULPS Y15, Y7, Y7
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y15, Y8, Y8
+	VMULPS Y15, Y9, Y9
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ R8, DX
+	VMULPS Y15, Y10, Y10
+	VMULPS Y15, Y11, Y11
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
 	VZEROUPPER
 	RET
