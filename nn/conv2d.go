@@ -138,8 +138,7 @@ func (c *Conv2D) Forward(x *Tensor, train bool) *Tensor {
 		im2col(c.cols, x.Data, g)
 	}
 	c.one = ones(c.one, rows)
-	setRowsToBias(c.y.Data, c.bias.Value.Data, rows, c.outC)
-	gemm(false, false, rows, c.outC, k, 1, c.cols, k, c.kernel.Value.Data, c.outC, 1, c.y.Data, c.outC)
+	gemmBias(rows, c.outC, k, c.cols, c.kernel.Value.Data, c.bias.Value.Data, c.y.Data)
 	return c.y
 }
 

@@ -68,11 +68,8 @@ func (d *Dense) Forward(x *Tensor, train bool) *Tensor {
 	n := x.Shape[0]
 	d.x = x
 	d.y = ensure(d.y, n, d.out)
-	// Seed each row with the bias and let GEMM accumulate onto it (beta=1):
-	// one pass over y instead of GEMM followed by a separate bias pass.
 	d.one = ones(d.one, n)
-	setRowsToBias(d.y.Data, d.bias.Value.Data, n, d.out)
-	gemm(false, false, n, d.out, d.in, 1, x.Data, d.in, d.kernel.Value.Data, d.out, 1, d.y.Data, d.out)
+	gemmBias(n, d.out, d.in, x.Data, d.kernel.Value.Data, d.bias.Value.Data, d.y.Data)
 	return d.y
 }
 

@@ -64,3 +64,18 @@ func SGDUpdate(params []*Param, lr float32) {
 		axpy(-lr, p.Grad.Data, p.Value.Data)
 	}
 }
+
+// gemmBias sets the m×n matrix C = A·B + 1·biasᵀ (A m×k, B k×n, all
+// row-major and contiguous): a layer's x·kernel + bias. The assembly
+// kernel adds the bias as it stores C, in one pass; otherwise C's rows are
+// seeded with the bias and GEMM accumulates onto them (beta=1).
+func gemmBias(m, n, k int, a, b, bias, c []float32) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if !multiThreadedBLAS() && kernels.SgemmBias(false, false, m, n, k, a, k, b, n, bias, c, n) {
+		return
+	}
+	setRowsToBias(c, bias, m, n)
+	gemm(false, false, m, n, k, 1, a, k, b, n, 1, c, n)
+}

@@ -113,3 +113,30 @@ func TestGemmConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmBiasMatchesNaive checks gemmBias (the kernel's bias-on-store
+// path, or seeding plus GEMM) against the definition on odd sizes.
+func TestGemmBiasMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	for _, s := range [][3]int{{1, 1, 1}, {6, 16, 9}, {7, 17, 3}, {13, 40, 300}, {64, 128, 1568}, {50, 16, 9}, {3, 5, 0}} {
+		m, n, k := s[0], s[1], s[2]
+		a, b, bias := make([]float32, m*k), make([]float32, k*n), make([]float32, n)
+		for _, v := range [][]float32{a, b, bias} {
+			for i := range v {
+				v[i] = float32(rng.NormFloat64())
+			}
+		}
+		c, want := make([]float32, m*n), make([]float32, m*n)
+		for i := range c {
+			c[i] = 42 // overwritten, never read
+			want[i] = bias[i%n]
+		}
+		gemmBias(m, n, k, a, b, bias, c)
+		naiveGemm(false, false, m, n, k, 1, a, k, b, n, 1, want, n)
+		for i := range c {
+			if d := math.Abs(float64(c[i] - want[i])); d > 1e-4*math.Sqrt(float64(k+1))*(1+math.Abs(float64(want[i]))) {
+				t.Fatalf("%v: c[%d] = %v, want %v", s, i, c[i], want[i])
+			}
+		}
+	}
+}

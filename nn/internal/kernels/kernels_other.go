@@ -32,3 +32,9 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 func MaxPool2x2BackRow(r0, r1, dy []float32, idx []int32, ow, c, rowLen, base int) bool {
 	return false
 }
+
+// SgemmBias has no kernel on this platform: it reports false.
+func SgemmBias(transA, transB bool, m, n, k int, a []float32, lda int,
+	b []float32, ldb int, bias, c []float32, ldc int) bool {
+	return false
+}

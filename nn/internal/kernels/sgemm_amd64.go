@@ -12,7 +12,7 @@ import (
 var GemmEnabled = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 //go:noescape
-func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool)
+func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool, bias *float32)
 
 // Register blocking of the micro-kernel and cache blocking of B.
 const (
@@ -64,8 +64,35 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if !GemmEnabled {
 		return false
 	}
-	if m <= 0 || n <= 0 {
+	sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nil)
+	return true
+}
+
+// SgemmBias computes C = op(A)*op(B) + 1*biasᵀ (bias added to every row
+// of C, len(bias) >= n) in one pass over C, and reports true; it reports
+// false, doing nothing, when not GemmEnabled.
+func SgemmBias(transA, transB bool, m, n, k int, a []float32, lda int,
+	b []float32, ldb int, bias, c []float32, ldc int) bool {
+	if !GemmEnabled {
+		return false
+	}
+	bias = bias[:n]
+	if k <= 0 {
+		for i := 0; i < m; i++ {
+			copy(c[i*ldc:i*ldc+n], bias)
+		}
 		return true
+	}
+	sgemm(transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc, bias)
+	return true
+}
+
+// sgemm is Sgemm, adding bias to C's rows on the first pass when beta is
+// 0 and bias is not nil (k > 0 and alpha != 0 then).
+func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, beta float32, c []float32, ldc int, bias []float32) {
+	if m <= 0 || n <= 0 {
+		return
 	}
 	_ = c[(m-1)*ldc+n-1]
 	if k <= 0 || alpha == 0 || (beta != 0 && beta != 1) {
@@ -82,7 +109,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		beta = 1
 	}
 	if k <= 0 || alpha == 0 {
-		return true
+		return
 	}
 	// Element (i, p) of op(A) is a[i*ars + p*acs].
 	ars, acs := lda, 1
@@ -116,7 +143,10 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 			for ir := 0; ir < m; ir += gemmMR {
 				mh := min(gemmMR, m-ir)
 				ap, rs, cs := &a[ir*ars+pc*acs], ars, acs
-				if mh < gemmMR {
+				// The last rows' sliver is read in place too while all 6
+				// rows' elements lie inside a (the extra rows' products
+				// are computed and dropped).
+				if mh < gemmMR && (ir+gemmMR-1)*ars+(pc+kc-1)*acs >= len(a) {
 					// Copy the last rows, zero-padded, so the kernel reads
 					// nothing past A: element (r, q) at r + 6q.
 					pa := bufs.a[:gemmMR*kc]
@@ -138,20 +168,33 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 					}
 					nw := min(gemmNR, nc-jr)
 					ci := ir*ldc + jc + jr
+					var bb []float32 // this panel's bias, on the first pass
+					if over && bias != nil {
+						bb = bias[jc+jr : jc+jr+nw]
+					}
 					if mh == gemmMR && nw == gemmNR {
-						sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &c[ci], ldc, alpha, over)
+						var bptr *float32
+						if bb != nil {
+							bptr = &bb[0]
+						}
+						sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &c[ci], ldc, alpha, over, bptr)
 						continue
 					}
-					sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &tile[0], gemmNR, alpha, true)
+					sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &tile[0], gemmNR, alpha, true, nil)
 					for r := 0; r < mh; r++ {
 						row := c[ci+r*ldc : ci+r*ldc+nw]
 						t := tile[r*gemmNR : r*gemmNR+nw]
-						if over {
+						switch {
+						case bb != nil:
+							for j := range row {
+								row[j] = t[j] + bb[j]
+							}
+						case over:
 							copy(row, t)
-							continue
-						}
-						for j := range row {
-							row[j] += t[j]
+						default:
+							for j := range row {
+								row[j] += t[j]
+							}
 						}
 					}
 				}
@@ -159,7 +202,6 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		}
 	}
 	putGemmBufs(bufs)
-	return true
 }
 
 // packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as 16-column panels,

@@ -2,14 +2,15 @@
 
 #include "textflag.h"
 
-// func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool)
+// func sgemm6x16(k int, a *float32, rs, cs int, b *float32, bs int, c *float32, ldc int, alpha float32, overwrite bool, bias *float32)
 //
-// C[6x16] += alpha * A[6xk] * B[kx16] (or C = alpha*A*B with overwrite):
+// C[6x16] += alpha * A[6xk] * B[kx16] (or C = alpha*A*B with overwrite,
+// plus bias[0:16] on every row when bias is not nil):
 // A's element (r, q) at a + r*rs + q*cs, B's row q (16 floats) at b + q*bs
 // (strides in bytes), C row-major with ldc floats per row. Accumulators
 // Y0..Y11 (row r in Y(2r), Y(2r+1)); Y12, Y13 hold B's row, Y14, Y15 the
 // broadcasts.
-TEXT ·sgemm6x16(SB), NOSPLIT, $0-69
+TEXT ·sgemm6x16(SB), NOSPLIT, $0-80
 	MOVQ bs+40(FP), R12
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
@@ -100,6 +101,9 @@ loop:
 	RET
 
 store:
+	MOVQ bias+72(FP), BX
+	TESTQ BX, BX
+	JNZ storebias
 	VMULPS Y15, Y0, Y0
 	VMULPS Y15, Y1, Y1
 	VMOVUPS Y0, (DX)
@@ -127,6 +131,41 @@ store:
 	ADDQ R8, DX
 	VMULPS Y15, Y10, Y10
 	VMULPS Y15, Y11, Y11
+	VMOVUPS Y10, (DX)
+	VMOVUPS Y11, 32(DX)
+	VZEROUPPER
+	RET
+
+storebias:
+	VMOVUPS (BX), Y12
+	VMOVUPS 32(BX), Y13
+	VFMADD213PS Y12, Y15, Y0
+	VFMADD213PS Y13, Y15, Y1
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 32(DX)
+	ADDQ R8, DX
+	VFMADD213PS Y12, Y15, Y2
+	VFMADD213PS Y13, Y15, Y3
+	VMOVUPS Y2, (DX)
+	VMOVUPS Y3, 32(DX)
+	ADDQ R8, DX
+	VFMADD213PS Y12, Y15, Y4
+	VFMADD213PS Y13, Y15, Y5
+	VMOVUPS Y4, (DX)
+	VMOVUPS Y5, 32(DX)
+	ADDQ R8, DX
+	VFMADD213PS Y12, Y15, Y6
+	VFMADD213PS Y13, Y15, Y7
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	ADDQ R8, DX
+	VFMADD213PS Y12, Y15, Y8
+	VFMADD213PS Y13, Y15, Y9
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 32(DX)
+	ADDQ R8, DX
+	VFMADD213PS Y12, Y15, Y10
+	VFMADD213PS Y13, Y15, Y11
 	VMOVUPS Y10, (DX)
 	VMOVUPS Y11, 32(DX)
 	VZEROUPPER
