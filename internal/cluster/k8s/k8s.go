@@ -618,6 +618,7 @@ func (b *Backend) waitPodsGone(ctx context.Context) error {
 				undeleted[p.Name] = now
 			case !since.IsZero() && now.Sub(since) > strayPodWait:
 				undeleted[p.Name] = time.Time{} // deleted once
+				b.log.Info("deleting a pod the collection delete left", "pod", p.Name)
 				if err := b.deletePod(ctx, p.Name); err != nil {
 					b.log.Warn("delete pod", "pod", p.Name, "err", err)
 				}
