@@ -30,7 +30,7 @@
 //	conv 16/32: ~49-60 steps/s  ← chosen, with margin for noisy neighbours
 //
 // Since issue 13's kernels (nn/internal/kernels) the 32/64 network runs
-// ~48 steps/s and the 16/32 one ~130 (bench/RESULTS.md); the cnn keeps its
+// ~50 steps/s and the 16/32 one ~140 (bench/RESULTS.md); the cnn keeps its
 // widths, so its documented accuracy and the experiments built on it stay
 // valid, and the classic one is fashion_mnist.cnn_wide.
 //
