@@ -14,6 +14,7 @@ import (
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/roleflags"
 	"elasticdl/internal/worker"
+	"elasticdl/proto/pserverpb"
 )
 
 func runWorker(ctx context.Context, env Env, args []string) error {
@@ -48,6 +49,10 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		ModelledCPUs:             f.ModelledCPUs,
 		Sync:                     !f.UseAsync,
 		OverlapPush:              f.OverlapPush,
+		TransportDType:           pserverpb.DType_FLOAT32,
+	}
+	if f.TransportDType == roleflags.DTypeBFloat16 {
+		cfg.TransportDType = pserverpb.DType_BFLOAT16
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	w, err := worker.New(cfg, env.Registry, logger)

@@ -88,6 +88,9 @@ type Config struct {
 	GradsToWait           int
 	SyncVersionTolerance  int64
 	LRStalenessModulation bool
+	// TransportDType is what dense gradients and parameters travel as
+	// between workers and PS (roleflags.DTypeFloat32 or DTypeBFloat16).
+	TransportDType string
 	// OverlapPush (async SGD) has each worker compute its next minibatch
 	// while the last one's gradients are pushed (roleflags.Worker); off by
 	// default, since the extra staleness costs accuracy.
@@ -147,6 +150,7 @@ func DefaultConfig() Config {
 		RelaunchOnWorkerFailure: 1,
 		MaxPSRelaunches:         10,
 		UseAsync:                true,
+		TransportDType:          roleflags.DTypeFloat32,
 		GradsToWait:             1,
 		DistributionStrategy:    roleflags.StrategyPS,
 		CollectiveAddr:          "127.0.0.1:0",
@@ -190,6 +194,9 @@ func (c *Config) Validate() error {
 		if c.LRStalenessModulation {
 			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
 		}
+	}
+	if err := roleflags.CheckTransportDType(c.TransportDType); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MetricsPort < 0 || c.MetricsPort+1+c.NumPS > 65535 {
 		bad("metrics_port", "%d leaves no room for the PS metrics ports (metrics_port+1+i)", c.MetricsPort)
@@ -287,6 +294,9 @@ func (c *Config) validateAllReduce(bad func(flag, format string, args ...any)) {
 	if !c.UseAsync || c.LRStalenessModulation {
 		bad("use_async", "sync and async SGD are parameter-server settings; AllreduceStrategy applies one averaged update per step on every worker")
 	}
+	if c.TransportDType != roleflags.DTypeFloat32 || c.OverlapPush {
+		bad("transport_dtype", "--transport_dtype and --overlap_push are parameter-server settings; the ring moves float32")
+	}
 }
 
 // validateWorkerCommand checks a job whose workers are a user's program.
@@ -302,6 +312,9 @@ func (c *Config) validateWorkerCommand(bad func(flag, format string, args ...any
 	}
 	if c.allReduce() {
 		bad("worker_command", "worker programs speak the parameter-server protocol: use --distribution_strategy=%s", roleflags.StrategyPS)
+	}
+	if c.TransportDType != roleflags.DTypeFloat32 {
+		bad("transport_dtype", "the Python SDK sends and takes float32; %s is for elasticdl workers", c.TransportDType)
 	}
 	if c.ModelledSecondsPerRecord > 0 {
 		bad("modelled_seconds_per_record", "is for elasticdl's own workers, not --worker_command")

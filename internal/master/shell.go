@@ -216,7 +216,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
 	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.ModelParams, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.ModelParams, m.cfg.MinibatchSize, m.cfg.Seed
-	w.UseAsync, w.OverlapPush = m.cfg.UseAsync, m.cfg.OverlapPush
+	w.UseAsync, w.OverlapPush, w.TransportDType = m.cfg.UseAsync, m.cfg.OverlapPush, m.cfg.TransportDType
 	if m.cfg.ModelledSecondsPerRecord > 0 {
 		w.ModelledSecondsPerRecord, w.ModelledCPUs = m.cfg.ModelledSecondsPerRecord, 1
 		if req := m.cfg.RequestedCPU.Worker; req > 0 {

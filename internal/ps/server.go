@@ -303,6 +303,9 @@ func (s *Server) newTable(tensors []*pserverpb.Tensor, numShards int) (*table, e
 // already holds the current version; initialized=false (not an error) while
 // the shard waits for its first PushModel.
 func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, error) {
+	if err := checkDType(req.GetDtype()); err != nil {
+		return nil, err
+	}
 	t := s.table.Load()
 	if t == nil {
 		s.metrics.pull(pullUninitialized)
@@ -316,17 +319,27 @@ func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDense
 		s.metrics.pull(pullCurrent)
 		return resp, nil
 	}
-	resp.DenseParameters = t.encode()
+	resp.DenseParameters = t.encode(req.GetDtype())
 	s.metrics.pull(pullFull)
 	return resp, nil
 }
 
-// encode copies every parameter into a new message, each under its lock.
-func (t *table) encode() []*pserverpb.Tensor {
+// checkDType refuses an element type this server does not know.
+func checkDType(d pserverpb.DType) error {
+	if _, ok := pserverpb.DType_name[int32(d)]; !ok {
+		return status.Errorf(codes.InvalidArgument, "unknown element type %d (this PS knows FLOAT32 and BFLOAT16)", d)
+	}
+	return nil
+}
+
+// encode copies every parameter into a new message in dtype, each under
+// its lock.
+func (t *table) encode(dtype pserverpb.DType) []*pserverpb.Tensor {
 	out := make([]*pserverpb.Tensor, len(t.ordered))
 	for i, p := range t.ordered {
+		out[i] = &pserverpb.Tensor{}
 		p.mu.Lock()
-		out[i] = wire.EncodeTensor(p.name, p.shape, p.data)
+		wire.EncodeTensorAs(out[i], p.name, p.shape, p.data, dtype)
 		p.mu.Unlock()
 	}
 	return out
@@ -338,13 +351,16 @@ func (t *table) encode() []*pserverpb.Tensor {
 // the answer carries the shard's parameters after the push, so that a
 // worker's step costs one round trip (push and pull) instead of two.
 func (s *Server) PushGradients(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	if err := checkDType(req.GetParametersDtype()); err != nil {
+		return nil, err
+	}
 	resp, err := s.pushGradients(ctx, req)
 	if err != nil || !req.GetReturnParameters() {
 		return resp, err
 	}
 	// The version was read when the push was answered; the copy may hold
 	// later updates too, which only makes the caller's next pull sooner.
-	resp.DenseParameters = s.table.Load().encode()
+	resp.DenseParameters = s.table.Load().encode(req.GetParametersDtype())
 	s.metrics.pull(pullFull)
 	return resp, nil
 }

@@ -80,11 +80,29 @@ type Worker struct {
 	// staleness costs accuracy; see docs/training.md).
 	UseAsync    bool
 	OverlapPush bool
+	// TransportDType (--transport_dtype) is what dense gradients and
+	// parameters travel as between workers and PS: "float32" or
+	// "bfloat16" (half the bytes; the PS keep float32).
+	TransportDType string
+}
+
+// Transport element types (--transport_dtype).
+const (
+	DTypeFloat32  = "float32"
+	DTypeBFloat16 = "bfloat16"
+)
+
+// CheckTransportDType checks a --transport_dtype value.
+func CheckTransportDType(d string) error {
+	if d != DTypeFloat32 && d != DTypeBFloat16 {
+		return fmt.Errorf("--transport_dtype: %q is not %s or %s", d, DTypeFloat32, DTypeBFloat16)
+	}
+	return nil
 }
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -109,6 +127,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&w.ModelledSecondsPerRecord, "modelled_seconds_per_record", d.ModelledSecondsPerRecord, "modelled compute (experiments): a training record takes this long on one CPU, waited instead of computed (0: compute for real)")
 	fs.Float64Var(&w.ModelledCPUs, "modelled_cpus", d.ModelledCPUs, "modelled compute: the CPUs this worker has (it waits records × --modelled_seconds_per_record ÷ this per minibatch)")
 	fs.BoolVar(&w.UseAsync, "use_async", d.UseAsync, "the parameter servers run async SGD; false: sync SGD (pull before every step, redo rejected minibatches)")
+	fs.StringVar(&w.TransportDType, "transport_dtype", d.TransportDType, "what dense gradients and parameters travel as between workers and PS: float32, or bfloat16 (half the bytes; the PS keep float32)")
 	fs.BoolVar(&w.OverlapPush, "overlap_push", d.OverlapPush, "async SGD: compute the next minibatch while the last one's gradients are pushed (they are then computed on parameters one update older)")
 }
 
@@ -153,6 +172,9 @@ func (w Worker) Args() []string {
 	} else if w.OverlapPush {
 		args = append(args, "--overlap_push")
 	}
+	if w.TransportDType != "" && w.TransportDType != DTypeFloat32 {
+		args = append(args, "--transport_dtype="+w.TransportDType)
+	}
 	return args
 }
 
@@ -172,6 +194,9 @@ func (w Worker) Validate() error {
 		if err := CheckCollectiveAddr(w.CollectiveAddr); err != nil {
 			return fmt.Errorf("--collective_addr: %w", err)
 		}
+	}
+	if err := CheckTransportDType(w.TransportDType); err != nil {
+		return err
 	}
 	if w.GlobalBatchSize < 0 {
 		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)

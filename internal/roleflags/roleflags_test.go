@@ -41,7 +41,7 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32}
 	modelled := full
 	modelled.ModelledSecondsPerRecord, modelled.ModelledCPUs = 0.00025, 2.5
 	oneNoPS := full
@@ -53,7 +53,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 	sync := full
 	sync.UseAsync = false
 	overlap := full
-	overlap.OverlapPush = true
+	overlap.OverlapPush, overlap.TransportDType = true, DTypeBFloat16
 	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {

@@ -29,22 +29,57 @@ func EncodeTensor(name string, shape []int, data []float32) *pserverpb.Tensor {
 // worker pushing gradients) does not allocate once warm. t must not be in
 // use by an in-flight RPC.
 func EncodeTensorTo(t *pserverpb.Tensor, name string, shape []int, data []float32) {
+	EncodeTensorAs(t, name, shape, data, pserverpb.DType_FLOAT32)
+}
+
+// EncodeTensorAs is EncodeTensorTo with the elements in dtype: float32
+// as they are, bfloat16 rounded to nearest even. It panics on an unknown
+// dtype, as on a shape that does not describe data.
+func EncodeTensorAs(t *pserverpb.Tensor, name string, shape []int, data []float32, dtype pserverpb.DType) {
 	if n, err := NumElements(shape); err != nil || n != len(data) {
 		// Cloning keeps shape from escaping to the heap on the happy path.
 		panic(fmt.Sprintf("wire: encode %q: shape %v does not describe %d elements", name, slices.Clone(shape), len(data)))
 	}
-	t.Name = name
+	size, err := elementSize(dtype)
+	if err != nil {
+		panic(fmt.Sprintf("wire: encode %q: %v", name, err))
+	}
+	t.Name, t.Dtype = name, dtype
 	t.Dims = t.Dims[:0]
 	for _, d := range shape {
 		t.Dims = append(t.Dims, int64(d))
 	}
-	nb := 4 * len(data)
+	nb := size * len(data)
 	if cap(t.Content) >= nb {
 		t.Content = t.Content[:nb]
 	} else {
 		t.Content = make([]byte, nb)
 	}
-	putFloats(t.Content, data)
+	if dtype == pserverpb.DType_BFLOAT16 {
+		putBF16(t.Content, data)
+	} else {
+		putFloats(t.Content, data)
+	}
+}
+
+// elementSize is the bytes of one element of dtype on the wire.
+func elementSize(dtype pserverpb.DType) (int, error) {
+	switch dtype {
+	case pserverpb.DType_FLOAT32:
+		return 4, nil
+	case pserverpb.DType_BFLOAT16:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("unknown element type %d", dtype)
+}
+
+// decode widens t's content (validated) into dst.
+func decode(t *pserverpb.Tensor, dst []float32) {
+	if t.Dtype == pserverpb.DType_BFLOAT16 {
+		getBF16(dst, t.Content)
+	} else {
+		getFloats(dst, t.Content)
+	}
 }
 
 // DecodeTensor returns the shape and a newly allocated copy of the data.
@@ -58,7 +93,7 @@ func DecodeTensor(t *pserverpb.Tensor) (shape []int, data []float32, err error) 
 		shape[i] = int(d)
 	}
 	data = make([]float32, n)
-	getFloats(data, t.Content)
+	decode(t, data)
 	return shape, data, nil
 }
 
@@ -72,7 +107,7 @@ func DecodeInto(t *pserverpb.Tensor, dst []float32) error {
 	if n != len(dst) {
 		return fmt.Errorf("wire: tensor %q: dims %v have %d elements, destination has %d", t.GetName(), t.GetDims(), n, len(dst))
 	}
-	getFloats(dst, t.Content)
+	decode(t, dst)
 	return nil
 }
 
@@ -98,8 +133,8 @@ func CheckShape(t *pserverpb.Tensor, shape []int) error {
 	return nil
 }
 
-// Validate checks t (non-nil, non-negative dims, content exactly
-// 4×prod(dims) bytes) and returns its element count.
+// Validate checks t (non-nil, non-negative dims, a known dtype, content
+// exactly prod(dims) elements of it) and returns its element count.
 func Validate(t *pserverpb.Tensor) (int, error) {
 	if t == nil {
 		return 0, ErrNilTensor
@@ -108,8 +143,12 @@ func Validate(t *pserverpb.Tensor) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("wire: tensor %q: dims %v: %w", t.Name, t.Dims, err)
 	}
-	if len(t.Content) != 4*n {
-		return 0, fmt.Errorf("wire: tensor %q: content is %d bytes, dims %v need %d", t.Name, len(t.Content), t.Dims, 4*n)
+	size, err := elementSize(t.Dtype)
+	if err != nil {
+		return 0, fmt.Errorf("wire: tensor %q: %w", t.Name, err)
+	}
+	if len(t.Content) != size*n {
+		return 0, fmt.Errorf("wire: tensor %q: content is %d bytes, dims %v need %d", t.Name, len(t.Content), t.Dims, size*n)
 	}
 	return n, nil
 }

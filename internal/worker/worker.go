@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,9 @@ type Config struct {
 	// epochs: 0.87-0.89 against 0.895), so it is off by default.
 	Sync        bool
 	OverlapPush bool
+	// TransportDType is what dense gradients and parameters travel as
+	// between this worker and the PS (--transport_dtype).
+	TransportDType pserverpb.DType
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -187,8 +191,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return w.withHeartbeat(ctx, w.runAllReduce)
 	}
 
-	w.log.Info("training with parameter servers", "ps", len(w.cfg.PSAddrs), "sync", w.cfg.Sync, "overlap_push", w.cfg.OverlapPush && !w.cfg.Sync)
-	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs)
+	w.log.Info("training with parameter servers", "ps", len(w.cfg.PSAddrs), "sync", w.cfg.Sync, "overlap_push", w.cfg.OverlapPush && !w.cfg.Sync,
+		"transport_dtype", strings.ToLower(w.cfg.TransportDType.String()))
+	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs, client.WithTransportDType(w.cfg.TransportDType))
 	if err != nil {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
@@ -209,7 +214,7 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 	if len(resp.PsAddrs) == 0 || slices.Equal(resp.PsAddrs, w.cfg.PSAddrs) {
 		return nil
 	}
-	c, err := client.Dial(ctx, resp.PsAddrs)
+	c, err := client.Dial(ctx, resp.PsAddrs, client.WithTransportDType(w.cfg.TransportDType))
 	if err != nil {
 		return fmt.Errorf("connect to the re-sharded parameter servers: %w", err)
 	}

@@ -63,13 +63,14 @@ func TestTrainMLP(t *testing.T) {
 	noOrphans(t, pids)
 }
 
-// TestOverlapPush trains with --overlap_push: each worker computes its
-// next minibatch while the last one's push is on its way (other async
-// jobs compute, push and take the parameters from the push's answer in
-// turn). TestJobUnderRaceDetector runs it too, with a worker killed.
-func TestOverlapPush(t *testing.T) {
+// TestOverlapPushBFloat16 trains with both of async SGD's communication
+// options: --overlap_push (each worker computes its next minibatch while
+// the last one's push is on its way; TestJobUnderRaceDetector runs it
+// too, with a worker killed) and --transport_dtype=bfloat16 (gradients
+// and parameters travel in half the bytes).
+func TestOverlapPushBFloat16(t *testing.T) {
 	needData(t)
-	j := startJob(t, append(mlpArgs("1"), "--overlap_push")...)
+	j := startJob(t, append(mlpArgs("1"), "--overlap_push", "--transport_dtype=bfloat16")...)
 	if code := j.wait(5 * time.Minute); code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
@@ -78,8 +79,8 @@ func TestOverlapPush(t *testing.T) {
 	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.80 {
 		t.Fatalf("eval = %+v, want 10000 records and accuracy >= 0.80", s.Eval)
 	}
-	if log, err := os.ReadFile(filepath.Join(j.out, "logs", "worker-0.log")); err != nil || !strings.Contains(string(log), "overlap_push=true") {
-		t.Errorf("worker-0 does not say it overlaps pushes (%v):\n%s", err, log)
+	if log, err := os.ReadFile(filepath.Join(j.out, "logs", "worker-0.log")); err != nil || !strings.Contains(string(log), "overlap_push=true transport_dtype=bfloat16") {
+		t.Errorf("worker-0 does not say it overlaps pushes in bfloat16 (%v):\n%s", err, log)
 	}
 }
 

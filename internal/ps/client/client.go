@@ -74,7 +74,14 @@ type options struct {
 	log                    *slog.Logger
 	dialOpts               []grpc.DialOption
 	minBackoff, maxBackoff time.Duration
+	dtype                  pserverpb.DType
 }
+
+// WithTransportDType makes dense gradients travel to the shards, and
+// parameters back, as dtype (default float32). bfloat16 halves the bytes
+// of a step; the shards keep and update float32, and the model's initial
+// values (PushModel, re-initializations) always travel exactly.
+func WithTransportDType(dtype pserverpb.DType) Option { return func(o *options) { o.dtype = dtype } }
 
 // WithLogger sets the logger (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
@@ -151,6 +158,9 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	}
 	if o.minBackoff <= 0 || o.maxBackoff < o.minBackoff {
 		return nil, fmt.Errorf("ps client: bad backoff %v..%v", o.minBackoff, o.maxBackoff)
+	}
+	if _, ok := pserverpb.DType_name[int32(o.dtype)]; !ok {
+		return nil, fmt.Errorf("ps client: unknown transport element type %d", o.dtype)
 	}
 	dialOpts := append(rpc.DialOptions(), o.dialOpts...)
 	c := &Client{opts: o}
@@ -282,7 +292,7 @@ func (c *Client) pullShard(ctx context.Context, s *shardConn, group []*nn.Param,
 		s.mu.Unlock()
 		var resp *pserverpb.PullDenseParametersResponse
 		err := c.call(ctx, s, "pull", func(ctx context.Context) (err error) {
-			resp, err = s.rpc.PullDenseParameters(ctx, &pserverpb.PullDenseParametersRequest{Version: version})
+			resp, err = s.rpc.PullDenseParameters(ctx, &pserverpb.PullDenseParametersRequest{Version: version, Dtype: c.opts.dtype})
 			return err
 		})
 		if err != nil {
@@ -517,7 +527,7 @@ func (c *Client) StartPush(ctx context.Context, req PushRequest) *PendingPush {
 			s.pushMu.Unlock()
 			continue
 		}
-		if err := s.encodeGrads(group); err != nil {
+		if err := s.encodeGrads(group, c.opts.dtype); err != nil {
 			s.pushMu.Unlock()
 			p.err = err
 			break
@@ -675,9 +685,9 @@ func HoldsMinibatch(spans []int32, index int32) bool {
 	return false
 }
 
-// encodeGrads encodes group's gradients into s.pushBuf; the caller holds
-// s.pushMu.
-func (s *shardConn) encodeGrads(group []*nn.Param) error {
+// encodeGrads encodes group's gradients into s.pushBuf as dtype; the
+// caller holds s.pushMu.
+func (s *shardConn) encodeGrads(group []*nn.Param, dtype pserverpb.DType) error {
 	for len(s.pushBuf) < len(group) {
 		s.pushBuf = append(s.pushBuf, &pserverpb.Tensor{})
 	}
@@ -688,7 +698,7 @@ func (s *shardConn) encodeGrads(group []*nn.Param) error {
 		if n, err := wire.NumElements(p.Grad.Shape); err != nil || n != len(p.Grad.Data) {
 			return fmt.Errorf("ps client: gradient of %q: shape %v does not match %d values", p.Name, p.Grad.Shape, len(p.Grad.Data))
 		}
-		wire.EncodeTensorTo(s.pushBuf[i], p.Name, p.Grad.Shape, p.Grad.Data)
+		wire.EncodeTensorAs(s.pushBuf[i], p.Name, p.Grad.Shape, p.Grad.Data, dtype)
 	}
 	return nil
 }
@@ -710,7 +720,7 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 		}
 		err := c.call(ctx, s, "push gradients", func(ctx context.Context) (err error) {
 			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads,
-				EmbeddingGradients: sparse, Minibatch: key, ReturnParameters: returnParams})
+				EmbeddingGradients: sparse, Minibatch: key, ReturnParameters: returnParams, ParametersDtype: c.opts.dtype})
 			return err
 		})
 		if status.Code(err) == codes.FailedPrecondition {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -899,5 +900,52 @@ func TestAdoptRejectsForeignParameters(t *testing.T) {
 	}
 	if !s.refetch || s.version != 7 || m[0].Value.Data[0] != 1 {
 		t.Errorf("refetch %v version %d value %v: want a full pull next, nothing written", s.refetch, s.version, m[0].Value.Data[0])
+	}
+}
+
+// TestBFloat16Transport: with bfloat16 transport the gradients reach the
+// shard rounded to 8 significant bits, the shard keeps float32, and pulls
+// and push answers bring its values back rounded the same way.
+func TestBFloat16Transport(t *testing.T) {
+	procs, addrs := startCluster(t, 1, 1)
+	c, err := Dial(context.Background(), addrs, WithTransportDType(pserverpb.DType_BFLOAT16), WithBackoff(10*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxT(t, 10*time.Second)
+	m := []*nn.Param{param("w", []int{3}, 1.001, 2, 3)}
+	if err := c.PushModel(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	if got := procs[0].srv.Parameters()["w"]; got[0] != 1.001 {
+		t.Fatalf("the initial model travelled rounded: %v", got)
+	}
+	m[0].Grad.Data[0], m[0].Grad.Data[1], m[0].Grad.Data[2] = 0.0011, 0, 0 // 0.0011 is not a bfloat16
+	r, err := c.StartPush(ctx, PushRequest{Params: m, ReturnParameters: true}).Wait()
+	if err != nil || !r.Fresh {
+		t.Fatalf("push: %+v, %v", r, err)
+	}
+	// Rounding to bfloat16 (none of these values is a tie).
+	bf16 := func(f float32) float32 { return math.Float32frombits((math.Float32bits(f) + 0x8000) & 0xffff0000) }
+	want := float32(1.001) - bf16(0.0011) // SGD, lr 1, applied in float32
+	if got := procs[0].srv.Parameters()["w"][0]; got != want {
+		t.Errorf("shard holds %v, want 1.001 - bf16(0.0011) = %v", got, want)
+	}
+	wantBF := bf16(want)
+	if m[0].Value.Data[0] != wantBF || m[0].Value.Data[1] != 2 {
+		t.Errorf("worker holds %v, want the shard's values in bfloat16: %v, 2, 3", m[0].Value.Data, wantBF)
+	}
+	m2 := []*nn.Param{param("w", []int{3})}
+	c2, err := Dial(context.Background(), addrs, WithTransportDType(pserverpb.DType_BFLOAT16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c2.Close() })
+	if _, err := c2.Pull(ctx, m2); err != nil || m2[0].Value.Data[0] != wantBF {
+		t.Errorf("bfloat16 pull: %v, %v; want %v", m2[0].Value.Data, err, wantBF)
+	}
+	if _, err := Dial(context.Background(), addrs, WithTransportDType(9)); err == nil {
+		t.Error("Dial accepted an unknown transport type")
 	}
 }

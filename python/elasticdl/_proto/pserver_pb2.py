@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rpserver.proto\x12\x11\x65lasticdl.pserver\"0\n\x10SaveModelRequest\x12\x0b\n\x03\x64ir\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\"!\n\x11SaveModelResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\"\x12\n\x10GetStatusRequest\"{\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x13\n\x0binitialized\x18\x02 \x01(\x08\x12\x10\n\x08restored\x18\x03 \x01(\x08\x12\x18\n\x10restored_version\x18\x04 \x01(\x03\x12\x14\n\x0crestored_dir\x18\x05 \x01(\t\"P\n\x15SetLiveWorkersRequest\x12\x14\n\x0clive_workers\x18\x01 \x01(\x05\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05\x66lush\x18\x03 \x01(\x08\")\n\x16SetLiveWorkersResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"5\n\x06Tensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64ims\x18\x02 \x03(\x03\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\"\xa3\x01\n\x05Model\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x02 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x44\n\x15\x65mbedding_table_infos\x18\x03 \x03(\x0b\x32%.elasticdl.pserver.EmbeddingTableInfo\x12\x0e\n\x06reinit\x18\x04 \x01(\x08\"D\n\x12\x45mbeddingTableInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64im\x18\x02 \x01(\x03\x12\x13\n\x0binitializer\x18\x03 \x01(\t\"G\n\rIndexedSlices\x12)\n\x06values\x18\x01 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x0b\n\x03ids\x18\x02 \x03(\x03\"8\n\x1bPullEmbeddingVectorsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\x03\"G\n\x1cPullEmbeddingVectorsResponse\x12\'\n\x04rows\x18\x01 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xc0\x01\n\x18\x45mbeddingTableCheckpoint\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.elasticdl.pserver.EmbeddingTableInfo\x12\x0b\n\x03ids\x18\x02 \x03(\x03\x12)\n\x06values\x18\x03 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\r\n\x05steps\x18\x04 \x03(\x03\x12(\n\x05slots\x18\x05 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xdb\x02\n\nCheckpoint\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\r\n\x05shard\x18\x02 \x01(\x05\x12\x12\n\nnum_shards\x18\x03 \x01(\x05\x12\x33\n\x10\x64\x65nse_parameters\x18\x04 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x30\n\x05slots\x18\x05 \x03(\x0b\x32!.elasticdl.pserver.ParameterSlots\x12\x11\n\toptimizer\x18\x06 \x01(\t\x12\x45\n\x10\x65mbedding_tables\x18\x07 \x03(\x0b\x32+.elasticdl.pserver.EmbeddingTableCheckpoint\x12\x36\n\x07\x61pplied\x18\x08 \x03(\x0b\x32%.elasticdl.pserver.AppliedMinibatches\x12\x0b\n\x03run\x18\t \x01(\t\x12\x13\n\x0b\x63ut_version\x18\n \x01(\x03\"V\n\x0eParameterSlots\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12(\n\x05slots\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"6\n\x11PushModelResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\"-\n\x1aPullDenseParametersRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\"x\n\x1bPullDenseParametersResponse\x12\x13\n\x0binitialized\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xf6\x01\n\x14PushGradientsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12,\n\tgradients\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12=\n\x13\x65mbedding_gradients\x18\x04 \x03(\x0b\x32 .elasticdl.pserver.IndexedSlices\x12\x32\n\tminibatch\x18\x05 \x01(\x0b\x32\x1f.elasticdl.pserver.MinibatchKey\x12\x19\n\x11return_parameters\x18\x06 \x01(\x08\"?\n\x0cMinibatchKey\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\"4\n\x12\x41ppliedMinibatches\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\r\n\x05spans\x18\x02 \x03(\x05\"%\n\x11GetAppliedRequest\x12\x10\n\x08task_ids\x18\x01 \x03(\x03\"n\n\x12GetAppliedResponse\x12\x36\n\x07\x61pplied\x18\x01 \x03(\x0b\x32%.elasticdl.pserver.AppliedMinibatches\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07unknown\x18\x03 \x01(\x08\"\x82\x01\n\x15PushGradientsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x33\n\x10\x64\x65nse_parameters\x18\x04 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"7\n\x12\x45xportShardRequest\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x12\n\nnum_shards\x18\x02 \x01(\x05\"E\n\x0eReshardRequest\x12\x0e\n\x06layout\x18\x01 \x01(\x03\x12\x12\n\nnum_shards\x18\x02 \x01(\x05\x12\x0f\n\x07sources\x18\x03 \x03(\t\"T\n\x0fReshardResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x18\n\x10\x64\x65nse_parameters\x18\x02 \x01(\x05\x12\x16\n\x0e\x65mbedding_rows\x18\x03 \x01(\x03\"&\n\x14\x43ommitReshardRequest\x12\x0e\n\x06layout\x18\x01 \x01(\x03\"(\n\x15\x43ommitReshardResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x32\xa6\x08\n\x07Pserver\x12K\n\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12\x62\n\rPushGradients\x12\'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponse\x12w\n\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponse\x12\x65\n\x0eSetLiveWorkers\x12(.elasticdl.pserver.SetLiveWorkersRequest\x1a).elasticdl.pserver.SetLiveWorkersResponse\x12V\n\tSaveModel\x12#.elasticdl.pserver.SaveModelRequest\x1a$.elasticdl.pserver.SaveModelResponse\x12V\n\tGetStatus\x12#.elasticdl.pserver.GetStatusRequest\x1a$.elasticdl.pserver.GetStatusResponse\x12Y\n\nGetApplied\x12$.elasticdl.pserver.GetAppliedRequest\x1a%.elasticdl.pserver.GetAppliedResponse\x12S\n\x0b\x45xportShard\x12%.elasticdl.pserver.ExportShardRequest\x1a\x1d.elasticdl.pserver.Checkpoint\x12P\n\x07Reshard\x12!.elasticdl.pserver.ReshardRequest\x1a\".elasticdl.pserver.ReshardResponse\x12\x62\n\rCommitReshard\x12\'.elasticdl.pserver.CommitReshardRequest\x1a(.elasticdl.pserver.CommitReshardResponseB\x1bZ\x19\x65lasticdl/proto/pserverpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rpserver.proto\x12\x11\x65lasticdl.pserver\"0\n\x10SaveModelRequest\x12\x0b\n\x03\x64ir\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\x03\"!\n\x11SaveModelResponse\x12\x0c\n\x04path\x18\x01 \x01(\t\"\x12\n\x10GetStatusRequest\"{\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x13\n\x0binitialized\x18\x02 \x01(\x08\x12\x10\n\x08restored\x18\x03 \x01(\x08\x12\x18\n\x10restored_version\x18\x04 \x01(\x03\x12\x14\n\x0crestored_dir\x18\x05 \x01(\t\"P\n\x15SetLiveWorkersRequest\x12\x14\n\x0clive_workers\x18\x01 \x01(\x05\x12\x12\n\ngeneration\x18\x02 \x01(\x03\x12\r\n\x05\x66lush\x18\x03 \x01(\x08\")\n\x16SetLiveWorkersResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\"^\n\x06Tensor\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x64ims\x18\x02 \x03(\x03\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\x0c\x12\'\n\x05\x64type\x18\x04 \x01(\x0e\x32\x18.elasticdl.pserver.DType\"\xa3\x01\n\x05Model\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x02 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x44\n\x15\x65mbedding_table_infos\x18\x03 \x03(\x0b\x32%.elasticdl.pserver.EmbeddingTableInfo\x12\x0e\n\x06reinit\x18\x04 \x01(\x08\"D\n\x12\x45mbeddingTableInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03\x64im\x18\x02 \x01(\x03\x12\x13\n\x0binitializer\x18\x03 \x01(\t\"G\n\rIndexedSlices\x12)\n\x06values\x18\x01 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x0b\n\x03ids\x18\x02 \x03(\x03\"8\n\x1bPullEmbeddingVectorsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0b\n\x03ids\x18\x02 \x03(\x03\"G\n\x1cPullEmbeddingVectorsResponse\x12\'\n\x04rows\x18\x01 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xc0\x01\n\x18\x45mbeddingTableCheckpoint\x12\x33\n\x04info\x18\x01 \x01(\x0b\x32%.elasticdl.pserver.EmbeddingTableInfo\x12\x0b\n\x03ids\x18\x02 \x03(\x03\x12)\n\x06values\x18\x03 \x01(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\r\n\x05steps\x18\x04 \x03(\x03\x12(\n\x05slots\x18\x05 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xdb\x02\n\nCheckpoint\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\r\n\x05shard\x18\x02 \x01(\x05\x12\x12\n\nnum_shards\x18\x03 \x01(\x05\x12\x33\n\x10\x64\x65nse_parameters\x18\x04 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x30\n\x05slots\x18\x05 \x03(\x0b\x32!.elasticdl.pserver.ParameterSlots\x12\x11\n\toptimizer\x18\x06 \x01(\t\x12\x45\n\x10\x65mbedding_tables\x18\x07 \x03(\x0b\x32+.elasticdl.pserver.EmbeddingTableCheckpoint\x12\x36\n\x07\x61pplied\x18\x08 \x03(\x0b\x32%.elasticdl.pserver.AppliedMinibatches\x12\x0b\n\x03run\x18\t \x01(\t\x12\x13\n\x0b\x63ut_version\x18\n \x01(\x03\"V\n\x0eParameterSlots\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04step\x18\x02 \x01(\x03\x12(\n\x05slots\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"6\n\x11PushModelResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\"V\n\x1aPullDenseParametersRequest\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\'\n\x05\x64type\x18\x02 \x01(\x0e\x32\x18.elasticdl.pserver.DType\"x\n\x1bPullDenseParametersResponse\x12\x13\n\x0binitialized\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"\xaa\x02\n\x14PushGradientsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12,\n\tgradients\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12=\n\x13\x65mbedding_gradients\x18\x04 \x03(\x0b\x32 .elasticdl.pserver.IndexedSlices\x12\x32\n\tminibatch\x18\x05 \x01(\x0b\x32\x1f.elasticdl.pserver.MinibatchKey\x12\x19\n\x11return_parameters\x18\x06 \x01(\x08\x12\x32\n\x10parameters_dtype\x18\x07 \x01(\x0e\x32\x18.elasticdl.pserver.DType\"?\n\x0cMinibatchKey\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\r\n\x05index\x18\x02 \x01(\x05\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\"4\n\x12\x41ppliedMinibatches\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\r\n\x05spans\x18\x02 \x03(\x05\"%\n\x11GetAppliedRequest\x12\x10\n\x08task_ids\x18\x01 \x03(\x03\"n\n\x12GetAppliedResponse\x12\x36\n\x07\x61pplied\x18\x01 \x03(\x0b\x32%.elasticdl.pserver.AppliedMinibatches\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x0f\n\x07unknown\x18\x03 \x01(\x08\"\x82\x01\n\x15PushGradientsResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x11\n\tduplicate\x18\x03 \x01(\x08\x12\x33\n\x10\x64\x65nse_parameters\x18\x04 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\"7\n\x12\x45xportShardRequest\x12\r\n\x05index\x18\x01 \x01(\x05\x12\x12\n\nnum_shards\x18\x02 \x01(\x05\"E\n\x0eReshardRequest\x12\x0e\n\x06layout\x18\x01 \x01(\x03\x12\x12\n\nnum_shards\x18\x02 \x01(\x05\x12\x0f\n\x07sources\x18\x03 \x03(\t\"T\n\x0fReshardResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12\x18\n\x10\x64\x65nse_parameters\x18\x02 \x01(\x05\x12\x16\n\x0e\x65mbedding_rows\x18\x03 \x01(\x03\"&\n\x14\x43ommitReshardRequest\x12\x0e\n\x06layout\x18\x01 \x01(\x03\"(\n\x15\x43ommitReshardResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03*\"\n\x05\x44Type\x12\x0b\n\x07\x46LOAT32\x10\x00\x12\x0c\n\x08\x42\x46LOAT16\x10\x01\x32\xa6\x08\n\x07Pserver\x12K\n\tPushModel\x12\x18.elasticdl.pserver.Model\x1a$.elasticdl.pserver.PushModelResponse\x12t\n\x13PullDenseParameters\x12-.elasticdl.pserver.PullDenseParametersRequest\x1a..elasticdl.pserver.PullDenseParametersResponse\x12\x62\n\rPushGradients\x12\'.elasticdl.pserver.PushGradientsRequest\x1a(.elasticdl.pserver.PushGradientsResponse\x12w\n\x14PullEmbeddingVectors\x12..elasticdl.pserver.PullEmbeddingVectorsRequest\x1a/.elasticdl.pserver.PullEmbeddingVectorsResponse\x12\x65\n\x0eSetLiveWorkers\x12(.elasticdl.pserver.SetLiveWorkersRequest\x1a).elasticdl.pserver.SetLiveWorkersResponse\x12V\n\tSaveModel\x12#.elasticdl.pserver.SaveModelRequest\x1a$.elasticdl.pserver.SaveModelResponse\x12V\n\tGetStatus\x12#.elasticdl.pserver.GetStatusRequest\x1a$.elasticdl.pserver.GetStatusResponse\x12Y\n\nGetApplied\x12$.elasticdl.pserver.GetAppliedRequest\x1a%.elasticdl.pserver.GetAppliedResponse\x12S\n\x0b\x45xportShard\x12%.elasticdl.pserver.ExportShardRequest\x1a\x1d.elasticdl.pserver.Checkpoint\x12P\n\x07Reshard\x12!.elasticdl.pserver.ReshardRequest\x1a\".elasticdl.pserver.ReshardResponse\x12\x62\n\rCommitReshard\x12\'.elasticdl.pserver.CommitReshardRequest\x1a(.elasticdl.pserver.CommitReshardResponseB\x1bZ\x19\x65lasticdl/proto/pserverpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'pserver_pb2', globals())
@@ -21,6 +21,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z\031elasticdl/proto/pserverpb'
+  _DTYPE._serialized_start=2826
+  _DTYPE._serialized_end=2860
   _SAVEMODELREQUEST._serialized_start=36
   _SAVEMODELREQUEST._serialized_end=84
   _SAVEMODELRESPONSE._serialized_start=86
@@ -34,51 +36,51 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SETLIVEWORKERSRESPONSE._serialized_start=348
   _SETLIVEWORKERSRESPONSE._serialized_end=389
   _TENSOR._serialized_start=391
-  _TENSOR._serialized_end=444
-  _MODEL._serialized_start=447
-  _MODEL._serialized_end=610
-  _EMBEDDINGTABLEINFO._serialized_start=612
-  _EMBEDDINGTABLEINFO._serialized_end=680
-  _INDEXEDSLICES._serialized_start=682
-  _INDEXEDSLICES._serialized_end=753
-  _PULLEMBEDDINGVECTORSREQUEST._serialized_start=755
-  _PULLEMBEDDINGVECTORSREQUEST._serialized_end=811
-  _PULLEMBEDDINGVECTORSRESPONSE._serialized_start=813
-  _PULLEMBEDDINGVECTORSRESPONSE._serialized_end=884
-  _EMBEDDINGTABLECHECKPOINT._serialized_start=887
-  _EMBEDDINGTABLECHECKPOINT._serialized_end=1079
-  _CHECKPOINT._serialized_start=1082
-  _CHECKPOINT._serialized_end=1429
-  _PARAMETERSLOTS._serialized_start=1431
-  _PARAMETERSLOTS._serialized_end=1517
-  _PUSHMODELRESPONSE._serialized_start=1519
-  _PUSHMODELRESPONSE._serialized_end=1573
-  _PULLDENSEPARAMETERSREQUEST._serialized_start=1575
-  _PULLDENSEPARAMETERSREQUEST._serialized_end=1620
-  _PULLDENSEPARAMETERSRESPONSE._serialized_start=1622
-  _PULLDENSEPARAMETERSRESPONSE._serialized_end=1742
-  _PUSHGRADIENTSREQUEST._serialized_start=1745
-  _PUSHGRADIENTSREQUEST._serialized_end=1991
-  _MINIBATCHKEY._serialized_start=1993
-  _MINIBATCHKEY._serialized_end=2056
-  _APPLIEDMINIBATCHES._serialized_start=2058
-  _APPLIEDMINIBATCHES._serialized_end=2110
-  _GETAPPLIEDREQUEST._serialized_start=2112
-  _GETAPPLIEDREQUEST._serialized_end=2149
-  _GETAPPLIEDRESPONSE._serialized_start=2151
-  _GETAPPLIEDRESPONSE._serialized_end=2261
-  _PUSHGRADIENTSRESPONSE._serialized_start=2264
-  _PUSHGRADIENTSRESPONSE._serialized_end=2394
-  _EXPORTSHARDREQUEST._serialized_start=2396
-  _EXPORTSHARDREQUEST._serialized_end=2451
-  _RESHARDREQUEST._serialized_start=2453
-  _RESHARDREQUEST._serialized_end=2522
-  _RESHARDRESPONSE._serialized_start=2524
-  _RESHARDRESPONSE._serialized_end=2608
-  _COMMITRESHARDREQUEST._serialized_start=2610
-  _COMMITRESHARDREQUEST._serialized_end=2648
-  _COMMITRESHARDRESPONSE._serialized_start=2650
-  _COMMITRESHARDRESPONSE._serialized_end=2690
-  _PSERVER._serialized_start=2693
-  _PSERVER._serialized_end=3755
+  _TENSOR._serialized_end=485
+  _MODEL._serialized_start=488
+  _MODEL._serialized_end=651
+  _EMBEDDINGTABLEINFO._serialized_start=653
+  _EMBEDDINGTABLEINFO._serialized_end=721
+  _INDEXEDSLICES._serialized_start=723
+  _INDEXEDSLICES._serialized_end=794
+  _PULLEMBEDDINGVECTORSREQUEST._serialized_start=796
+  _PULLEMBEDDINGVECTORSREQUEST._serialized_end=852
+  _PULLEMBEDDINGVECTORSRESPONSE._serialized_start=854
+  _PULLEMBEDDINGVECTORSRESPONSE._serialized_end=925
+  _EMBEDDINGTABLECHECKPOINT._serialized_start=928
+  _EMBEDDINGTABLECHECKPOINT._serialized_end=1120
+  _CHECKPOINT._serialized_start=1123
+  _CHECKPOINT._serialized_end=1470
+  _PARAMETERSLOTS._serialized_start=1472
+  _PARAMETERSLOTS._serialized_end=1558
+  _PUSHMODELRESPONSE._serialized_start=1560
+  _PUSHMODELRESPONSE._serialized_end=1614
+  _PULLDENSEPARAMETERSREQUEST._serialized_start=1616
+  _PULLDENSEPARAMETERSREQUEST._serialized_end=1702
+  _PULLDENSEPARAMETERSRESPONSE._serialized_start=1704
+  _PULLDENSEPARAMETERSRESPONSE._serialized_end=1824
+  _PUSHGRADIENTSREQUEST._serialized_start=1827
+  _PUSHGRADIENTSREQUEST._serialized_end=2125
+  _MINIBATCHKEY._serialized_start=2127
+  _MINIBATCHKEY._serialized_end=2190
+  _APPLIEDMINIBATCHES._serialized_start=2192
+  _APPLIEDMINIBATCHES._serialized_end=2244
+  _GETAPPLIEDREQUEST._serialized_start=2246
+  _GETAPPLIEDREQUEST._serialized_end=2283
+  _GETAPPLIEDRESPONSE._serialized_start=2285
+  _GETAPPLIEDRESPONSE._serialized_end=2395
+  _PUSHGRADIENTSRESPONSE._serialized_start=2398
+  _PUSHGRADIENTSRESPONSE._serialized_end=2528
+  _EXPORTSHARDREQUEST._serialized_start=2530
+  _EXPORTSHARDREQUEST._serialized_end=2585
+  _RESHARDREQUEST._serialized_start=2587
+  _RESHARDREQUEST._serialized_end=2656
+  _RESHARDRESPONSE._serialized_start=2658
+  _RESHARDRESPONSE._serialized_end=2742
+  _COMMITRESHARDREQUEST._serialized_start=2744
+  _COMMITRESHARDREQUEST._serialized_end=2782
+  _COMMITRESHARDRESPONSE._serialized_start=2784
+  _COMMITRESHARDRESPONSE._serialized_end=2824
+  _PSERVER._serialized_start=2863
+  _PSERVER._serialized_end=3925
 # @@protoc_insertion_point(module_scope)
