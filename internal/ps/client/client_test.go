@@ -693,31 +693,52 @@ func setGrads(params []*nn.Param, v float32) {
 // BenchmarkPushPull measures one training step's traffic for a 4 MiB model
 // (4 tensors of 256Ki float32): push the gradients, pull the new values.
 // MB/s counts both directions (8 MiB per step).
+// BenchmarkPushPull moves a 4 MiB model (4 x 512x512 float32) to the PS
+// and back: "push+pull" as two calls; "push-return" as one push answered
+// with the parameters (what an async worker does), in float32 and in
+// bfloat16. MB/s counts the float32 bytes of both directions, whatever
+// travels.
 func BenchmarkPushPull(b *testing.B) {
 	for _, numPS := range []int{1, 2} {
-		b.Run(fmt.Sprintf("ps=%d", numPS), func(b *testing.B) {
-			_, addrs := startCluster(b, numPS, 1e-6)
-			c := dial(b, addrs)
-			ctx := context.Background()
-			var model []*nn.Param
-			for i := range 4 {
-				model = append(model, param(fmt.Sprintf("w%d", i), []int{512, 512}))
-			}
-			if err := c.PushModel(ctx, model); err != nil {
-				b.Fatal(err)
-			}
-			setGrads(model, 1)
-			b.SetBytes(2 * 4 * 4 * 512 * 512)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
+		for _, mode := range []string{"push+pull", "push-return", "push-return-bf16"} {
+			b.Run(fmt.Sprintf("ps=%d/%s", numPS, mode), func(b *testing.B) {
+				_, addrs := startCluster(b, numPS, 1e-6)
+				dtype := pserverpb.DType_FLOAT32
+				if mode == "push-return-bf16" {
+					dtype = pserverpb.DType_BFLOAT16
+				}
+				c, err := Dial(context.Background(), addrs, WithTransportDType(dtype))
+				if err != nil {
 					b.Fatal(err)
 				}
-				if changed, err := c.Pull(ctx, model); err != nil || !changed {
-					b.Fatal(changed, err)
+				b.Cleanup(func() { c.Close() })
+				ctx := context.Background()
+				var model []*nn.Param
+				for i := range 4 {
+					model = append(model, param(fmt.Sprintf("w%d", i), []int{512, 512}))
 				}
-			}
-		})
+				if err := c.PushModel(ctx, model); err != nil {
+					b.Fatal(err)
+				}
+				setGrads(model, 1)
+				b.SetBytes(2 * 4 * 4 * 512 * 512)
+				b.ReportAllocs()
+				for b.Loop() {
+					if mode != "push+pull" {
+						if r, err := c.StartPush(ctx, PushRequest{Params: model, ReturnParameters: true}).Wait(); err != nil || !r.Fresh {
+							b.Fatal(r, err)
+						}
+						continue
+					}
+					if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
+						b.Fatal(err)
+					}
+					if changed, err := c.Pull(ctx, model); err != nil || !changed {
+						b.Fatal(changed, err)
+					}
+				}
+			})
+		}
 	}
 }
 
