@@ -59,10 +59,12 @@ func BenchmarkLocalJob(b *testing.B) {
 	strategies := map[string][]string{
 		"ps":         {"--num_ps_pods=1"},
 		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
+		"ps-bf16":    {"--num_ps_pods=1", "--transport_dtype=bfloat16"},
+		"ps-fast":    {"--num_ps_pods=1", "--overlap_push", "--transport_dtype=bfloat16"},
 		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
 	}
 	for _, model := range []string{"mlp", "cnn"} {
-		for _, strategy := range []string{"ps", "ps-overlap", "allreduce"} {
+		for _, strategy := range []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"} {
 			for _, workers := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%s/workers=%d", model, strategy, workers), func(b *testing.B) {
 					localJob(b, bin, append([]string{"--model_def=fashion_mnist." + model, fmt.Sprintf("--num_workers=%d", workers)},

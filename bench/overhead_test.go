@@ -21,7 +21,8 @@ import (
 // AllReduce ring of one), then the bare steps again. Reported: bare
 // records/s (the mean of both), the job's records/s, and job/bare (issue 9
 // target for the AllReduce mlp: >= 0.85; issue 13 for PS: mlp >= 0.6, cnn
-// >= 0.9; ps-overlap is PS with --overlap_push). The bare steps run with the worker's settings: run it with
+// >= 0.9; ps-overlap is PS with --overlap_push, ps-bf16 with
+// --transport_dtype=bfloat16, ps-fast with both). The bare steps run with the worker's settings: run it with
 // OPENBLAS_NUM_THREADS=1 and the BLAS tags of the job's binary:
 //
 //	OPENBLAS_NUM_THREADS=1 go test -tags "$(hack/blas-tags.sh)" ./bench -run '^$' -bench JobOverhead -benchtime 1x
@@ -41,9 +42,11 @@ func BenchmarkJobOverhead(b *testing.B) {
 	strategies := map[string][]string{
 		"ps":         {"--num_ps_pods=1"},
 		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
+		"ps-bf16":    {"--num_ps_pods=1", "--transport_dtype=bfloat16"},
+		"ps-fast":    {"--num_ps_pods=1", "--overlap_push", "--transport_dtype=bfloat16"},
 		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
 	}
-	for _, strategy := range []string{"ps", "ps-overlap", "allreduce"} {
+	for _, strategy := range []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"} {
 		for _, name := range []string{"mlp", "cnn"} {
 			b.Run(strategy+"/"+name, func(b *testing.B) {
 				spec, err := reg.Lookup("fashion_mnist." + name)
