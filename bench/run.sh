@@ -19,6 +19,11 @@ go test ./bench -run '^$' -bench EmbeddingMemory -benchtime 1x
 echo "== task dispatcher, data reader"
 go test -run '^$' -bench GetReport ./internal/master/task
 go test -run '^$' -bench IDXRead -benchtime 2s -cpu 1 ./data
+echo "== issue 13: one-thread steps against PyTorch, 1-worker jobs against bare compute, the whole cnn job against PyTorch, the master with 1,000 workers"
+GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 go test -tags openblas ./bench -run '^$' -bench KernelsVsTorch -benchtime 3s -count 2
+OPENBLAS_NUM_THREADS=1 go test -tags openblas ./bench -run '^$' -bench 'JobOverhead' -benchtime 1x
+OPENBLAS_NUM_THREADS=1 go test -tags openblas ./bench -run '^$' -bench WholeJobVsTorch -benchtime 1x -count 2
+go test ./bench -run '^$' -bench MasterScale -benchtime 1x -v
 echo "== PyTorch workers: a training loop with the SDK against the same loop without it"
 go test ./bench -run '^$' -bench PyTorchWorker -benchtime 1x -count 3
 echo "== collective: ring allreduce against torch.distributed gloo, 2 and 3 processes, 1/16/64 MiB"
