@@ -45,6 +45,26 @@ func benchTags() string {
 	return tags
 }
 
+// strategyNames are the ways a benchmarked job distributes its training,
+// in the order they are run; strategyArgs gives each one's flags.
+var strategyNames = []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"}
+
+func strategyArgs(name string) []string {
+	switch name {
+	case "ps":
+		return []string{"--num_ps_pods=1"}
+	case "ps-overlap":
+		return []string{"--num_ps_pods=1", "--overlap_push"}
+	case "ps-bf16":
+		return []string{"--num_ps_pods=1", "--transport_dtype=bfloat16"}
+	case "ps-fast":
+		return []string{"--num_ps_pods=1", "--overlap_push", "--transport_dtype=bfloat16"}
+	case "allreduce":
+		return []string{"--distribution_strategy=AllreduceStrategy"}
+	}
+	panic("bench: unknown strategy " + name)
+}
+
 // BenchmarkLocalJob runs one training epoch of Fashion-MNIST on the local
 // backend with 1 and 2 workers and 1 PS, and reports the training
 // throughput the job measured itself (records/s between the first task
@@ -56,19 +76,12 @@ func BenchmarkLocalJob(b *testing.B) {
 		b.Skip("Fashion-MNIST not installed")
 	}
 	bin := benchBinary(b)
-	strategies := map[string][]string{
-		"ps":         {"--num_ps_pods=1"},
-		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
-		"ps-bf16":    {"--num_ps_pods=1", "--transport_dtype=bfloat16"},
-		"ps-fast":    {"--num_ps_pods=1", "--overlap_push", "--transport_dtype=bfloat16"},
-		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
-	}
 	for _, model := range []string{"mlp", "cnn"} {
-		for _, strategy := range []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"} {
+		for _, strategy := range strategyNames {
 			for _, workers := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%s/workers=%d", model, strategy, workers), func(b *testing.B) {
 					localJob(b, bin, append([]string{"--model_def=fashion_mnist." + model, fmt.Sprintf("--num_workers=%d", workers)},
-						strategies[strategy]...))
+						strategyArgs(strategy)...))
 				})
 			}
 		}

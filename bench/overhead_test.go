@@ -39,14 +39,7 @@ func BenchmarkJobOverhead(b *testing.B) {
 	if err := zoo.Register(reg); err != nil {
 		b.Fatal(err)
 	}
-	strategies := map[string][]string{
-		"ps":         {"--num_ps_pods=1"},
-		"ps-overlap": {"--num_ps_pods=1", "--overlap_push"},
-		"ps-bf16":    {"--num_ps_pods=1", "--transport_dtype=bfloat16"},
-		"ps-fast":    {"--num_ps_pods=1", "--overlap_push", "--transport_dtype=bfloat16"},
-		"allreduce":  {"--distribution_strategy=AllreduceStrategy"},
-	}
-	for _, strategy := range []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"} {
+	for _, strategy := range strategyNames {
 		for _, name := range []string{"mlp", "cnn"} {
 			b.Run(strategy+"/"+name, func(b *testing.B) {
 				spec, err := reg.Lookup("fashion_mnist." + name)
@@ -57,7 +50,7 @@ func BenchmarkJobOverhead(b *testing.B) {
 				var job float64
 				for i := 0; i < b.N; i++ {
 					job += jobRecordsPerSecond(b, bin, append([]string{"--model_def=fashion_mnist." + name, "--num_workers=1",
-						"--num_epochs=3"}, strategies[strategy]...))
+						"--num_epochs=3"}, strategyArgs(strategy)...))
 				}
 				job /= float64(b.N)
 				after := bareRecordsPerSecond(b, spec, 5*time.Second)
