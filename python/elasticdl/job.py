@@ -241,6 +241,11 @@ class Job:
                 try:
                     self._master(self._report, report, "report task %d" % task.id)
                 except grpc.RpcError as e:
+                    if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                        # What this worker sends does not fit the job (e.g.
+                        # a prediction with another number of classes than
+                        # --num_classes): retrying cannot help.
+                        raise ElasticDLError("the master refused the report of task %d: %s" % (task.id, e.details())) from None
                     if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
                         raise
                     # The master took the task back (a timeout): nothing lost.

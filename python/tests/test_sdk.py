@@ -61,22 +61,28 @@ class PS:
 class Master:
     """A scripted master: hands out tasks in order, then DONE; records reports."""
 
-    def __init__(self, tasks):
+    def __init__(self, tasks, refuse=None):
         self.tasks = list(tasks)
         self.reports, self.metrics = [], []
+        self.refuse = refuse  # a report refused with INVALID_ARGUMENT and this message
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(4))
         h = lambda fn, req, resp: grpc.unary_unary_rpc_method_handler(
             fn, request_deserializer=req.FromString, response_serializer=resp.SerializeToString)
         self.server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("elasticdl.master.Master", {
             "GetTask": h(self.get_task, mpb.GetTaskRequest, mpb.GetTaskResponse),
-            "ReportTaskResult": h(lambda r, c: (self.reports.append(r), mpb.ReportTaskResultResponse())[1],
-                                  mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse),
+            "ReportTaskResult": h(self.report, mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse),
             "ReportEvaluationMetrics": h(lambda r, c: (self.metrics.append(r), mpb.ReportEvaluationMetricsResponse())[1],
                                          mpb.ReportEvaluationMetricsRequest, mpb.ReportEvaluationMetricsResponse),
             "Heartbeat": h(lambda r, c: mpb.HeartbeatResponse(), mpb.HeartbeatRequest, mpb.HeartbeatResponse),
         })])
         self.addr = "127.0.0.1:%d" % self.server.add_insecure_port("127.0.0.1:0")
         self.server.start()
+
+    def report(self, req, ctx):
+        if self.refuse:
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, self.refuse)
+        self.reports.append(req)
+        return mpb.ReportTaskResultResponse()
 
     def get_task(self, req, ctx):
         if not self.tasks:
@@ -120,11 +126,11 @@ class SDKTest(unittest.TestCase):
         for c in reversed(self.cleanup):
             c()
 
-    def job(self, tasks, ps=None, minibatch_size=4, **kw):
+    def job(self, tasks, ps=None, minibatch_size=4, refuse=None, **kw):
         if ps is None:
             ps = PS()
             self.cleanup.append(ps.stop)
-        m = Master(tasks)
+        m = Master(tasks, refuse=refuse)
         self.cleanup.append(m.stop)
         j = elasticdl.Job(m.addr, 0, [ps.addr], minibatch_size=minibatch_size, timeout=10, **kw)
         self.cleanup.append(j.close)
@@ -154,6 +160,19 @@ class SDKTest(unittest.TestCase):
         view.pull()
         for n, a in mine.items():
             np.testing.assert_array_equal(view.params[n], a, err_msg=n)
+
+    def test_refused_report_is_a_clear_error(self):
+        # The master refuses a report that cannot fit the job (a predict
+        # job's --num_classes against what the model outputs): the worker
+        # stops with the master's reason rather than a raw gRPC error.
+        why = "prediction of task 1 has 2 classes per record, the job's --num_classes is 10"
+        j, m, _ = self.job([training_task(1, self.csv, 0, 4)], refuse=why)
+        model = Linear()
+        j.register(model)
+        with self.assertRaises(elasticdl.ElasticDLError) as cm:
+            self.train(j, model)
+        self.assertIn("the master refused the report of task 1: " + why, str(cm.exception))
+        self.assertEqual(m.reports, [])
 
     def test_redone_task_trains_no_minibatch_twice(self):
         # The same task twice (its first worker "died" after pushing):
