@@ -183,6 +183,11 @@ func TestWorkerValidate(t *testing.T) {
 	if err := w.Validate(); err == nil || !strings.Contains(err.Error(), "$(POD_IP) was not expanded") {
 		t.Errorf("unexpanded pod IP: %v", err)
 	}
+	w = DefaultWorker()
+	w.WorkerID, w.TransportDType = 0, "float16"
+	if err := w.Validate(); err == nil || err.Error() != `--transport_dtype: "float16" is not float32 or bfloat16` {
+		t.Errorf("unknown transport type: %v", err)
+	}
 }
 
 func TestCheckCollectiveAddr(t *testing.T) {
