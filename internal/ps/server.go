@@ -324,10 +324,10 @@ func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDense
 	return resp, nil
 }
 
-// checkDType refuses an element type this server does not know.
+// checkDType refuses an element type this server cannot send.
 func checkDType(d pserverpb.DType) error {
-	if _, ok := pserverpb.DType_name[int32(d)]; !ok {
-		return status.Errorf(codes.InvalidArgument, "unknown element type %d (this PS knows FLOAT32 and BFLOAT16)", d)
+	if err := wire.CheckDType(d); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v (this PS knows FLOAT32 and BFLOAT16)", err)
 	}
 	return nil
 }

@@ -429,3 +429,21 @@ func TestRunBadConfigClosesListener(t *testing.T) {
 	}
 	l2.Close()
 }
+
+// TestUnknownDTypeRefused: a pull or a push asking for parameters in an
+// element type the PS does not know is refused as a whole, and the push's
+// gradients are not applied.
+func TestUnknownDTypeRefused(t *testing.T) {
+	s := newTestServer(t, nil)
+	if _, err := s.PushModel(context.Background(), testModel(0)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.PullDenseParameters(context.Background(), &pserverpb.PullDenseParametersRequest{Version: -1, Dtype: 9})
+	wantCode(t, err, codes.InvalidArgument, "unknown element type 9")
+	_, err = s.PushGradients(context.Background(), &pserverpb.PushGradientsRequest{ReturnParameters: true, ParametersDtype: 9,
+		Gradients: []*pserverpb.Tensor{wire.EncodeTensor("b", []int{2}, []float32{1, 1})}})
+	wantCode(t, err, codes.InvalidArgument, "unknown element type 9")
+	if s.Version() != 0 || s.Parameters()["b"][0] != -1 {
+		t.Errorf("version %d, b %v: the refused push was applied", s.Version(), s.Parameters()["b"])
+	}
+}

@@ -62,6 +62,13 @@ func EncodeTensorAs(t *pserverpb.Tensor, name string, shape []int, data []float3
 	}
 }
 
+// CheckDType reports an element type this package cannot encode or
+// decode: the one check behind the PS's answers and the client's option.
+func CheckDType(dtype pserverpb.DType) error {
+	_, err := elementSize(dtype)
+	return err
+}
+
 // elementSize is the bytes of one element of dtype on the wire.
 func elementSize(dtype pserverpb.DType) (int, error) {
 	switch dtype {

@@ -84,22 +84,33 @@ func TestOverlapPushBFloat16(t *testing.T) {
 	}
 }
 
+// TestPSKilled kills the PS (-9) of a job without checkpoints, with the
+// default communication and with pushes in flight while the next
+// minibatch computes, in bfloat16 (a push may be on its way when the PS
+// dies: its worker re-initializes the relaunched shard and pushes again).
 func TestPSKilled(t *testing.T) {
 	needData(t)
-	j := startJob(t, mlpArgs("1")...)
-	j.killPS(10000)
-	s := j.succeeded(5 * time.Minute)
-	assertExactlyOnce(t, s, 1, 60000)
-	if s.PS.Lost != 1 || s.PS.Launched != 2 {
-		t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
-	}
-	// The relaunched PS restarts from a worker's current parameters,
-	// which hold an unknown mix of minibatches: the ledger says so.
-	if len(s.PS.AppliedUnknown) != 1 || s.PS.AppliedUnknown[0] != 0 {
-		t.Errorf("ps applied_unknown %v, want [0]", s.PS.AppliedUnknown)
-	}
-	if s.Eval == nil || s.Eval.Accuracy < 0.78 {
-		t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
+	for name, extra := range map[string][]string{
+		"default":               nil,
+		"overlap_push,bfloat16": {"--overlap_push", "--transport_dtype=bfloat16"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			j := startJob(t, append(mlpArgs("1"), extra...)...)
+			j.killPS(10000)
+			s := j.succeeded(5 * time.Minute)
+			assertExactlyOnce(t, s, 1, 60000)
+			if s.PS.Lost != 1 || s.PS.Launched != 2 {
+				t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
+			}
+			// The relaunched PS restarts from a worker's current parameters,
+			// which hold an unknown mix of minibatches: the ledger says so.
+			if len(s.PS.AppliedUnknown) != 1 || s.PS.AppliedUnknown[0] != 0 {
+				t.Errorf("ps applied_unknown %v, want [0]", s.PS.AppliedUnknown)
+			}
+			if s.Eval == nil || s.Eval.Accuracy < 0.78 {
+				t.Errorf("eval %+v, want accuracy >= 0.78", s.Eval)
+			}
+		})
 	}
 }
 

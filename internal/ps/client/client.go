@@ -159,8 +159,8 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	if o.minBackoff <= 0 || o.maxBackoff < o.minBackoff {
 		return nil, fmt.Errorf("ps client: bad backoff %v..%v", o.minBackoff, o.maxBackoff)
 	}
-	if _, ok := pserverpb.DType_name[int32(o.dtype)]; !ok {
-		return nil, fmt.Errorf("ps client: unknown transport element type %d", o.dtype)
+	if err := wire.CheckDType(o.dtype); err != nil {
+		return nil, fmt.Errorf("ps client: transport: %w", err)
 	}
 	dialOpts := append(rpc.DialOptions(), o.dialOpts...)
 	c := &Client{opts: o}
