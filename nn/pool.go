@@ -170,7 +170,7 @@ func (p *MaxPool2D) forward2(xd []float32, n, h, w, c, oh, ow int) {
 func (p *MaxPool2D) backward2(dy []float32) bool {
 	n, h, w, c := p.inShape[0], p.inShape[1], p.inShape[2], p.inShape[3]
 	oh, ow := h/2, w/2
-	if n == 0 || oh == 0 || !kernels.Enabled || c%8 != 0 {
+	if n == 0 || oh == 0 {
 		return false
 	}
 	dx := p.dx.Data
@@ -178,7 +178,11 @@ func (p *MaxPool2D) backward2(dy []float32) bool {
 	for b := 0; b < n; b++ {
 		for i := 0; i < oh; i++ {
 			b0 := (b*h + 2*i) * w * c
-			kernels.MaxPool2x2BackRow(dx[b0:], dx[b0+w*c:], dy[o:], p.argmax[o:], ow, c, w*c, b0)
+			// Whether the kernel applies is the same for every row, so
+			// only the first one, before anything is written, can refuse.
+			if !kernels.MaxPool2x2BackRow(dx[b0:], dx[b0+w*c:], dy[o:], p.argmax[o:], ow, c, w*c, b0) {
+				return false
+			}
 			o += ow * c
 		}
 	}

@@ -21,14 +21,9 @@ func maxPool2x2RowAVX2(r0, r1, out *float32, idx *int32, ow, c, rowLen int, base
 // doing nothing, when the kernel does not apply: not Enabled, c%8 != 0,
 // or an empty row.
 func MaxPool2x2Row(r0, r1, out []float32, idx []int32, ow, c, rowLen, base int) bool {
-	if !Enabled || c%8 != 0 || ow <= 0 || c <= 0 {
+	if !poolRowApplies(r0, r1, out, idx, ow, c) {
 		return false
 	}
-	// The bounds the kernel relies on, checked once per row.
-	_ = r0[2*ow*c-1]
-	_ = r1[2*ow*c-1]
-	_ = out[ow*c-1]
-	_ = idx[ow*c-1]
 	maxPool2x2RowAVX2(&r0[0], &r1[0], &out[0], &idx[0], ow, c, rowLen, int32(base))
 	return true
 }
@@ -42,13 +37,24 @@ func maxPool2x2BackRowAVX2(r0, r1, dy *float32, idx *int32, ow, c, rowLen int, b
 // names the input, 0 elsewhere) and reports false, doing nothing, when the
 // kernel does not apply (as MaxPool2x2Row).
 func MaxPool2x2BackRow(r0, r1, dy []float32, idx []int32, ow, c, rowLen, base int) bool {
+	if !poolRowApplies(r0, r1, dy, idx, ow, c) {
+		return false
+	}
+	maxPool2x2BackRowAVX2(&r0[0], &r1[0], &dy[0], &idx[0], ow, c, rowLen, int32(base))
+	return true
+}
+
+// poolRowApplies reports whether the pooling kernels apply to a row of ow
+// windows of c channels (Enabled, c%8 == 0, a non-empty row) and then
+// checks, once per row, the bounds they rely on: 2*ow*c floats in each
+// input row r0 and r1, ow*c in the output row v and its indices idx.
+func poolRowApplies(r0, r1, v []float32, idx []int32, ow, c int) bool {
 	if !Enabled || c%8 != 0 || ow <= 0 || c <= 0 {
 		return false
 	}
 	_ = r0[2*ow*c-1]
 	_ = r1[2*ow*c-1]
-	_ = dy[ow*c-1]
+	_ = v[ow*c-1]
 	_ = idx[ow*c-1]
-	maxPool2x2BackRowAVX2(&r0[0], &r1[0], &dy[0], &idx[0], ow, c, rowLen, int32(base))
 	return true
 }
