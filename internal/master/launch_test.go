@@ -14,22 +14,16 @@ import (
 )
 
 // batchBackend is a fakeBackend that launches batches (as the Kubernetes
-// backend does, in parallel); fail, when set, is what a spec's launch returns.
+// backend does, in parallel); each spec goes through Launch (launchErr).
 type batchBackend struct {
 	*fakeBackend
 	batches [][]cluster.InstanceSpec
-	fail    func(cluster.InstanceSpec) error
 }
 
 func (b *batchBackend) LaunchBatch(ctx context.Context, specs []cluster.InstanceSpec) []error {
 	b.batches = append(b.batches, specs)
 	errs := make([]error, len(specs))
 	for i, s := range specs {
-		if b.fail != nil {
-			if errs[i] = b.fail(s); errs[i] != nil {
-				continue
-			}
-		}
 		errs[i] = b.Launch(ctx, s)
 	}
 	return errs
@@ -88,12 +82,14 @@ func TestInitialWorkersLaunchedInOneBatch(t *testing.T) {
 }
 
 func TestBatchLaunchFailureFailsTheJob(t *testing.T) {
-	bb := &batchBackend{fakeBackend: newFakeBackend(), fail: func(s cluster.InstanceSpec) error {
+	fb := newFakeBackend()
+	fb.launchErr = func(s cluster.InstanceSpec) error {
 		if s.Role == cluster.Worker && s.Index >= 3 {
 			return errors.New("quota exceeded")
 		}
 		return nil
-	}}
+	}
+	bb := &batchBackend{fakeBackend: fb}
 	m := newBatchMaster(t, bb)
 	m.step(context.Background(), job.Start{})
 	err := m.jobErr()

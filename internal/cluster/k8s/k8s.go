@@ -434,12 +434,18 @@ func (b *Backend) graceSeconds() int64 {
 	return int64((b.cfg.GracePeriod + time.Second - 1) / time.Second)
 }
 
-func (b *Backend) deletePod(ctx context.Context, name string) error {
+// deleteOptions are a pod delete's options: GracePeriod, where set.
+func (b *Backend) deleteOptions() metav1.DeleteOptions {
 	opts := metav1.DeleteOptions{}
 	if b.cfg.GracePeriod > 0 {
 		g := b.graceSeconds()
 		opts.GracePeriodSeconds = &g
 	}
+	return opts
+}
+
+func (b *Backend) deletePod(ctx context.Context, name string) error {
+	opts := b.deleteOptions()
 	err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).Delete(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("k8s: delete pod %s: %w", name, err)
@@ -568,11 +574,7 @@ func (b *Backend) Close(ctx context.Context) error {
 // without deletecollection on pods) or fails, it deletes names, the pods it
 // knows of, one call each.
 func (b *Backend) deletePods(ctx context.Context, names map[string]bool) error {
-	opts := metav1.DeleteOptions{}
-	if b.cfg.GracePeriod > 0 {
-		g := b.graceSeconds()
-		opts.GracePeriodSeconds = &g
-	}
+	opts := b.deleteOptions()
 	err := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace).DeleteCollection(ctx, opts, metav1.ListOptions{LabelSelector: b.selector})
 	if err == nil {
 		return nil
