@@ -489,10 +489,9 @@ type PendingPush struct {
 
 // shardPush is one shard's part of a pending push.
 type shardPush struct {
-	s                   *shardConn
-	accepted, duplicate bool
-	resp                *pserverpb.PushGradientsResponse
-	err                 error
+	s    *shardConn
+	resp *pserverpb.PushGradientsResponse // nil on error
+	err  error
 }
 
 // StartPush encodes a push's gradients and sends them to their shards in
@@ -540,7 +539,7 @@ func (c *Client) StartPush(ctx context.Context, req PushRequest) *PendingPush {
 		p.shards = append(p.shards, sp)
 		p.wg.Go(func() {
 			defer s.pushMu.Unlock()
-			sp.accepted, sp.duplicate, sp.resp, sp.err = c.pushShard(ctx, s, group, rows[i], req.WorkerID, req.Key, version, req.ReturnParameters)
+			sp.resp, sp.err = c.pushShard(ctx, s, group, rows[i], req.WorkerID, req.Key, version, req.ReturnParameters)
 		})
 	}
 	return p
@@ -564,7 +563,7 @@ func (p *PendingPush) Wait() (PushResult, error) {
 			errs = append(errs, sp.err)
 			continue
 		}
-		r.Accepted, r.Duplicate = r.Accepted && sp.accepted, r.Duplicate || sp.duplicate
+		r.Accepted, r.Duplicate = r.Accepted && sp.resp.GetAccepted(), r.Duplicate || sp.resp.GetDuplicate()
 		if p.req.ReturnParameters && p.c.adopt(sp.s, sp.resp, p.l) {
 			answered[sp.s.index] = true
 		}
@@ -707,7 +706,7 @@ func (s *shardConn) encodeGrads(group []*nn.Param, dtype pserverpb.DType) error 
 // caller holds s.pushMu), tagged with computedOn (-2: the version the
 // client holds when sending).
 func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int,
-	key *pserverpb.MinibatchKey, computedOn int64, returnParams bool) (accepted, duplicate bool, resp *pserverpb.PushGradientsResponse, err error) {
+	key *pserverpb.MinibatchKey, computedOn int64, returnParams bool) (resp *pserverpb.PushGradientsResponse, err error) {
 	grads := s.pushBuf[:len(group)]
 	bo := c.newBackoff()
 	reinits := 0
@@ -728,23 +727,23 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 			// are what these gradients were computed on, then push again.
 			if len(group) == 0 { // a sparse-only push
 				if err := c.initEmpty(ctx, s, &reinits, bo); err != nil {
-					return false, false, nil, err
+					return nil, err
 				}
 				continue
 			}
 			if !have {
-				return false, false, nil, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
+				return nil, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
 			}
 			if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
-				return false, false, nil, err
+				return nil, err
 			}
 			continue
 		}
 		if err != nil {
-			return false, false, nil, err
+			return nil, err
 		}
 		s.rejected = !resp.GetAccepted()
-		return resp.GetAccepted(), resp.GetDuplicate(), resp, nil
+		return resp, nil
 	}
 }
 
