@@ -757,7 +757,12 @@ func (c *Client) call(ctx context.Context, s *shardConn, op string, rpc func(con
 		if err == nil {
 			return nil
 		}
-		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+		if cerr := ctx.Err(); cerr != nil {
+			// The caller's deadline or cancellation ended the call: say so
+			// in a way errors.Is sees, whatever status gRPC reported.
+			return fmt.Errorf("ps shard %d (%s): %s: %w (%w)", s.index, s.addr, op, cerr, err)
+		}
+		if status.Code(err) != codes.Unavailable {
 			return fmt.Errorf("ps shard %d (%s): %s: %w", s.index, s.addr, op, err)
 		}
 		c.opts.log.Debug("PS shard unavailable; retrying", "shard", s.index, "addr", s.addr, "op", op, "err", err)
