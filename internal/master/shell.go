@@ -190,13 +190,20 @@ func (m *Master) launch(ctx context.Context, ls []job.Launch) bool {
 		specs[i] = m.instanceSpec(l)
 	}
 	if bl, ok := m.backend.(batchLauncher); ok && len(specs) > 1 {
-		for i, err := range bl.LaunchBatch(ctx, specs) {
-			if err != nil {
-				m.step(ctx, job.LaunchFailed{Launch: ls[i], Err: fmt.Errorf("launch %s: %w", specs[i].Name(), err)})
-				return false
+		errs := bl.LaunchBatch(ctx, specs)
+		first := slices.IndexFunc(errs, func(err error) bool { return err != nil })
+		if first < 0 {
+			return true
+		}
+		// The core judges the first failure; the others of the batch were
+		// tried too and are logged, not dropped.
+		for i := first + 1; i < len(errs); i++ {
+			if errs[i] != nil {
+				m.log.Warn("launch failed in the same batch", "instance", specs[i].Name(), "err", errs[i])
 			}
 		}
-		return true
+		m.step(ctx, job.LaunchFailed{Launch: ls[first], Err: fmt.Errorf("launch %s: %w", specs[first].Name(), errs[first])})
+		return false
 	}
 	for i, spec := range specs {
 		if err := m.backend.Launch(ctx, spec); err != nil {
