@@ -24,6 +24,9 @@ type Job struct {
 	Submitted float64 `json:"submitted"`
 	// Started is when its first training task was reported done.
 	Started float64 `json:"started"`
+	// Trained is when its last training task was reported done: its
+	// workers only exit after it.
+	Trained float64 `json:"trained,omitempty"`
 	// Ended is when its master Job was seen complete.
 	Ended float64 `json:"ended"`
 	// AdmissionWait is how long a gang job waited to be admitted whole.

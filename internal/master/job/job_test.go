@@ -617,3 +617,31 @@ func TestMaxRunningAndSnapshot(t *testing.T) {
 		t.Fatalf("snapshot %+v", s)
 	}
 }
+
+// The summary times the first and the last training task reported done;
+// other reports and a failed task move neither.
+func TestSummaryTimesFirstAndLastTrainedTask(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.ValidationData, c.ValidationRecords = "val", 1000 })
+	start := h.now
+	if s := h.summary(); s.FirstTaskTrainedAt != nil || s.LastTaskTrainedAt != nil {
+		t.Fatalf("before any report: first %v, last %v", s.FirstTaskTrainedAt, s.LastTaskTrainedAt)
+	}
+	t1, t2 := h.get(0), h.get(1)
+	h.advance(time.Second)
+	h.train(0, t1, 1)
+	h.advance(time.Second)
+	h.step(ReportTask{Worker: 1, TaskID: t2.ID, Result: task.Result{Err: "boom"}})
+	t2 = h.get(1)
+	h.advance(time.Second)
+	h.train(1, t2, 2)
+	h.advance(time.Second)
+	e := h.get(0)
+	h.evaluate(0, e, 2, 1)
+	s := h.summary()
+	if s.FirstTaskTrainedAt == nil || !s.FirstTaskTrainedAt.Equal(start.Add(time.Second)) {
+		t.Errorf("first task trained at %v, want %v", s.FirstTaskTrainedAt, start.Add(time.Second))
+	}
+	if s.LastTaskTrainedAt == nil || !s.LastTaskTrainedAt.Equal(start.Add(3*time.Second)) {
+		t.Errorf("last task trained at %v, want %v", s.LastTaskTrainedAt, start.Add(3*time.Second))
+	}
+}

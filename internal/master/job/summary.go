@@ -43,6 +43,9 @@ type Summary struct {
 	// FirstTaskTrainedAt is when the first training task was reported
 	// done (wall clock, UTC): how soon an elastic job made progress.
 	FirstTaskTrainedAt *time.Time `json:"first_task_trained_at,omitempty"`
+	// LastTaskTrainedAt is when the last training task was reported done:
+	// the job's workers are idle after it, however long they take to exit.
+	LastTaskTrainedAt *time.Time `json:"last_task_trained_at,omitempty"`
 	// AdmissionWaitSeconds is how long a gang job (--gang) waited until
 	// all its pods fitted at once, before it launched any.
 	AdmissionWaitSeconds float64 `json:"admission_wait_seconds,omitempty"`

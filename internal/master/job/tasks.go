@@ -135,10 +135,11 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		if res.Corrupt > 0 {
 			j.applied.corrupt[info.ID] = res.Corrupt
 		}
+		t := now.UTC()
 		if j.summary.FirstTaskTrainedAt == nil {
-			t := now.UTC()
 			j.summary.FirstTaskTrainedAt = &t
 		}
+		j.summary.LastTaskTrainedAt = &t
 		j.announceEpochs()
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
 		j.trainedAt(now)
