@@ -81,6 +81,8 @@ func TestCommands(t *testing.T) {
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--sync_version_tolerance=-1"}, 2, "", "--sync_version_tolerance=-1"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--lr_staleness_modulation"}, 2, "", "async SGD only"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--transport_dtype=float16"}, 2, "", `--transport_dtype: "float16" is not float32 or bfloat16`},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--ps_transport=http"}, 2, "", `--ps_transport: "http" is not direct or grpc`},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--ps_transport=grpc"}, 2, "", "--ps_transport: is a parameter-server setting"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--transport_dtype=bfloat16"}, 2, "", "parameter-server settings; the ring moves float32"},
 		{[]string{"train", "--worker_command=python3 train.py", "--optimizer=sgd", "--training_data=x", "--output=o", "--transport_dtype=bfloat16"}, 2, "", "--transport_dtype: the Python SDK sends and takes float32"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--distribution_strategy=Mirrored"}, 2, "", `--distribution_strategy: "Mirrored" is not`},

@@ -50,6 +50,7 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		Sync:                     !f.UseAsync,
 		OverlapPush:              f.OverlapPush,
 		TransportDType:           pserverpb.DType_FLOAT32,
+		PSOverGRPC:               f.PSTransport == roleflags.PSTransportGRPC,
 	}
 	if f.TransportDType == roleflags.DTypeBFloat16 {
 		cfg.TransportDType = pserverpb.DType_BFLOAT16

@@ -73,6 +73,7 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.Int64Var(&cfg.SyncVersionTolerance, "sync_version_tolerance", cfg.SyncVersionTolerance, "sync SGD: a gradient computed more than this many versions ago is rejected and its minibatch redone")
 	fs.BoolVar(&cfg.LRStalenessModulation, "lr_staleness_modulation", cfg.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
 	fs.StringVar(&cfg.TransportDType, "transport_dtype", cfg.TransportDType, "what dense gradients and parameters travel as between workers and PS: float32, or bfloat16 (half the bytes, each value rounded to 8 significant bits; the PS keep and update float32)")
+	fs.StringVar(&cfg.PSTransport, "ps_transport", cfg.PSTransport, "what carries the workers' pushes and pulls to the PS: direct (plain TCP connections on each PS's port: the same messages with a fraction of gRPC's copies) or grpc (elasticdl workers; the Python SDK always uses gRPC)")
 	fs.BoolVar(&cfg.OverlapPush, "overlap_push", cfg.OverlapPush, "async SGD: each worker computes its next minibatch while the last one's gradients are pushed; faster when communication is the bottleneck, but each gradient is computed on parameters one of the worker's updates older, which costs accuracy (docs/training.md)")
 	fs.StringVar(&cfg.DistributionStrategy, "distribution_strategy", cfg.DistributionStrategy,
 		"ParameterServerStrategy (parameter servers; sparse models) or AllreduceStrategy (no PS: workers average gradients in a ring; dense models)")

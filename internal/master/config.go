@@ -91,6 +91,9 @@ type Config struct {
 	// TransportDType is what dense gradients and parameters travel as
 	// between workers and PS (roleflags.DTypeFloat32 or DTypeBFloat16).
 	TransportDType string
+	// PSTransport is what carries the workers' pushes and pulls
+	// (roleflags.PSTransportDirect or PSTransportGRPC).
+	PSTransport string
 	// OverlapPush (async SGD) has each worker compute its next minibatch
 	// while the last one's gradients are pushed (roleflags.Worker); off by
 	// default, since the extra staleness costs accuracy.
@@ -151,6 +154,7 @@ func DefaultConfig() Config {
 		MaxPSRelaunches:         10,
 		UseAsync:                true,
 		TransportDType:          roleflags.DTypeFloat32,
+		PSTransport:             roleflags.PSTransportDirect,
 		GradsToWait:             1,
 		DistributionStrategy:    roleflags.StrategyPS,
 		CollectiveAddr:          "127.0.0.1:0",
@@ -194,6 +198,9 @@ func (c *Config) Validate() error {
 		if c.LRStalenessModulation {
 			bad("lr_staleness_modulation", "applies to async SGD only (--use_async=true)")
 		}
+	}
+	if err := roleflags.CheckPSTransport(c.PSTransport); err != nil {
+		bad("ps_transport", "%v", err)
 	}
 	if err := roleflags.CheckTransportDType(c.TransportDType); err != nil {
 		errs = append(errs, err)
@@ -296,6 +303,9 @@ func (c *Config) validateAllReduce(bad func(flag, format string, args ...any)) {
 	}
 	if c.TransportDType != roleflags.DTypeFloat32 || c.OverlapPush {
 		bad("transport_dtype", "--transport_dtype and --overlap_push are parameter-server settings; the ring moves float32")
+	}
+	if c.PSTransport != roleflags.PSTransportDirect {
+		bad("ps_transport", "is a parameter-server setting; the ring has connections of its own")
 	}
 }
 

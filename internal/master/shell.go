@@ -223,7 +223,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
 	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.ModelParams, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.ModelParams, m.cfg.MinibatchSize, m.cfg.Seed
-	w.UseAsync, w.OverlapPush, w.TransportDType = m.cfg.UseAsync, m.cfg.OverlapPush, m.cfg.TransportDType
+	w.UseAsync, w.OverlapPush, w.TransportDType, w.PSTransport = m.cfg.UseAsync, m.cfg.OverlapPush, m.cfg.TransportDType, m.cfg.PSTransport
 	if m.cfg.ModelledSecondsPerRecord > 0 {
 		w.ModelledSecondsPerRecord, w.ModelledCPUs = m.cfg.ModelledSecondsPerRecord, 1
 		if req := m.cfg.RequestedCPU.Worker; req > 0 {

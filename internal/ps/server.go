@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"elasticdl/internal/ps/direct"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/ps/shard"
 	"elasticdl/internal/roleflags"
@@ -94,6 +95,10 @@ type Server struct {
 	sync   *syncState
 	syncMu sync.Mutex
 
+	// blocks are the buffers direct answers encode parameters into
+	// (*[]byte), reused once sent.
+	blocks sync.Pool
+
 	// table is nil until the first PushModel; after that it is never
 	// replaced (a relaunched PS is a new Server), so readers need no lock
 	// to reach it.
@@ -153,6 +158,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
+		blocks:  sync.Pool{New: func() any { return new([]byte) }},
 		index:   cfg.Index,
 		opt:     cfg.Optimizer,
 		log:     log.With("ps", cfg.Index),
@@ -303,6 +309,12 @@ func (s *Server) newTable(tensors []*pserverpb.Tensor, numShards int) (*table, e
 // already holds the current version; initialized=false (not an error) while
 // the shard waits for its first PushModel.
 func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, error) {
+	return s.pullDense(req, nil)
+}
+
+// pullDense is PullDenseParameters; the parameters are encoded into
+// *block when block is not nil (see table.encode).
+func (s *Server) pullDense(req *pserverpb.PullDenseParametersRequest, block *[]byte) (*pserverpb.PullDenseParametersResponse, error) {
 	if err := checkDType(req.GetDtype()); err != nil {
 		return nil, err
 	}
@@ -319,7 +331,7 @@ func (s *Server) PullDenseParameters(_ context.Context, req *pserverpb.PullDense
 		s.metrics.pull(pullCurrent)
 		return resp, nil
 	}
-	resp.DenseParameters = t.encode(req.GetDtype())
+	resp.DenseParameters = t.encode(req.GetDtype(), block)
 	s.metrics.pull(pullFull)
 	return resp, nil
 }
@@ -333,11 +345,30 @@ func checkDType(d pserverpb.DType) error {
 }
 
 // encode copies every parameter into a new message in dtype, each under
-// its lock.
-func (t *table) encode(dtype pserverpb.DType) []*pserverpb.Tensor {
+// its lock. With block, the contents are slices of *block (grown when too
+// small), which the caller reuses once the message is sent; without, they
+// are allocated.
+func (t *table) encode(dtype pserverpb.DType, block *[]byte) []*pserverpb.Tensor {
 	out := make([]*pserverpb.Tensor, len(t.ordered))
+	size, _ := wire.ElementSize(dtype) // checked by the callers
+	var buf []byte
+	if block != nil {
+		n := 0
+		for _, p := range t.ordered {
+			n += size * len(p.data)
+		}
+		if cap(*block) < n {
+			*block = make([]byte, n)
+		}
+		buf = (*block)[:n]
+	}
 	for i, p := range t.ordered {
 		out[i] = &pserverpb.Tensor{}
+		if buf != nil {
+			// EncodeTensorAs fills a content with room in place.
+			nb := size * len(p.data)
+			out[i].Content, buf = buf[:0:nb], buf[nb:]
+		}
 		p.mu.Lock()
 		wire.EncodeTensorAs(out[i], p.name, p.shape, p.data, dtype)
 		p.mu.Unlock()
@@ -351,6 +382,12 @@ func (t *table) encode(dtype pserverpb.DType) []*pserverpb.Tensor {
 // the answer carries the shard's parameters after the push, so that a
 // worker's step costs one round trip (push and pull) instead of two.
 func (s *Server) PushGradients(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	return s.push(ctx, req, nil)
+}
+
+// push is PushGradients; returned parameters are encoded into *block when
+// block is not nil (see table.encode).
+func (s *Server) push(ctx context.Context, req *pserverpb.PushGradientsRequest, block *[]byte) (*pserverpb.PushGradientsResponse, error) {
 	if err := checkDType(req.GetParametersDtype()); err != nil {
 		return nil, err
 	}
@@ -360,7 +397,7 @@ func (s *Server) PushGradients(ctx context.Context, req *pserverpb.PushGradients
 	}
 	// The version was read when the push was answered; the copy may hold
 	// later updates too, which only makes the caller's next pull sooner.
-	resp.DenseParameters = s.table.Load().encode(req.GetParametersDtype())
+	resp.DenseParameters = s.table.Load().encode(req.GetParametersDtype(), block)
 	s.metrics.pull(pullFull)
 	return resp, nil
 }
@@ -547,6 +584,24 @@ func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale floa
 	return opt.Apply(p.name, p.data, p.grad, lrScale)
 }
 
+// DirectHandler answers pushes and pulls on direct connections
+// (direct.Mux) as their gRPC methods do, encoding the parameters they
+// return into reused buffers.
+func (s *Server) DirectHandler() direct.Handler {
+	return direct.Handler{
+		Push: func(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
+			block := s.blocks.Get().(*[]byte)
+			resp, err := s.push(ctx, req, block)
+			return resp, func() { s.blocks.Put(block) }, err
+		},
+		Pull: func(_ context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
+			block := s.blocks.Get().(*[]byte)
+			resp, err := s.pullDense(req, block)
+			return resp, func() { s.blocks.Put(block) }, err
+		},
+	}
+}
+
 // Run listens on addr and serves the shard until ctx is cancelled.
 func Run(ctx context.Context, addr string, cfg Config) error {
 	lis, err := net.Listen("tcp", addr)
@@ -573,6 +628,9 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 		"use_async", !cfg.Sync, "grads_to_wait", cfg.GradsToWait, "sync_version_tolerance", cfg.SyncVersionTolerance,
 		"live_workers", cfg.LiveWorkers, "lr_staleness_modulation", cfg.LRStalenessModulation)
 
+	// Workers push and pull over direct connections on the same port;
+	// everything else (and workers that ask for it) over gRPC.
+	mux := direct.NewMux(lis, s.DirectHandler(), s.log)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
@@ -591,9 +649,10 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 			g.Stop()
 		}
 	}()
-	err = g.Serve(lis)
+	err = g.Serve(mux)
 	close(done)
 	<-stopped
+	mux.Stop(gracePeriod)
 	if err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		g.Stop() // Serve failed on its own: drop any open connections
 

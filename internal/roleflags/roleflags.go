@@ -84,6 +84,24 @@ type Worker struct {
 	// parameters travel as between workers and PS: "float32" or
 	// "bfloat16" (half the bytes; the PS keep float32).
 	TransportDType string
+	// PSTransport (--ps_transport) is what carries pushes and pulls:
+	// "direct" (plain TCP connections on the PS's port, the default) or
+	// "grpc".
+	PSTransport string
+}
+
+// What carries a worker's pushes and pulls (--ps_transport).
+const (
+	PSTransportDirect = "direct"
+	PSTransportGRPC   = "grpc"
+)
+
+// CheckPSTransport checks a --ps_transport value.
+func CheckPSTransport(t string) error {
+	if t != PSTransportDirect && t != PSTransportGRPC {
+		return fmt.Errorf("--ps_transport: %q is not %s or %s", t, PSTransportDirect, PSTransportGRPC)
+	}
+	return nil
 }
 
 // Transport element types (--transport_dtype).
@@ -102,7 +120,7 @@ func CheckTransportDType(d string) error {
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -128,6 +146,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.Float64Var(&w.ModelledCPUs, "modelled_cpus", d.ModelledCPUs, "modelled compute: the CPUs this worker has (it waits records × --modelled_seconds_per_record ÷ this per minibatch)")
 	fs.BoolVar(&w.UseAsync, "use_async", d.UseAsync, "the parameter servers run async SGD; false: sync SGD (pull before every step, redo rejected minibatches)")
 	fs.StringVar(&w.TransportDType, "transport_dtype", d.TransportDType, "what dense gradients and parameters travel as between workers and PS: float32, or bfloat16 (half the bytes; the PS keep float32)")
+	fs.StringVar(&w.PSTransport, "ps_transport", d.PSTransport, "what carries pushes and pulls to the PS: direct (plain TCP connections on the PS's port, with a fraction of gRPC's copies) or grpc")
 	fs.BoolVar(&w.OverlapPush, "overlap_push", d.OverlapPush, "async SGD: compute the next minibatch while the last one's gradients are pushed (they are then computed on parameters one update older)")
 }
 
@@ -175,6 +194,9 @@ func (w Worker) Args() []string {
 	if w.TransportDType != "" && w.TransportDType != DTypeFloat32 {
 		args = append(args, "--transport_dtype="+w.TransportDType)
 	}
+	if w.PSTransport != "" && w.PSTransport != PSTransportDirect {
+		args = append(args, "--ps_transport="+w.PSTransport)
+	}
 	return args
 }
 
@@ -196,6 +218,9 @@ func (w Worker) Validate() error {
 		}
 	}
 	if err := CheckTransportDType(w.TransportDType); err != nil {
+		return err
+	}
+	if err := CheckPSTransport(w.PSTransport); err != nil {
 		return err
 	}
 	if w.GlobalBatchSize < 0 {

@@ -41,7 +41,7 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect}
 	modelled := full
 	modelled.ModelledSecondsPerRecord, modelled.ModelledCPUs = 0.00025, 2.5
 	oneNoPS := full
@@ -54,7 +54,9 @@ func TestWorkerRoundTrip(t *testing.T) {
 	sync.UseAsync = false
 	overlap := full
 	overlap.OverlapPush, overlap.TransportDType = true, DTypeBFloat16
-	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap} {
+	overGRPC := full
+	overGRPC.PSTransport = PSTransportGRPC
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap, overGRPC} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -187,6 +189,11 @@ func TestWorkerValidate(t *testing.T) {
 	w.WorkerID, w.TransportDType = 0, "float16"
 	if err := w.Validate(); err == nil || err.Error() != `--transport_dtype: "float16" is not float32 or bfloat16` {
 		t.Errorf("unknown transport type: %v", err)
+	}
+	w = DefaultWorker()
+	w.WorkerID, w.PSTransport = 0, "http"
+	if err := w.Validate(); err == nil || err.Error() != `--ps_transport: "http" is not direct or grpc` {
+		t.Errorf("unknown PS transport: %v", err)
 	}
 }
 

@@ -40,7 +40,7 @@ func EncodeTensorAs(t *pserverpb.Tensor, name string, shape []int, data []float3
 		// Cloning keeps shape from escaping to the heap on the happy path.
 		panic(fmt.Sprintf("wire: encode %q: shape %v does not describe %d elements", name, slices.Clone(shape), len(data)))
 	}
-	size, err := elementSize(dtype)
+	size, err := ElementSize(dtype)
 	if err != nil {
 		panic(fmt.Sprintf("wire: encode %q: %v", name, err))
 	}
@@ -65,12 +65,12 @@ func EncodeTensorAs(t *pserverpb.Tensor, name string, shape []int, data []float3
 // CheckDType reports an element type this package cannot encode or
 // decode: the one check behind the PS's answers and the client's option.
 func CheckDType(dtype pserverpb.DType) error {
-	_, err := elementSize(dtype)
+	_, err := ElementSize(dtype)
 	return err
 }
 
-// elementSize is the bytes of one element of dtype on the wire.
-func elementSize(dtype pserverpb.DType) (int, error) {
+// ElementSize is the bytes an element of dtype takes on the wire.
+func ElementSize(dtype pserverpb.DType) (int, error) {
 	switch dtype {
 	case pserverpb.DType_FLOAT32:
 		return 4, nil
@@ -150,7 +150,7 @@ func Validate(t *pserverpb.Tensor) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("wire: tensor %q: dims %v: %w", t.Name, t.Dims, err)
 	}
-	size, err := elementSize(t.Dtype)
+	size, err := ElementSize(t.Dtype)
 	if err != nil {
 		return 0, fmt.Errorf("wire: tensor %q: %w", t.Name, err)
 	}

@@ -84,6 +84,9 @@ type Config struct {
 	// TransportDType is what dense gradients and parameters travel as
 	// between this worker and the PS (--transport_dtype).
 	TransportDType pserverpb.DType
+	// PSOverGRPC sends pushes and pulls over gRPC rather than over direct
+	// connections (--ps_transport=grpc).
+	PSOverGRPC bool
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -192,8 +195,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	w.log.Info("training with parameter servers", "ps", len(w.cfg.PSAddrs), "sync", w.cfg.Sync, "overlap_push", w.cfg.OverlapPush && !w.cfg.Sync,
-		"transport_dtype", strings.ToLower(w.cfg.TransportDType.String()))
-	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs, client.WithTransportDType(w.cfg.TransportDType))
+		"transport_dtype", strings.ToLower(w.cfg.TransportDType.String()), "ps_over_grpc", w.cfg.PSOverGRPC)
+	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs, w.psOptions()...)
 	if err != nil {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
@@ -214,7 +217,7 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 	if len(resp.PsAddrs) == 0 || slices.Equal(resp.PsAddrs, w.cfg.PSAddrs) {
 		return nil
 	}
-	c, err := client.Dial(ctx, resp.PsAddrs, client.WithTransportDType(w.cfg.TransportDType))
+	c, err := client.Dial(ctx, resp.PsAddrs, w.psOptions()...)
 	if err != nil {
 		return fmt.Errorf("connect to the re-sharded parameter servers: %w", err)
 	}
@@ -864,4 +867,13 @@ func trainingLoss(logits *nn.Tensor, labels []int32, t *masterpb.Task) (float32,
 		return 0, nil, fmt.Errorf("loss is %v on records [%d,%d) of %s", loss, t.Shard.Start, t.Shard.End, t.Shard.Name)
 	}
 	return loss, dlogits, nil
+}
+
+// psOptions are the PS client's options for this worker's flags.
+func (w *Worker) psOptions() []client.Option {
+	opts := []client.Option{client.WithTransportDType(w.cfg.TransportDType)}
+	if w.cfg.PSOverGRPC {
+		opts = append(opts, client.WithGRPCOnly())
+	}
+	return opts
 }

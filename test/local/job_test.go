@@ -85,14 +85,16 @@ func TestOverlapPushBFloat16(t *testing.T) {
 }
 
 // TestPSKilled kills the PS (-9) of a job without checkpoints, with the
-// default communication and with pushes in flight while the next
-// minibatch computes, in bfloat16 (a push may be on its way when the PS
-// dies: its worker re-initializes the relaunched shard and pushes again).
+// default communication, with pushes in flight while the next minibatch
+// computes, in bfloat16 (a push may be on its way when the PS dies: its
+// worker re-initializes the relaunched shard and pushes again), and with
+// pushes and pulls over gRPC instead of direct connections.
 func TestPSKilled(t *testing.T) {
 	needData(t)
 	for name, extra := range map[string][]string{
 		"default":               nil,
 		"overlap_push,bfloat16": {"--overlap_push", "--transport_dtype=bfloat16"},
+		"grpc":                  {"--ps_transport=grpc"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			j := startJob(t, append(mlpArgs("1"), extra...)...)

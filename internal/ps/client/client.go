@@ -48,6 +48,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -55,6 +56,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"elasticdl/internal/ps/direct"
 	"elasticdl/internal/ps/shard"
 	"elasticdl/internal/rpc"
 	"elasticdl/internal/wire"
@@ -75,7 +77,13 @@ type options struct {
 	dialOpts               []grpc.DialOption
 	minBackoff, maxBackoff time.Duration
 	dtype                  pserverpb.DType
+	grpcOnly               bool
 }
+
+// WithGRPCOnly makes gradient pushes and parameter pulls go over gRPC
+// like every other call, instead of over direct connections (package
+// direct: the same messages, with a fraction of gRPC's copies).
+func WithGRPCOnly() Option { return func(o *options) { o.grpcOnly = true } }
 
 // WithTransportDType makes dense gradients travel to the shards, and
 // parameters back, as dtype (default float32). bfloat16 halves the bytes
@@ -118,6 +126,8 @@ type shardConn struct {
 	addr  string
 	conn  *grpc.ClientConn
 	rpc   pserverpb.PserverClient
+	// direct carries pushes and pulls when not nil.
+	direct *direct.Client
 
 	mu sync.Mutex
 	// version is the shard version the worker's values came from; -1 when
@@ -171,7 +181,11 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 			return nil, fmt.Errorf("ps client: shard %d (%s): %w", i, addr, err)
 		}
 		conn.Connect() // start connecting now rather than on the first call
-		c.shards = append(c.shards, &shardConn{index: i, addr: addr, conn: conn, rpc: pserverpb.NewPserverClient(conn), version: -1})
+		s := &shardConn{index: i, addr: addr, conn: conn, rpc: pserverpb.NewPserverClient(conn), version: -1}
+		if _, _, err := net.SplitHostPort(addr); err == nil && !o.grpcOnly {
+			s.direct = direct.NewClient(addr)
+		}
+		c.shards = append(c.shards, s)
 	}
 	return c, nil
 }
@@ -182,6 +196,9 @@ func (c *Client) Close() error {
 	for _, s := range c.shards {
 		if err := s.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("ps shard %d (%s): close: %w", s.index, s.addr, err))
+		}
+		if s.direct != nil {
+			s.direct.Close()
 		}
 	}
 	return errors.Join(errs...)
@@ -290,46 +307,92 @@ func (c *Client) pullShard(ctx context.Context, s *shardConn, group []*nn.Param,
 			version = -1
 		}
 		s.mu.Unlock()
-		var resp *pserverpb.PullDenseParametersResponse
+		var (
+			resp    *pserverpb.PullDenseParametersResponse
+			release func()
+		)
 		err := c.call(ctx, s, "pull", func(ctx context.Context) (err error) {
-			resp, err = s.rpc.PullDenseParameters(ctx, &pserverpb.PullDenseParametersRequest{Version: version, Dtype: c.opts.dtype})
+			resp, release, err = s.pull(ctx, &pserverpb.PullDenseParametersRequest{Version: version, Dtype: c.opts.dtype})
 			return err
 		})
 		if err != nil {
 			return false, err
 		}
-		if !resp.GetInitialized() {
-			if have {
-				if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
-					return false, err
-				}
-				continue
-			}
-			c.opts.log.Debug("waiting for PS shard to be initialized", "shard", s.index, "addr", s.addr)
-			if err := bo.wait(ctx); err != nil {
-				return false, fmt.Errorf("ps shard %d (%s): waiting for the model to be pushed: %w", s.index, s.addr, err)
+		changed, err := c.adoptPull(s, resp, version, group, byName)
+		release()
+		if err != nil || resp.GetInitialized() {
+			return changed, err
+		}
+		if have {
+			if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
+				return false, err
 			}
 			continue
 		}
-		tensors := resp.GetDenseParameters()
-		if len(tensors) == 0 && resp.GetVersion() == version {
-			return false, nil
+		c.opts.log.Debug("waiting for PS shard to be initialized", "shard", s.index, "addr", s.addr)
+		if err := bo.wait(ctx); err != nil {
+			return false, fmt.Errorf("ps shard %d (%s): waiting for the model to be pushed: %w", s.index, s.addr, err)
 		}
-		if err := checkPulled(tensors, group, byName); err != nil {
-			return false, fmt.Errorf("ps shard %d (%s): pull: %w", s.index, s.addr, err)
-		}
-		for _, t := range tensors {
-			p := byName[t.GetName()]
-			// checkPulled validated everything, so this cannot fail half-way.
-			if err := wire.DecodeInto(t, p.Value.Data); err != nil {
-				return false, fmt.Errorf("ps shard %d (%s): pull %q: %w", s.index, s.addr, p.Name, err)
-			}
-		}
-		s.mu.Lock()
-		s.version, s.haveValues, s.refetch = resp.GetVersion(), true, false
-		s.mu.Unlock()
-		return true, nil
 	}
+}
+
+// adoptPull writes an initialized shard's pulled parameters into group;
+// changed is false when the shard had nothing newer (or is not
+// initialized).
+func (c *Client) adoptPull(s *shardConn, resp *pserverpb.PullDenseParametersResponse, version int64, group []*nn.Param, byName map[string]*nn.Param) (changed bool, err error) {
+	tensors := resp.GetDenseParameters()
+	if !resp.GetInitialized() || len(tensors) == 0 && resp.GetVersion() == version {
+		return false, nil
+	}
+	if err := checkPulled(tensors, group, byName); err != nil {
+		return false, fmt.Errorf("ps shard %d (%s): pull: %w", s.index, s.addr, err)
+	}
+	for _, t := range tensors {
+		p := byName[t.GetName()]
+		// checkPulled validated everything, so this cannot fail half-way.
+		if err := wire.DecodeInto(t, p.Value.Data); err != nil {
+			return false, fmt.Errorf("ps shard %d (%s): pull %q: %w", s.index, s.addr, p.Name, err)
+		}
+	}
+	s.mu.Lock()
+	s.version, s.haveValues, s.refetch = resp.GetVersion(), true, false
+	s.mu.Unlock()
+	return true, nil
+}
+
+// noRelease is the release of an answer that holds no lent buffer.
+func noRelease() {}
+
+// pull sends one pull over the shard's direct connection, or over gRPC;
+// release (never nil) gives the answer's buffers back once decoded.
+func (s *shardConn) pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
+	if s.direct != nil {
+		resp, release, err := s.direct.Pull(ctx, req)
+		if !errors.Is(err, direct.ErrUnsupported) {
+			return resp, orNoRelease(release), err
+		}
+	}
+	resp, err := s.rpc.PullDenseParameters(ctx, req)
+	return resp, noRelease, err
+}
+
+// push sends one push, as pull.
+func (s *shardConn) push(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
+	if s.direct != nil {
+		resp, release, err := s.direct.Push(ctx, req)
+		if !errors.Is(err, direct.ErrUnsupported) {
+			return resp, orNoRelease(release), err
+		}
+	}
+	resp, err := s.rpc.PushGradients(ctx, req)
+	return resp, noRelease, err
+}
+
+func orNoRelease(release func()) func() {
+	if release == nil {
+		return noRelease
+	}
+	return release
 }
 
 // checkPulled verifies that tensors are exactly the group's parameters,
@@ -491,7 +554,9 @@ type PendingPush struct {
 type shardPush struct {
 	s    *shardConn
 	resp *pserverpb.PushGradientsResponse // nil on error
-	err  error
+	// release gives resp's buffers back, once adopted (never nil).
+	release func()
+	err     error
 }
 
 // StartPush encodes a push's gradients and sends them to their shards in
@@ -539,7 +604,7 @@ func (c *Client) StartPush(ctx context.Context, req PushRequest) *PendingPush {
 		p.shards = append(p.shards, sp)
 		p.wg.Go(func() {
 			defer s.pushMu.Unlock()
-			sp.resp, sp.err = c.pushShard(ctx, s, group, rows[i], req.WorkerID, req.Key, version, req.ReturnParameters)
+			sp.resp, sp.release, sp.err = c.pushShard(ctx, s, group, rows[i], req.WorkerID, req.Key, version, req.ReturnParameters)
 		})
 	}
 	return p
@@ -567,6 +632,7 @@ func (p *PendingPush) Wait() (PushResult, error) {
 		if p.req.ReturnParameters && p.c.adopt(sp.s, sp.resp, p.l) {
 			answered[sp.s.index] = true
 		}
+		sp.release()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return PushResult{}, err
@@ -706,7 +772,7 @@ func (s *shardConn) encodeGrads(group []*nn.Param, dtype pserverpb.DType) error 
 // caller holds s.pushMu), tagged with computedOn (-2: the version the
 // client holds when sending).
 func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param, sparse []*pserverpb.IndexedSlices, workerID int,
-	key *pserverpb.MinibatchKey, computedOn int64, returnParams bool) (resp *pserverpb.PushGradientsResponse, err error) {
+	key *pserverpb.MinibatchKey, computedOn int64, returnParams bool) (resp *pserverpb.PushGradientsResponse, release func(), err error) {
 	grads := s.pushBuf[:len(group)]
 	bo := c.newBackoff()
 	reinits := 0
@@ -718,7 +784,7 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 			version = computedOn
 		}
 		err := c.call(ctx, s, "push gradients", func(ctx context.Context) (err error) {
-			resp, err = s.rpc.PushGradients(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads,
+			resp, release, err = s.push(ctx, &pserverpb.PushGradientsRequest{WorkerId: int32(workerID), Version: version, Gradients: grads,
 				EmbeddingGradients: sparse, Minibatch: key, ReturnParameters: returnParams, ParametersDtype: c.opts.dtype})
 			return err
 		})
@@ -727,23 +793,23 @@ func (c *Client) pushShard(ctx context.Context, s *shardConn, group []*nn.Param,
 			// are what these gradients were computed on, then push again.
 			if len(group) == 0 { // a sparse-only push
 				if err := c.initEmpty(ctx, s, &reinits, bo); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				continue
 			}
 			if !have {
-				return nil, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
+				return nil, nil, fmt.Errorf("%w (this worker holds no parameters to re-initialize it with)", err)
 			}
 			if err := c.reinit(ctx, s, group, &reinits, bo); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s.rejected = !resp.GetAccepted()
-		return resp, nil
+		return resp, release, nil
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/ps"
+	"elasticdl/internal/ps/direct"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/ps/shard"
 	"elasticdl/internal/rpc"
@@ -25,12 +26,25 @@ import (
 	"elasticdl/proto/pserverpb"
 )
 
-// psProc is an in-process PS shard on a real TCP port.
+// psProc is an in-process PS shard on a real TCP port, serving gRPC and
+// direct connections as a PS process does.
 type psProc struct {
 	addr string
 	srv  *ps.Server
 	g    *grpc.Server
+	mux  *direct.Mux
 	done chan struct{}
+}
+
+// serve serves srv on lis, both transports.
+func serve(t testing.TB, srv *ps.Server, lis net.Listener) *psProc {
+	g := grpc.NewServer(rpc.ServerOptions()...)
+	srv.Register(g)
+	mux := direct.NewMux(lis, srv.DirectHandler(), nil)
+	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, mux: mux, done: make(chan struct{})}
+	go func() { defer close(p.done); _ = g.Serve(mux) }()
+	t.Cleanup(p.kill)
+	return p
 }
 
 // startPS serves shard index of numPS on addr ("" picks a free port) with
@@ -60,16 +74,11 @@ func startPS(t testing.TB, index, numPS int, addr string, lr float64) *psProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(rpc.ServerOptions()...)
-	srv.Register(g)
-	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, done: make(chan struct{})}
-	go func() { defer close(p.done); _ = g.Serve(lis) }()
-	t.Cleanup(p.kill)
-	return p
+	return serve(t, srv, lis)
 }
 
 // kill stops the shard abruptly, as a killed pod would.
-func (p *psProc) kill() { p.g.Stop(); <-p.done }
+func (p *psProc) kill() { p.g.Stop(); p.mux.Stop(0); <-p.done }
 
 func startCluster(t testing.TB, numPS int, lr float64) ([]*psProc, []string) {
 	t.Helper()
@@ -690,54 +699,57 @@ func setGrads(params []*nn.Param, v float32) {
 	}
 }
 
-// BenchmarkPushPull measures one training step's traffic for a 4 MiB model
-// (4 tensors of 256Ki float32): push the gradients, pull the new values.
-// MB/s counts both directions (8 MiB per step).
 // BenchmarkPushPull moves a 4 MiB model (4 x 512x512 float32) to the PS
 // and back: "push+pull" as two calls; "push-return" as one push answered
 // with the parameters (what an async worker does), in float32 and in
-// bfloat16. MB/s counts the float32 bytes of both directions, whatever
-// travels.
+// bfloat16; over direct connections and over gRPC. MB/s counts the
+// float32 bytes of both directions, whatever travels.
 func BenchmarkPushPull(b *testing.B) {
 	for _, numPS := range []int{1, 2} {
 		for _, mode := range []string{"push+pull", "push-return", "push-return-bf16"} {
-			b.Run(fmt.Sprintf("ps=%d/%s", numPS, mode), func(b *testing.B) {
-				_, addrs := startCluster(b, numPS, 1e-6)
-				dtype := pserverpb.DType_FLOAT32
-				if mode == "push-return-bf16" {
-					dtype = pserverpb.DType_BFLOAT16
-				}
-				c, err := Dial(context.Background(), addrs, WithTransportDType(dtype))
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.Cleanup(func() { c.Close() })
-				ctx := context.Background()
-				var model []*nn.Param
-				for i := range 4 {
-					model = append(model, param(fmt.Sprintf("w%d", i), []int{512, 512}))
-				}
-				if err := c.PushModel(ctx, model); err != nil {
-					b.Fatal(err)
-				}
-				setGrads(model, 1)
-				b.SetBytes(2 * 4 * 4 * 512 * 512)
-				b.ReportAllocs()
-				for b.Loop() {
-					if mode != "push+pull" {
-						if r, err := c.StartPush(ctx, PushRequest{Params: model, ReturnParameters: true}).Wait(); err != nil || !r.Fresh {
-							b.Fatal(r, err)
-						}
-						continue
+			for _, transport := range []string{"direct", "grpc"} {
+				b.Run(fmt.Sprintf("ps=%d/%s/%s", numPS, mode, transport), func(b *testing.B) {
+					_, addrs := startCluster(b, numPS, 1e-6)
+					dtype := pserverpb.DType_FLOAT32
+					if mode == "push-return-bf16" {
+						dtype = pserverpb.DType_BFLOAT16
 					}
-					if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
+					opts := []Option{WithTransportDType(dtype)}
+					if transport == "grpc" {
+						opts = append(opts, WithGRPCOnly())
+					}
+					c, err := Dial(context.Background(), addrs, opts...)
+					if err != nil {
 						b.Fatal(err)
 					}
-					if changed, err := c.Pull(ctx, model); err != nil || !changed {
-						b.Fatal(changed, err)
+					b.Cleanup(func() { c.Close() })
+					ctx := context.Background()
+					var model []*nn.Param
+					for i := range 4 {
+						model = append(model, param(fmt.Sprintf("w%d", i), []int{512, 512}))
 					}
-				}
-			})
+					if err := c.PushModel(ctx, model); err != nil {
+						b.Fatal(err)
+					}
+					setGrads(model, 1)
+					b.SetBytes(2 * 4 * 4 * 512 * 512)
+					b.ReportAllocs()
+					for b.Loop() {
+						if mode != "push+pull" {
+							if r, err := c.StartPush(ctx, PushRequest{Params: model, ReturnParameters: true}).Wait(); err != nil || !r.Fresh {
+								b.Fatal(r, err)
+							}
+							continue
+						}
+						if _, err := c.Push(ctx, model, nil, 0, AllShards); err != nil {
+							b.Fatal(err)
+						}
+						if changed, err := c.Pull(ctx, model); err != nil || !changed {
+							b.Fatal(changed, err)
+						}
+					}
+				})
+			}
 		}
 	}
 }
@@ -876,11 +888,7 @@ func TestPushComputedOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(rpc.ServerOptions()...)
-	srv.Register(g)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	c := dial(t, []string{lis.Addr().String()})
+	c := dial(t, []string{serve(t, srv, lis).addr})
 	ctx := ctxT(t, 10*time.Second)
 	m := testModel()
 	if err := c.PushModel(ctx, m); err != nil {
@@ -968,5 +976,82 @@ func TestBFloat16Transport(t *testing.T) {
 	}
 	if _, err := Dial(context.Background(), addrs, WithTransportDType(9)); err == nil {
 		t.Error("Dial accepted an unknown transport type")
+	}
+}
+
+// The same pushes and pulls give the same values over direct connections
+// and over gRPC, and a client of a PS that only serves gRPC falls back to
+// it.
+func TestTransportsAgree(t *testing.T) {
+	_, addrs := startCluster(t, 2, 0.25)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, _ := optimizer.NewSGD("sgd", 0.25, 0, false)
+	srv, err := ps.NewServer(ps.Config{Index: 0, NumPS: 1, Optimizer: opt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(rpc.ServerOptions()...)
+	srv.Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	ctx := ctxT(t, 20*time.Second)
+	direct := dial(t, addrs)
+	viaGRPC, err := Dial(ctx, addrs, WithGRPCOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer viaGRPC.Close()
+	fallback := dial(t, []string{lis.Addr().String()})
+	for _, c := range []*Client{direct, fallback} {
+		if err := c.PushModel(ctx, testModel()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b, f := zeroValues(testModel()), zeroValues(testModel()), zeroValues(testModel())
+	for _, c := range []struct {
+		c *Client
+		m []*nn.Param
+	}{{direct, a}, {viaGRPC, b}, {fallback, f}} {
+		if _, err := c.c.Pull(ctx, c.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for step := range 6 {
+		// Pushes alternate between the transports; the fallback client
+		// mirrors them on its own PS.
+		c, m := direct, a
+		if step%2 == 1 {
+			c, m = viaGRPC, b
+		}
+		setGrads(m, float32(step+1))
+		setGrads(f, float32(step+1))
+		if r, err := c.StartPush(ctx, PushRequest{Params: m, ReturnParameters: step < 4}).Wait(); err != nil || !r.Accepted {
+			t.Fatalf("step %d: %+v, %v", step, r, err)
+		}
+		if r, err := fallback.StartPush(ctx, PushRequest{Params: f, ReturnParameters: step < 4}).Wait(); err != nil || !r.Accepted {
+			t.Fatalf("step %d, fallback: %+v, %v", step, r, err)
+		}
+	}
+	for _, c := range []struct {
+		c *Client
+		m []*nn.Param
+	}{{direct, a}, {viaGRPC, b}, {fallback, f}} {
+		if _, err := c.c.Pull(ctx, c.m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantValues(t, values(b), values(a))
+	wantValues(t, values(f), values(a))
+	// 1 - 0.25 × (1+...+6) from each initial value.
+	if got, want := a[3].Value.Data[0], float32(10-0.25*21); got != want {
+		t.Errorf("out/bias = %v, want %v", got, want)
+	}
+	for _, s := range fallback.shards {
+		if !s.direct.Unsupported() {
+			t.Errorf("shard %d: the client did not notice that the PS only serves gRPC", s.index)
+		}
 	}
 }

@@ -6,11 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"elasticdl/internal/ps"
 	"elasticdl/internal/ps/optimizer"
-	"elasticdl/internal/rpc"
 )
 
 // startSyncPS serves shard index of numPS in sync SGD (one gradient an
@@ -29,12 +26,7 @@ func startSyncPS(t *testing.T, index, numPS int) *psProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(rpc.ServerOptions()...)
-	srv.Register(g)
-	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, done: make(chan struct{})}
-	go func() { defer close(p.done); _ = g.Serve(lis) }()
-	t.Cleanup(p.kill)
-	return p
+	return serve(t, srv, lis)
 }
 
 // A push rejected by one shard only is redone on that shard only: the

@@ -1,0 +1,229 @@
+package direct
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+
+	"elasticdl/proto/pserverpb"
+)
+
+// ErrUnsupported: the server answered the preface with something else (a
+// PS that only speaks gRPC); the caller should use gRPC for this server.
+var ErrUnsupported = errors.New("direct: the server does not speak the direct protocol")
+
+const (
+	// handshakeTimeout bounds dialing and the preface's echo when the
+	// caller's context has no earlier deadline.
+	handshakeTimeout = 10 * time.Second
+	// maxIdle is how many idle connections a client keeps.
+	maxIdle = 4
+)
+
+// Client calls one server. It is safe for concurrent use: each call takes
+// a connection of its own, and gives it back when released.
+type Client struct {
+	addr   string
+	dialer net.Dialer
+
+	mu          sync.Mutex
+	idle        []*clientConn
+	unsupported bool
+	closed      bool
+}
+
+// NewClient returns a client of the server at addr (host:port); it
+// connects on the first call.
+func NewClient(addr string) *Client {
+	return &Client{addr: addr, dialer: net.Dialer{
+		// A server that vanished without closing (node lost) is noticed
+		// within about a minute, as gRPC's keepalive would.
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 10 * time.Second, Count: 3},
+	}}
+}
+
+// Push sends a PushGradientsRequest. The answer's tensor contents alias
+// the connection's buffer: release gives the connection back, after the
+// caller is done with them. release is nil when err is not.
+func (c *Client) Push(ctx context.Context, req *pserverpb.PushGradientsRequest) (resp *pserverpb.PushGradientsResponse, release func(), err error) {
+	resp = &pserverpb.PushGradientsResponse{}
+	release, err = c.call(ctx, kindPush, req, req.GetGradients(), resp, func() []*pserverpb.Tensor { return resp.DenseParameters })
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, release, nil
+}
+
+// Pull sends a PullDenseParametersRequest; as Push.
+func (c *Client) Pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (resp *pserverpb.PullDenseParametersResponse, release func(), err error) {
+	resp = &pserverpb.PullDenseParametersResponse{}
+	release, err = c.call(ctx, kindPull, req, nil, resp, func() []*pserverpb.Tensor { return resp.DenseParameters })
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, release, nil
+}
+
+// Unsupported reports whether the server turned out not to speak the
+// direct protocol.
+func (c *Client) Unsupported() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unsupported
+}
+
+// Close closes the idle connections; those lent out close when released.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	idle := c.idle
+	c.idle, c.closed = nil, true
+	c.mu.Unlock()
+	for _, cc := range idle {
+		cc.conn.Close()
+	}
+	return nil
+}
+
+// clientConn is one connection and its framer.
+type clientConn struct {
+	conn net.Conn
+	f    *framer
+}
+
+// call sends req and reads the answer into resp. Errors are gRPC
+// statuses: Unavailable when the server could not be reached or the
+// connection broke (the request may or may not have been applied, as
+// with gRPC), the caller's context's, or the server's.
+func (c *Client) call(ctx context.Context, k kind, req proto.Message, reqTensors []*pserverpb.Tensor, resp proto.Message, respTensors func() []*pserverpb.Tensor) (release func(), err error) {
+	cc, err := c.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline, _ := ctx.Deadline()
+	_ = cc.conn.SetDeadline(deadline)
+	// A cancellation interrupts the call by expiring the deadline; the
+	// connection is then in an unknown state and is closed.
+	interrupt := context.AfterFunc(ctx, func() { _ = cc.conn.SetDeadline(time.Unix(1, 0)) })
+	gotK, hdr, contents, err := c.exchange(cc, k, req, reqTensors)
+	if !interrupt() || err != nil {
+		cc.conn.Close()
+		return nil, c.connError(ctx, err)
+	}
+	switch gotK {
+	case kindReply | k:
+		if err := proto.Unmarshal(hdr, resp); err != nil {
+			cc.conn.Close()
+			return nil, status.Errorf(codes.Internal, "direct %s: answer: %v", c.addr, err)
+		}
+		if err := attach(respTensors(), contents); err != nil {
+			cc.conn.Close()
+			return nil, status.Errorf(codes.Internal, "direct %s: %v", c.addr, err)
+		}
+		var once sync.Once
+		return func() { once.Do(func() { c.put(cc) }) }, nil
+	case kindError:
+		st := &spb.Status{}
+		if err := proto.Unmarshal(hdr, st); err != nil {
+			cc.conn.Close()
+			return nil, status.Errorf(codes.Internal, "direct %s: error answer: %v", c.addr, err)
+		}
+		c.put(cc)
+		return nil, status.ErrorProto(st)
+	default:
+		cc.conn.Close()
+		return nil, status.Errorf(codes.Internal, "direct %s: %v: answer of kind %d to a request of kind %d", c.addr, errProtocol, gotK, k)
+	}
+}
+
+func (c *Client) exchange(cc *clientConn, k kind, req proto.Message, reqTensors []*pserverpb.Tensor) (kind, []byte, [][]byte, error) {
+	if err := cc.f.write(k, req, reqTensors); err != nil {
+		return 0, nil, nil, err
+	}
+	return cc.f.read()
+}
+
+// connError turns a failed exchange into a status.
+func (c *Client) connError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return status.FromContextError(cerr).Err()
+	}
+	if errors.Is(err, errProtocol) {
+		return status.Errorf(codes.Internal, "direct %s: %v", c.addr, err)
+	}
+	return status.Errorf(codes.Unavailable, "direct %s: %v", c.addr, err)
+}
+
+// get lends an idle connection, or dials one.
+func (c *Client) get(ctx context.Context) (*clientConn, error) {
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		c.mu.Unlock()
+		return nil, status.Errorf(codes.Canceled, "direct %s: client closed", c.addr)
+	case c.unsupported:
+		c.mu.Unlock()
+		return nil, ErrUnsupported
+	case len(c.idle) > 0:
+		cc := c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		c.mu.Unlock()
+		return cc, nil
+	}
+	c.mu.Unlock()
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	defer cancel()
+	conn, err := c.dialer.DialContext(hctx, "tcp", c.addr)
+	if err != nil {
+		return nil, c.connError(ctx, err)
+	}
+	if err := c.handshake(hctx, conn); err != nil {
+		conn.Close()
+		if errors.Is(err, ErrUnsupported) {
+			c.mu.Lock()
+			c.unsupported = true
+			c.mu.Unlock()
+			return nil, err
+		}
+		return nil, c.connError(ctx, err)
+	}
+	return &clientConn{conn: conn, f: newFramer(conn, bufio.NewReaderSize(conn, 64<<10))}, nil
+}
+
+// handshake sends the preface and expects it back.
+func (c *Client) handshake(ctx context.Context, conn net.Conn) error {
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	if _, err := io.WriteString(conn, Preface); err != nil {
+		return err
+	}
+	echo := make([]byte, len(Preface))
+	n, err := io.ReadFull(conn, echo)
+	if n > 0 && string(echo[:n]) != Preface[:n] {
+		return fmt.Errorf("%w (it answered %q)", ErrUnsupported, echo[:n])
+	}
+	return err
+}
+
+// put gives a connection back, or closes it when enough are idle.
+func (c *Client) put(cc *clientConn) {
+	c.mu.Lock()
+	if !c.closed && len(c.idle) < maxIdle {
+		c.idle = append(c.idle, cc)
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	cc.conn.Close()
+}

@@ -1,0 +1,401 @@
+package direct
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"elasticdl/proto/pserverpb"
+)
+
+// echoPS answers a push with its gradients doubled as parameters (when
+// asked), and a pull with one tensor of the asked version's bytes; a push
+// from worker 13 fails as an uninitialized shard does. It counts releases.
+type echoPS struct {
+	pserverpb.UnimplementedPserverServer
+	released atomic.Int64
+	// block, when not nil, holds every push until it is closed.
+	block chan struct{}
+}
+
+func (e *echoPS) push(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	if e.block != nil {
+		<-e.block
+	}
+	if req.GetWorkerId() == 13 {
+		return nil, status.Errorf(codes.FailedPrecondition, "shard not initialized")
+	}
+	resp := &pserverpb.PushGradientsResponse{Accepted: true, Version: req.GetVersion() + 1}
+	if req.GetReturnParameters() {
+		for _, g := range req.GetGradients() {
+			c := make([]byte, 2*len(g.GetContent()))
+			copy(c, g.GetContent())
+			copy(c[len(g.GetContent()):], g.GetContent())
+			resp.DenseParameters = append(resp.DenseParameters, &pserverpb.Tensor{Name: g.GetName(), Dims: []int64{int64(len(c))}, Content: c})
+		}
+	}
+	return resp, nil
+}
+
+func (e *echoPS) pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, error) {
+	c := bytes.Repeat([]byte{byte(req.GetVersion())}, int(req.GetVersion()))
+	return &pserverpb.PullDenseParametersResponse{Initialized: true, Version: req.GetVersion(),
+		DenseParameters: []*pserverpb.Tensor{{Name: "p", Content: c}, {Name: "empty"}}}, nil
+}
+
+func (e *echoPS) PushGradients(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+	return e.push(ctx, req)
+}
+
+func (e *echoPS) handler() Handler {
+	release := func() { e.released.Add(1) }
+	return Handler{
+		Push: func(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
+			resp, err := e.push(ctx, req)
+			return resp, release, err
+		},
+		Pull: func(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
+			resp, err := e.pull(ctx, req)
+			return resp, release, err
+		},
+	}
+}
+
+// serveBoth serves e on a free port: direct connections and gRPC.
+func serveBoth(t *testing.T, e *echoPS) (addr string, mux *Mux, g *grpc.Server) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g = grpc.NewServer()
+	pserverpb.RegisterPserverServer(g, e)
+	mux = NewMux(lis, e.handler(), nil)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = g.Serve(mux) }()
+	t.Cleanup(func() { g.Stop(); mux.Stop(0); <-done })
+	return lis.Addr().String(), mux, g
+}
+
+func newClient(t *testing.T, addr string) *Client {
+	c := NewClient(addr)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// Pushes and pulls travel whole, contents of any size (none included),
+// and a gRPC client is served on the same port.
+func TestPushPullAndGRPCOnOnePort(t *testing.T) {
+	e := &echoPS{}
+	addr, _, _ := serveBoth(t, e)
+	c := newClient(t, addr)
+	ctx := ctxT(t, 10*time.Second)
+	big := make([]byte, 3<<20+5)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	req := &pserverpb.PushGradientsRequest{WorkerId: 2, Version: 41, ReturnParameters: true, Gradients: []*pserverpb.Tensor{
+		{Name: "a", Dims: []int64{3}, Content: []byte{1, 2, 3}}, {Name: "none"}, {Name: "big", Content: big}}}
+	resp, release, err := c.Push(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.GetAccepted() || resp.GetVersion() != 42 || len(resp.GetDenseParameters()) != 3 {
+		t.Fatalf("answer %v", resp)
+	}
+	for i, p := range resp.GetDenseParameters() {
+		g := req.Gradients[i]
+		if want := append(append([]byte{}, g.Content...), g.Content...); p.GetName() != g.GetName() || !bytes.Equal(p.GetContent(), want) {
+			t.Errorf("parameter %d: %q of %d bytes, want %q of %d", i, p.GetName(), len(p.GetContent()), g.GetName(), len(want))
+		}
+	}
+	// The request is left as it was.
+	if !bytes.Equal(req.Gradients[0].Content, []byte{1, 2, 3}) || len(req.Gradients[2].Content) != len(big) {
+		t.Errorf("the request's contents changed: %v", req.Gradients[0].Content)
+	}
+	release()
+	release() // twice is harmless
+	for _, v := range []int64{5, 0, 70000} {
+		resp, release, err := c.Pull(ctx, &pserverpb.PullDenseParametersRequest{Version: v})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ps := resp.GetDenseParameters(); resp.GetVersion() != v || len(ps) != 2 || len(ps[0].Content) != int(v) || len(ps[1].Content) != 0 ||
+			v > 0 && ps[0].Content[v-1] != byte(v) {
+			t.Errorf("pull of %d: %v", v, resp)
+		}
+		release()
+	}
+	// gRPC on the same port.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	gresp, err := pserverpb.NewPserverClient(conn).PushGradients(ctx, &pserverpb.PushGradientsRequest{Version: 7})
+	if err != nil || gresp.GetVersion() != 8 {
+		t.Fatalf("gRPC on the direct port: %v, %v", gresp, err)
+	}
+	if got := e.released.Load(); got != 4 {
+		t.Errorf("%d answers released, want 4 (the direct ones)", got)
+	}
+}
+
+// A handler's error reaches the caller as the same status, and the
+// connection stays usable.
+func TestErrorsAreStatuses(t *testing.T) {
+	addr, _, _ := serveBoth(t, &echoPS{})
+	c := newClient(t, addr)
+	ctx := ctxT(t, 10*time.Second)
+	_, release, err := c.Push(ctx, &pserverpb.PushGradientsRequest{WorkerId: 13})
+	if status.Code(err) != codes.FailedPrecondition || release != nil || !bytes.Contains([]byte(err.Error()), []byte("not initialized")) {
+		t.Fatalf("error %v (release %v), want FailedPrecondition", err, release != nil)
+	}
+	if _, release, err := c.Push(ctx, &pserverpb.PushGradientsRequest{}); err != nil {
+		t.Fatalf("after an error answer: %v", err)
+	} else {
+		release()
+	}
+	if n := len(c.idle); n != 1 {
+		t.Errorf("%d idle connections, want the one, reused", n)
+	}
+}
+
+// Calls in parallel each get their own connection and their own answer.
+func TestParallelCalls(t *testing.T) {
+	addr, _, _ := serveBoth(t, &echoPS{})
+	c := newClient(t, addr)
+	ctx := ctxT(t, 20*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				v := int64(w*100 + i)
+				resp, release, err := c.Pull(ctx, &pserverpb.PullDenseParametersRequest{Version: v})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if resp.GetVersion() != v || len(resp.DenseParameters[0].Content) != int(v) {
+					errs <- fmt.Errorf("pull %d answered %d", v, resp.GetVersion())
+				}
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := len(c.idle); n > maxIdle {
+		t.Errorf("%d idle connections kept, at most %d", n, maxIdle)
+	}
+}
+
+// A cancelled call returns at once with the context's status; its
+// connection is not reused.
+func TestCancelInterruptsACall(t *testing.T) {
+	e := &echoPS{block: make(chan struct{})}
+	addr, _, _ := serveBoth(t, e)
+	c := newClient(t, addr)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, _, err := c.Push(ctx, &pserverpb.PushGradientsRequest{})
+	if status.Code(err) != codes.Canceled || time.Since(start) > 5*time.Second {
+		t.Fatalf("after %v: %v, want Canceled", time.Since(start), err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if _, _, err = c.Push(ctx2, &pserverpb.PushGradientsRequest{}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("deadline: %v, want DeadlineExceeded", err)
+	}
+	close(e.block)
+	if len(c.idle) != 0 {
+		t.Errorf("%d connections kept after interrupted calls", len(c.idle))
+	}
+	if _, release, err := c.Push(ctxT(t, 10*time.Second), &pserverpb.PushGradientsRequest{}); err != nil {
+		t.Fatalf("a call after: %v", err)
+	} else {
+		release()
+	}
+}
+
+// A server that goes away is Unavailable; a server that does not speak
+// the protocol is ErrUnsupported, once and for all.
+func TestUnavailableAndUnsupported(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := lis.Addr().String()
+	lis.Close()
+	if _, _, err := newClient(t, dead).Pull(ctxT(t, 5*time.Second), &pserverpb.PullDenseParametersRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("nobody listening: %v, want Unavailable", err)
+	}
+
+	e := &echoPS{block: make(chan struct{})}
+	addr, mux, g := serveBoth(t, e)
+	c := newClient(t, addr)
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := c.Push(ctxT(t, 10*time.Second), &pserverpb.PushGradientsRequest{})
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	g.Stop()
+	mux.Stop(0)
+	if err := <-got; status.Code(err) != codes.Unavailable {
+		t.Errorf("server stopped mid-call: %v, want Unavailable", err)
+	}
+	close(e.block)
+
+	lis, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcOnly := grpc.NewServer()
+	pserverpb.RegisterPserverServer(grpcOnly, &echoPS{})
+	go grpcOnly.Serve(lis)
+	defer grpcOnly.Stop()
+	c = newClient(t, lis.Addr().String())
+	for range 2 {
+		if _, _, err := c.Pull(ctxT(t, 5*time.Second), &pserverpb.PullDenseParametersRequest{}); !errors.Is(err, ErrUnsupported) || !c.Unsupported() {
+			t.Errorf("a gRPC-only server: %v, want ErrUnsupported", err)
+		}
+	}
+}
+
+// A peer that breaks the framing loses its connection, not the server.
+func TestBadFramesCloseTheConnection(t *testing.T) {
+	addr, _, _ := serveBoth(t, &echoPS{})
+	frame := func(k kind, hdrLen, n uint32, lens ...uint64) []byte {
+		b := make([]byte, fixedLen)
+		b[0] = byte(k)
+		binary.LittleEndian.PutUint32(b[4:], hdrLen)
+		binary.LittleEndian.PutUint32(b[8:], n)
+		for _, l := range lens {
+			b = binary.LittleEndian.AppendUint64(b, l)
+		}
+		return b
+	}
+	cases := map[string][]byte{
+		"header too long":      frame(kindPush, 1<<30, 0),
+		"too many contents":    frame(kindPush, 0, maxContents+1),
+		"contents too long":    frame(kindPush, 0, 2, 1<<27, 1<<27+1),
+		"reserved bytes set":   append([]byte{1, 1}, make([]byte, fixedLen-2)...),
+		"contents for no one":  append(frame(kindPull, 0, 1, 2), 9, 9),
+		"not protobuf":         append(frame(kindPush, 2, 0), 0xff, 0xff),
+		"content given inline": append(frame(kindPush, 6, 1, 0), 0x1a, 0x04, 0x1a, 0x02, 'x', 'y'),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(5 * time.Second))
+			echo := make([]byte, len(Preface))
+			if _, err := io.WriteString(conn, Preface); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(conn, echo); err != nil || string(echo) != Preface {
+				t.Fatalf("preface: %q, %v", echo, err)
+			}
+			if _, err := conn.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := conn.Read(make([]byte, 64)); !errors.Is(err, io.EOF) {
+				t.Errorf("read %d bytes, %v: want the connection closed", n, err)
+			}
+		})
+	}
+	// An unknown kind is answered Unimplemented.
+	c := newClient(t, addr)
+	cc, err := c.get(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cc.f.write(kind(9), &pserverpb.PullDenseParametersRequest{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if k, _, _, err := cc.f.read(); err != nil || k != kindError {
+		t.Errorf("unknown kind answered %d, %v", k, err)
+	}
+	cc.conn.Close()
+	// The server still serves.
+	if _, release, err := c.Pull(ctxT(t, 5*time.Second), &pserverpb.PullDenseParametersRequest{Version: 3}); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+}
+
+// Close lets a request being answered finish, then closes its connection;
+// idle and silent connections close at once.
+func TestCloseFinishesTheRequestInFlight(t *testing.T) {
+	e := &echoPS{block: make(chan struct{})}
+	addr, mux, _ := serveBoth(t, e)
+	idle := newClient(t, addr)
+	if _, release, err := idle.Pull(ctxT(t, 5*time.Second), &pserverpb.PullDenseParametersRequest{}); err != nil {
+		t.Fatal(err)
+	} else {
+		release()
+	}
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	c := newClient(t, addr)
+	got := make(chan error, 1)
+	go func() {
+		_, release, err := c.Push(ctxT(t, 10*time.Second), &pserverpb.PushGradientsRequest{})
+		if release != nil {
+			release()
+		}
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	mux.Close()
+	silent.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a silent connection after Close: %v, want EOF", err)
+	}
+	if _, _, err := idle.Pull(ctxT(t, 5*time.Second), &pserverpb.PullDenseParametersRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("an idle connection after Close: %v, want Unavailable", err)
+	}
+	close(e.block)
+	if err := <-got; err != nil {
+		t.Errorf("the request in flight at Close: %v", err)
+	}
+	stopped := make(chan struct{})
+	go func() { mux.Stop(time.Minute); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop still waits with nothing in flight")
+	}
+}

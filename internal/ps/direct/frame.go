@@ -1,0 +1,190 @@
+// Package direct carries a parameter server's two per-step calls — push
+// gradients, pull dense parameters — over a plain TCP stream on the PS's
+// gRPC port, instead of gRPC. The messages are the same protobuf messages
+// and the PS answers them with the same methods; only the dense tensors'
+// contents travel outside the protobuf encoding: written straight from the
+// caller's buffers (one writev a message) and read straight into one
+// buffer a connection reuses. gRPC copies every byte of a tensor five
+// times a direction (into the tensor, the marshaled message, the HTTP/2
+// write buffer, the received frames, the unmarshaled message) and cuts it
+// into 16 KiB frames; this keeps the kernel's copy and one more.
+//
+// A connection opens with Preface, which a PS answers with the same bytes;
+// gRPC's connections (whose HTTP/2 preface differs) go on to the gRPC
+// server on the same port (Mux). Then each request is answered in order,
+// one at a time; a client keeps a few connections to a shard for calls in
+// parallel. Errors travel as gRPC statuses, so callers handle both
+// transports alike.
+package direct
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	"google.golang.org/protobuf/proto"
+
+	"elasticdl/internal/rpc"
+	"elasticdl/proto/pserverpb"
+)
+
+// Preface opens every direct connection, from the client; the server
+// echoes it. Its first bytes differ from HTTP/2's "PRI * HTTP/2.0".
+const Preface = "EDLDIR1\n"
+
+// kind says what a frame carries.
+type kind uint8
+
+const (
+	kindPush kind = 1 // PushGradientsRequest
+	kindPull kind = 2 // PullDenseParametersRequest
+	// kindReply|k answers a request of kind k.
+	kindReply kind = 0x80
+	// kindError answers any request with a google.rpc.Status.
+	kindError kind = 0xff
+)
+
+const (
+	// fixedLen: kind (1), 3 bytes zero, the protobuf header's length
+	// (uint32), the number of out-of-band contents (uint32).
+	fixedLen = 12
+	// maxContents bounds a frame's out-of-band tensors.
+	maxContents = 1 << 20
+)
+
+// errProtocol is a peer that broke the framing: the connection is closed.
+var errProtocol = errors.New("direct: protocol error")
+
+// framer reads and writes frames on one connection, reusing its buffers:
+// the contents a read returns alias recv until the next read.
+type framer struct {
+	conn net.Conn
+	r    *bufio.Reader
+	out  []byte   // fixed part, lengths and protobuf header of a write
+	bufs [][]byte // a write's out followed by its contents
+	in   []byte   // fixed part, lengths and protobuf header of a read
+	recv []byte   // a read's contents, back to back
+	got  [][]byte // a read's contents, slices of recv
+}
+
+func newFramer(conn net.Conn, r *bufio.Reader) *framer {
+	if r == nil {
+		r = bufio.NewReaderSize(conn, 64<<10)
+	}
+	return &framer{conn: conn, r: r}
+}
+
+// write sends m with the contents of tensors (tensors of m) out of band.
+// The tensors' Content is cleared while m is marshaled and put back.
+func (f *framer) write(k kind, m proto.Message, tensors []*pserverpb.Tensor) error {
+	if len(tensors) > maxContents {
+		return fmt.Errorf("direct: %d tensors in one message (at most %d)", len(tensors), maxContents)
+	}
+	f.bufs = f.bufs[:0]
+	f.out = grow(f.out, fixedLen+8*len(tensors))
+	f.out[1], f.out[2], f.out[3] = 0, 0, 0
+	total := 0
+	for i, t := range tensors {
+		c := t.GetContent()
+		binary.LittleEndian.PutUint64(f.out[fixedLen+8*i:], uint64(len(c)))
+		total += len(c)
+		f.bufs = append(f.bufs, c)
+		t.Content = nil
+	}
+	var err error
+	f.out, err = proto.MarshalOptions{}.MarshalAppend(f.out, m)
+	for i, t := range tensors {
+		t.Content = f.bufs[i]
+	}
+	if err != nil {
+		return fmt.Errorf("direct: marshal %T: %w", m, err)
+	}
+	hdr := len(f.out) - fixedLen - 8*len(tensors)
+	if hdr > rpc.MaxMessageSize || total > rpc.MaxMessageSize {
+		return fmt.Errorf("direct: %T of %d + %d bytes exceeds %d", m, hdr, total, rpc.MaxMessageSize)
+	}
+	f.out[0] = byte(k)
+	binary.LittleEndian.PutUint32(f.out[4:], uint32(hdr))
+	binary.LittleEndian.PutUint32(f.out[8:], uint32(len(tensors)))
+	bufs := make(net.Buffers, 0, len(f.bufs)+1)
+	bufs = append(bufs, f.out)
+	for _, c := range f.bufs {
+		if len(c) > 0 {
+			bufs = append(bufs, c)
+		}
+	}
+	_, err = bufs.WriteTo(f.conn)
+	clear(f.bufs) // do not keep the caller's buffers alive
+	return err
+}
+
+// read receives a frame: its kind, protobuf header and contents (which
+// alias the framer's buffer until the next read). An io.EOF before the
+// frame's first byte is returned as is.
+func (f *framer) read() (k kind, hdr []byte, contents [][]byte, err error) {
+	f.in = grow(f.in, fixedLen)
+	if _, err := io.ReadFull(f.r, f.in); err != nil {
+		return 0, nil, nil, err
+	}
+	k = kind(f.in[0])
+	hdrLen := binary.LittleEndian.Uint32(f.in[4:])
+	n := binary.LittleEndian.Uint32(f.in[8:])
+	if f.in[1]|f.in[2]|f.in[3] != 0 || hdrLen > rpc.MaxMessageSize || n > maxContents {
+		return 0, nil, nil, fmt.Errorf("%w: frame header %x", errProtocol, f.in)
+	}
+	f.in = grow(f.in, 8*int(n)+int(hdrLen))
+	if _, err := io.ReadFull(f.r, f.in); err != nil {
+		return 0, nil, nil, unexpected(err)
+	}
+	total := uint64(0)
+	for i := range int(n) {
+		total += binary.LittleEndian.Uint64(f.in[8*i:])
+		if total > rpc.MaxMessageSize {
+			return 0, nil, nil, fmt.Errorf("%w: contents of more than %d bytes", errProtocol, rpc.MaxMessageSize)
+		}
+	}
+	f.recv = grow(f.recv, int(total))
+	if _, err := io.ReadFull(f.r, f.recv); err != nil {
+		return 0, nil, nil, unexpected(err)
+	}
+	f.got = f.got[:0]
+	off := 0
+	for i := range int(n) {
+		l := int(binary.LittleEndian.Uint64(f.in[8*i:]))
+		f.got = append(f.got, f.recv[off:off+l:off+l])
+		off += l
+	}
+	return k, f.in[8*n:], f.got, nil
+}
+
+// attach gives tensors their contents, in order.
+func attach(tensors []*pserverpb.Tensor, contents [][]byte) error {
+	if len(tensors) != len(contents) {
+		return fmt.Errorf("%w: %d tensors, %d contents", errProtocol, len(tensors), len(contents))
+	}
+	for i, t := range tensors {
+		if len(t.Content) != 0 {
+			return fmt.Errorf("%w: tensor %q has its content inline", errProtocol, t.GetName())
+		}
+		t.Content = contents[i]
+	}
+	return nil
+}
+
+// grow returns b resized to n, reallocated only when too small.
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n, n+n/4)
+	}
+	return b[:n]
+}
+
+func unexpected(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,303 @@
+package direct
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"elasticdl/proto/pserverpb"
+)
+
+// Handler answers the direct calls: a PS's PushGradients and
+// PullDenseParameters. A request's tensor contents alias the connection's
+// buffer: a handler must not keep them after it returns. The Mux calls
+// release, when not nil, once the answer is written (or dropped), so that
+// the handler can reuse what the answer holds.
+type Handler struct {
+	Push func(context.Context, *pserverpb.PushGradientsRequest) (resp *pserverpb.PushGradientsResponse, release func(), err error)
+	Pull func(context.Context, *pserverpb.PullDenseParametersRequest) (resp *pserverpb.PullDenseParametersResponse, release func(), err error)
+}
+
+// sniffTimeout bounds how long a new connection may take to send its
+// first bytes before it is handed to gRPC as it is.
+const sniffTimeout = 10 * time.Second
+
+// Mux serves direct connections from a listener and hands every other
+// connection to its Accept, for a gRPC server's Serve: one port, both
+// transports.
+type Mux struct {
+	lis  net.Listener
+	h    Handler
+	log  *slog.Logger
+	ctx  context.Context
+	stop context.CancelFunc
+
+	grpcConns chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+	acceptErr error // set before closed is closed
+
+	mu    sync.Mutex
+	conns map[*serverConn]struct{}
+	wg    sync.WaitGroup
+}
+
+// NewMux starts accepting on lis, which Mux now owns.
+func NewMux(lis net.Listener, h Handler, log *slog.Logger) *Mux {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	m := &Mux{lis: lis, h: h, log: log, ctx: ctx, stop: stop, grpcConns: make(chan net.Conn),
+		closed: make(chan struct{}), conns: map[*serverConn]struct{}{}}
+	m.wg.Add(1)
+	go m.acceptLoop()
+	return m
+}
+
+func (m *Mux) acceptLoop() {
+	defer m.wg.Done()
+	for {
+		c, err := m.lis.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			m.shut(err)
+			return
+		}
+		m.wg.Add(1)
+		go m.route(c)
+	}
+}
+
+// route reads the connection's first bytes: the direct preface makes it a
+// direct connection, anything else goes to gRPC with those bytes first.
+func (m *Mux) route(c net.Conn) {
+	defer m.wg.Done()
+	sc := &serverConn{conn: c}
+	if !m.track(sc) {
+		c.Close()
+		return
+	}
+	buf := make([]byte, len(Preface))
+	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	n, err := io.ReadFull(c, buf)
+	_ = c.SetReadDeadline(time.Time{})
+	if err == nil && string(buf) == Preface {
+		m.serve(sc)
+		return
+	}
+	m.untrack(sc)
+	conn := net.Conn(&prefixConn{Conn: c, prefix: buf[:n]})
+	select {
+	case m.grpcConns <- conn:
+	case <-m.closed:
+		c.Close()
+	}
+}
+
+// track adds a connection to those Close and Stop close; false once
+// closed.
+func (m *Mux) track(sc *serverConn) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.closed:
+		return false
+	default:
+	}
+	m.conns[sc] = struct{}{}
+	return true
+}
+
+func (m *Mux) untrack(sc *serverConn) {
+	m.mu.Lock()
+	delete(m.conns, sc)
+	m.mu.Unlock()
+}
+
+// Accept returns the next connection that is not a direct one.
+func (m *Mux) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.grpcConns:
+		return c, nil
+	case <-m.closed:
+		return nil, m.acceptErr
+	}
+}
+
+// Addr is the listener's address.
+func (m *Mux) Addr() net.Addr { return m.lis.Addr() }
+
+// Close stops accepting, and closes the direct connections that wait for
+// a request; one being answered is closed once its answer is written. It
+// does not wait: Stop does.
+func (m *Mux) Close() error {
+	m.shut(net.ErrClosed)
+	m.mu.Lock()
+	for sc := range m.conns {
+		sc.closeIdle()
+	}
+	m.mu.Unlock()
+	return nil
+}
+
+// Stop closes the Mux, gives the requests being answered up to grace to
+// finish, then closes every connection and cancels the handlers' context.
+// It does not wait for handlers that are still running then.
+func (m *Mux) Stop(grace time.Duration) {
+	m.Close()
+	finished := make(chan struct{})
+	go func() { m.wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+		return
+	case <-time.After(grace):
+	}
+	m.stop()
+	m.mu.Lock()
+	for sc := range m.conns {
+		sc.conn.Close()
+	}
+	m.mu.Unlock()
+}
+
+func (m *Mux) shut(err error) {
+	m.closeOnce.Do(func() {
+		m.acceptErr = err
+		close(m.closed)
+		m.lis.Close()
+	})
+}
+
+// serverConn is one direct connection being served.
+type serverConn struct {
+	conn net.Conn
+	mu   sync.Mutex
+	busy bool // answering a request
+	done bool // close after the answer
+}
+
+func (sc *serverConn) closeIdle() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.done = true
+	if !sc.busy {
+		sc.conn.Close()
+	}
+}
+
+// setBusy marks the connection busy or idle; false when it is to close.
+func (sc *serverConn) setBusy(busy bool) bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.busy = busy
+	return !sc.done
+}
+
+// serve answers requests on a direct connection until it closes.
+func (m *Mux) serve(sc *serverConn) {
+	c := sc.conn
+	defer func() {
+		m.untrack(sc)
+		c.Close()
+	}()
+	if _, err := io.WriteString(c, Preface); err != nil {
+		return
+	}
+	f := newFramer(c, bufio.NewReaderSize(c, 64<<10))
+	for {
+		k, hdr, contents, err := f.read()
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				m.log.Debug("direct connection ended", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		if !sc.setBusy(true) {
+			return
+		}
+		err = m.answer(f, k, hdr, contents)
+		if !sc.setBusy(false) || err != nil {
+			if err != nil {
+				m.log.Debug("direct connection dropped", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+	}
+}
+
+// answer handles one request and writes its answer; an error is the
+// connection's (a broken frame, a failed write).
+func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
+	var (
+		resp    proto.Message
+		tensors []*pserverpb.Tensor
+		release func()
+		err     error
+	)
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
+	switch k {
+	case kindPush:
+		req := &pserverpb.PushGradientsRequest{}
+		if err := proto.Unmarshal(hdr, req); err != nil {
+			return fmt.Errorf("%w: push: %v", errProtocol, err)
+		}
+		if err := attach(req.Gradients, contents); err != nil {
+			return err
+		}
+		var r *pserverpb.PushGradientsResponse
+		if r, release, err = m.h.Push(m.ctx, req); err == nil {
+			resp, tensors = r, r.GetDenseParameters()
+		}
+	case kindPull:
+		req := &pserverpb.PullDenseParametersRequest{}
+		if err := proto.Unmarshal(hdr, req); err != nil {
+			return fmt.Errorf("%w: pull: %v", errProtocol, err)
+		}
+		if err := attach(nil, contents); err != nil {
+			return err
+		}
+		var r *pserverpb.PullDenseParametersResponse
+		if r, release, err = m.h.Pull(m.ctx, req); err == nil {
+			resp, tensors = r, r.GetDenseParameters()
+		}
+	default:
+		err = status.Errorf(codes.Unimplemented, "direct: unknown request kind %d", k)
+	}
+	if err != nil {
+		return f.write(kindError, status.Convert(err).Proto(), nil)
+	}
+	return f.write(kindReply|k, resp, tensors)
+}
+
+// prefixConn is a connection whose first bytes were already read.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(b []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(b, c.prefix)
+		c.prefix = c.prefix[n:]
+		return n, nil
+	}
+	return c.Conn.Read(b)
+}
