@@ -47,12 +47,14 @@ func benchTags() string {
 
 // strategyNames are the ways a benchmarked job distributes its training,
 // in the order they are run; strategyArgs gives each one's flags.
-var strategyNames = []string{"ps", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"}
+var strategyNames = []string{"ps", "ps-grpc", "ps-overlap", "ps-bf16", "ps-fast", "allreduce"}
 
 func strategyArgs(name string) []string {
 	switch name {
 	case "ps":
 		return []string{"--num_ps_pods=1"}
+	case "ps-grpc":
+		return []string{"--num_ps_pods=1", "--ps_transport=grpc"}
 	case "ps-overlap":
 		return []string{"--num_ps_pods=1", "--overlap_push"}
 	case "ps-bf16":

@@ -21,8 +21,9 @@ import (
 // AllReduce ring of one), then the bare steps again. Reported: bare
 // records/s (the mean of both), the job's records/s, and job/bare (issue 9
 // target for the AllReduce mlp: >= 0.85; issue 13 for PS: mlp >= 0.6, cnn
-// >= 0.9; ps-overlap is PS with --overlap_push, ps-bf16 with
-// --transport_dtype=bfloat16, ps-fast with both). The bare steps run with the worker's settings: run it with
+// >= 0.9; ps pushes and pulls over direct connections, ps-grpc over gRPC,
+// ps-overlap adds --overlap_push, ps-bf16 --transport_dtype=bfloat16,
+// ps-fast both). The bare steps run with the worker's settings: run it with
 // OPENBLAS_NUM_THREADS=1 and the BLAS tags of the job's binary:
 //
 //	OPENBLAS_NUM_THREADS=1 go test -tags "$(hack/blas-tags.sh)" ./bench -run '^$' -bench JobOverhead -benchtime 1x

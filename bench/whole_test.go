@@ -28,10 +28,11 @@ func BenchmarkWholeJobVsTorch(b *testing.B) {
 	bin := benchBinary(b)
 	jobs := map[string][]string{
 		"ps":        {"--num_workers=2", "--num_ps_pods=1"},
+		"ps-grpc":   {"--num_workers=2", "--num_ps_pods=1", "--ps_transport=grpc"},
 		"ps-bf16":   {"--num_workers=2", "--num_ps_pods=1", "--transport_dtype=bfloat16"},
 		"allreduce": {"--num_workers=2", "--distribution_strategy=AllreduceStrategy"},
 	}
-	for _, strategy := range []string{"ps", "ps-bf16", "allreduce"} {
+	for _, strategy := range []string{"ps", "ps-grpc", "ps-bf16", "allreduce"} {
 		b.Run(strategy, func(b *testing.B) {
 			var torchSec, torchAcc, jobSec, jobAcc float64
 			for i := 0; i < b.N; i++ {

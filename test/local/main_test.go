@@ -84,8 +84,25 @@ func startJob(t *testing.T, args ...string) *job {
 			j.cmd.Process.Kill()
 			<-j.done
 		}
+		if t.Failed() {
+			j.dumpLogs()
+		}
 	})
 	return j
+}
+
+// dumpLogs logs the end of every process's log of a job whose test failed
+// (the output directory goes with the test).
+func (j *job) dumpLogs() {
+	logs, _ := filepath.Glob(filepath.Join(j.out, "logs", "*.log"))
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		j.t.Logf("---- %s (last 25 lines)\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-25):], "\n"))
+	}
 }
 
 // wait waits for the job to exit and returns its exit code.

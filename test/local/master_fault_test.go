@@ -3,7 +3,9 @@ package local
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ func TestSupervisorKilledLeavesNoOrphans(t *testing.T) {
 }
 
 // TestCrashConsistency is the crash-consistency acceptance test: a
-// 3-epoch mlp job (3 workers, 2 PS, checkpoints every 100 versions) has its
+// 5-epoch mlp job (3 workers, 2 PS, checkpoints every 100 versions) has its
 // master killed -9 twice, a worker three times and a PS once, in a random
 // order at random moments (the seed is logged). The job finishes; each new
 // master resumes from the state the dead one persisted and adopts the
@@ -74,17 +76,27 @@ func TestSupervisorKilledLeavesNoOrphans(t *testing.T) {
 func TestCrashConsistency(t *testing.T) {
 	needData(t)
 	ckpt := t.TempDir()
-	args := append(mlpArgs("3"), "--num_workers=3", "--num_ps_pods=2", "--checkpoint_dir="+ckpt, "--checkpoint_steps=100")
-	base := startJob(t, append(mlpArgs("3"), "--num_workers=3", "--num_ps_pods=2")...).succeeded(5 * time.Minute)
+	// Epochs enough for the kills to land in training: a kill waits for
+	// the processes the last one replaced (the 3 epochs this test had
+	// took 5 s once pushes and pulls left gRPC).
+	const epochs = 5
+	args := append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2", "--checkpoint_dir="+ckpt, "--checkpoint_steps=100")
+	base := startJob(t, append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2")...).succeeded(5 * time.Minute)
 	seed := time.Now().UnixNano()
+	if v := os.Getenv("ELASTICDL_CRASH_SEED"); v != "" { // replays a logged run
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("ELASTICDL_CRASH_SEED: %v", err)
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	kills := []string{"master", "master", "worker", "worker", "worker", "ps"}
 	rng.Shuffle(len(kills), func(a, b int) { kills[a], kills[b] = kills[b], kills[a] })
-	// Moments, in records trained over the 3 epochs (180,000), spread
+	// Moments, in records trained over the epochs (300,000), spread
 	// over the first two thirds so that training outlasts the last kill.
 	at := make([]int64, len(kills))
 	for i := range at {
-		at[i] = 5000 + rng.Int64N(115000)
+		at[i] = 5000 + rng.Int64N(epochs*60000*2/3-5000)
 	}
 	slices.Sort(at)
 	t.Logf("seed %d: kills %v at %v records", seed, kills, at)
@@ -144,14 +156,14 @@ func TestCrashConsistency(t *testing.T) {
 		}
 	}
 	s := j.succeeded(5 * time.Minute)
-	assertExactlyOnce(t, s, 3, 60000)
+	assertExactlyOnce(t, s, epochs, 60000)
 	if s.MasterRestarts != 2 || s.Workers.Lost != 3 || s.Workers.Relaunched != 3 || s.PS.Lost != 1 || s.PS.Relaunched != 1 {
 		t.Errorf("master_restarts %d, workers %+v, ps %+v: want 2 restarts, 3 workers and 1 PS lost and relaunched", s.MasterRestarts, s.Workers, s.PS)
 	}
 	// Async, each shard holds parameters of the mlp: a shard's version
 	// counts the minibatches it applied, ceil(60000/64) per epoch once each.
-	if s.ModelVersion != 3*938 || len(s.PS.AppliedUnknown) != 0 {
-		t.Errorf("model version %d, applied_unknown %v: want %d minibatches applied once each", s.ModelVersion, s.PS.AppliedUnknown, 3*938)
+	if s.ModelVersion != epochs*938 || len(s.PS.AppliedUnknown) != 0 {
+		t.Errorf("model version %d, applied_unknown %v: want %d minibatches applied once each", s.ModelVersion, s.PS.AppliedUnknown, epochs*938)
 	}
 	t.Logf("records requeued for the PS rollback: %d (%d tasks); tasks requeued %d, resent %d",
 		s.RecordsRequeuedForRollback, s.Tasks.Reopened, s.Tasks.Requeued, s.Tasks.Resent)

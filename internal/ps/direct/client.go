@@ -1,12 +1,12 @@
 package direct
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -36,6 +36,7 @@ const (
 type Client struct {
 	addr   string
 	dialer net.Dialer
+	bufs   bufferPool
 
 	mu          sync.Mutex
 	idle        []*clientConn
@@ -158,6 +159,11 @@ func (c *Client) connError(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		return status.FromContextError(cerr).Err()
 	}
+	// The connection's deadline is the context's, and may strike before
+	// the context's own timer.
+	if d, ok := ctx.Deadline(); ok && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(d) {
+		return status.FromContextError(context.DeadlineExceeded).Err()
+	}
 	if errors.Is(err, errProtocol) {
 		return status.Errorf(codes.Internal, "direct %s: %v", c.addr, err)
 	}
@@ -197,7 +203,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, c.connError(ctx, err)
 	}
-	return &clientConn{conn: conn, f: newFramer(conn, bufio.NewReaderSize(conn, 64<<10))}, nil
+	return &clientConn{conn: conn, f: newFramer(conn, &c.bufs)}, nil
 }
 
 // handshake sends the preface and expects it back.
@@ -216,8 +222,10 @@ func (c *Client) handshake(ctx context.Context, conn net.Conn) error {
 	return err
 }
 
-// put gives a connection back, or closes it when enough are idle.
+// put gives a connection back, or closes it when enough are idle, and its
+// last answer's buffer.
 func (c *Client) put(cc *clientConn) {
+	cc.f.releaseRecv()
 	c.mu.Lock()
 	if !c.closed && len(c.idle) < maxIdle {
 		c.idle = append(c.idle, cc)

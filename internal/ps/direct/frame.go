@@ -3,11 +3,11 @@
 // gRPC port, instead of gRPC. The messages are the same protobuf messages
 // and the PS answers them with the same methods; only the dense tensors'
 // contents travel outside the protobuf encoding: written straight from the
-// caller's buffers (one writev a message) and read straight into one
-// buffer a connection reuses. gRPC copies every byte of a tensor five
-// times a direction (into the tensor, the marshaled message, the HTTP/2
-// write buffer, the received frames, the unmarshaled message) and cuts it
-// into 16 KiB frames; this keeps the kernel's copy and one more.
+// caller's buffers (one writev a message) and read straight into pooled
+// buffers. gRPC copies every byte of a tensor five times a direction (into
+// the tensor, the marshaled message, the HTTP/2 write buffer, the received
+// frames, the unmarshaled message) and cuts it into 16 KiB frames; this
+// keeps the kernel's copy and one more.
 //
 // A connection opens with Preface, which a PS answers with the same bytes;
 // gRPC's connections (whose HTTP/2 preface differs) go on to the gRPC
@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 
@@ -58,24 +59,49 @@ const (
 // errProtocol is a peer that broke the framing: the connection is closed.
 var errProtocol = errors.New("direct: protocol error")
 
-// framer reads and writes frames on one connection, reusing its buffers:
-// the contents a read returns alias recv until the next read.
+// framer reads and writes frames on one connection, reusing its buffers.
+// The contents a read returns are in a buffer lent by pool until
+// releaseRecv, so that a connection between calls holds none.
 type framer struct {
 	conn net.Conn
 	r    *bufio.Reader
+	pool *bufferPool
 	out  []byte   // fixed part, lengths and protobuf header of a write
 	bufs [][]byte // a write's out followed by its contents
 	in   []byte   // fixed part, lengths and protobuf header of a read
-	recv []byte   // a read's contents, back to back
-	got  [][]byte // a read's contents, slices of recv
+	recv *[]byte  // a read's contents, back to back; nil when none is lent
+	got  [][]byte // a read's contents, slices of *recv
 }
 
-func newFramer(conn net.Conn, r *bufio.Reader) *framer {
-	if r == nil {
-		r = bufio.NewReaderSize(conn, 64<<10)
-	}
-	return &framer{conn: conn, r: r}
+func newFramer(conn net.Conn, pool *bufferPool) *framer {
+	return &framer{conn: conn, r: bufio.NewReaderSize(conn, 64<<10), pool: pool}
 }
+
+// releaseRecv gives the last read's contents buffer back.
+func (f *framer) releaseRecv() {
+	if f.recv != nil {
+		f.pool.put(f.recv)
+		f.recv = nil
+	}
+}
+
+// bufferPool lends the buffers contents are read into: memory follows the
+// calls in flight, not the connections (a PS may have hundreds).
+type bufferPool struct{ p sync.Pool }
+
+// get returns a buffer of n bytes.
+func (bp *bufferPool) get(n int) *[]byte {
+	b, _ := bp.p.Get().(*[]byte)
+	if b == nil || cap(*b) < n {
+		// A smaller one is dropped: the pool converges on the largest.
+		b = new([]byte)
+		*b = make([]byte, n, n+n/4)
+	}
+	*b = (*b)[:n]
+	return b
+}
+
+func (bp *bufferPool) put(b *[]byte) { bp.p.Put(b) }
 
 // write sends m with the contents of tensors (tensors of m) out of band.
 // The tensors' Content is cleared while m is marshaled and put back.
@@ -146,15 +172,20 @@ func (f *framer) read() (k kind, hdr []byte, contents [][]byte, err error) {
 			return 0, nil, nil, fmt.Errorf("%w: contents of more than %d bytes", errProtocol, rpc.MaxMessageSize)
 		}
 	}
-	f.recv = grow(f.recv, int(total))
-	if _, err := io.ReadFull(f.r, f.recv); err != nil {
-		return 0, nil, nil, unexpected(err)
+	var recv []byte
+	if total > 0 {
+		f.releaseRecv()
+		f.recv = f.pool.get(int(total))
+		recv = *f.recv
+		if _, err := io.ReadFull(f.r, recv); err != nil {
+			return 0, nil, nil, unexpected(err)
+		}
 	}
 	f.got = f.got[:0]
 	off := 0
 	for i := range int(n) {
 		l := int(binary.LittleEndian.Uint64(f.in[8*i:]))
-		f.got = append(f.got, f.recv[off:off+l:off+l])
+		f.got = append(f.got, recv[off:off+l:off+l])
 		off += l
 	}
 	return k, f.in[8*n:], f.got, nil

@@ -1,7 +1,6 @@
 package direct
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +41,7 @@ type Mux struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
+	bufs      bufferPool
 	grpcConns chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -217,7 +217,8 @@ func (m *Mux) serve(sc *serverConn) {
 	if _, err := io.WriteString(c, Preface); err != nil {
 		return
 	}
-	f := newFramer(c, bufio.NewReaderSize(c, 64<<10))
+	f := newFramer(c, &m.bufs)
+	defer f.releaseRecv()
 	for {
 		k, hdr, contents, err := f.read()
 		if err != nil {
@@ -230,6 +231,7 @@ func (m *Mux) serve(sc *serverConn) {
 			return
 		}
 		err = m.answer(f, k, hdr, contents)
+		f.releaseRecv()
 		if !sc.setBusy(false) || err != nil {
 			if err != nil {
 				m.log.Debug("direct connection dropped", "remote", c.RemoteAddr().String(), "err", err)
