@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"testing"
 )
 
@@ -24,9 +26,17 @@ func BenchmarkCeilingMemcpy(b *testing.B) {
 
 // BenchmarkCeilingLoopbackTCP streams 4 MiB messages over one loopback TCP
 // connection with plain net.Conn writes and reads: the transport ceiling
-// for a gRPC push or pull on this machine.
-func BenchmarkCeilingLoopbackTCP(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+// for a push or pull between hosts (issue 13's yardstick).
+func BenchmarkCeilingLoopbackTCP(b *testing.B) { streamCeiling(b, "tcp", "127.0.0.1:0") }
+
+// BenchmarkCeilingUnixSocket is the same over a Unix socket: the ceiling
+// for a worker and a PS on one host, which use the PS's local socket.
+func BenchmarkCeilingUnixSocket(b *testing.B) {
+	streamCeiling(b, "unix", fmt.Sprintf("@elasticdl-bench-ceiling-%d", os.Getpid()))
+}
+
+func streamCeiling(b *testing.B, network, addr string) {
+	lis, err := net.Listen(network, addr)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +52,7 @@ func BenchmarkCeilingLoopbackTCP(b *testing.B) {
 		_, err = io.Copy(io.Discard, c)
 		done <- err
 	}()
-	c, err := net.Dial("tcp", lis.Addr().String())
+	c, err := net.Dial(network, lis.Addr().String())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -631,6 +633,12 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 	// Workers push and pull over direct connections on the same port;
 	// everything else (and workers that ask for it) over gRPC.
 	mux := direct.NewMux(lis, s.DirectHandler(), s.log)
+	// Workers on this host connect to a Unix socket instead (half TCP's
+	// per-byte cost on loopback); the name is this process's alone.
+	local := fmt.Sprintf("elasticdl-ps-%d-%d-%016x", cfg.Index, os.Getpid(), rand.Uint64())
+	if err := mux.ServeLocal(local); err != nil {
+		s.log.Warn("no local socket: workers on this host connect over TCP", "err", err)
+	}
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

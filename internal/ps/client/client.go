@@ -363,36 +363,33 @@ func (c *Client) adoptPull(s *shardConn, resp *pserverpb.PullDenseParametersResp
 // noRelease is the release of an answer that holds no lent buffer.
 func noRelease() {}
 
-// pull sends one pull over the shard's direct connection, or over gRPC;
-// release (never nil) gives the answer's buffers back once decoded.
+// pull sends one pull to the shard; see callShard.
 func (s *shardConn) pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
-	if s.direct != nil {
-		resp, release, err := s.direct.Pull(ctx, req)
-		if !errors.Is(err, direct.ErrUnsupported) {
-			return resp, orNoRelease(release), err
-		}
-	}
-	resp, err := s.rpc.PullDenseParameters(ctx, req)
-	return resp, noRelease, err
+	return callShard(ctx, s, req, (*direct.Client).Pull, s.rpc.PullDenseParameters)
 }
 
-// push sends one push, as pull.
+// push sends one push to the shard; see callShard.
 func (s *shardConn) push(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
-	if s.direct != nil {
-		resp, release, err := s.direct.Push(ctx, req)
-		if !errors.Is(err, direct.ErrUnsupported) {
-			return resp, orNoRelease(release), err
-		}
-	}
-	resp, err := s.rpc.PushGradients(ctx, req)
-	return resp, noRelease, err
+	return callShard(ctx, s, req, (*direct.Client).Push, s.rpc.PushGradients)
 }
 
-func orNoRelease(release func()) func() {
-	if release == nil {
-		return noRelease
+// callShard sends req over the shard's direct connection, or over gRPC
+// when it has none or its PS does not speak the direct protocol; release
+// (never nil) gives the answer's buffers back once decoded.
+func callShard[Req, Resp any](ctx context.Context, s *shardConn, req Req,
+	viaDirect func(*direct.Client, context.Context, Req) (Resp, func(), error),
+	viaGRPC func(context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, func(), error) {
+	if s.direct != nil {
+		resp, release, err := viaDirect(s.direct, ctx, req)
+		if !errors.Is(err, direct.ErrUnsupported) {
+			if release == nil {
+				release = noRelease
+			}
+			return resp, release, err
+		}
 	}
-	return release
+	resp, err := viaGRPC(ctx, req)
+	return resp, noRelease, err
 }
 
 // checkPulled verifies that tensors are exactly the group's parameters,

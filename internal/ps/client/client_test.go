@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -36,11 +37,17 @@ type psProc struct {
 	done chan struct{}
 }
 
-// serve serves srv on lis, both transports.
-func serve(t testing.TB, srv *ps.Server, lis net.Listener) *psProc {
+// serve serves srv on lis, both transports, and on a local socket as a
+// PS process does (clients on this host switch to it) unless tcpOnly.
+func serve(t testing.TB, srv *ps.Server, lis net.Listener, tcpOnly ...bool) *psProc {
 	g := grpc.NewServer(rpc.ServerOptions()...)
 	srv.Register(g)
 	mux := direct.NewMux(lis, srv.DirectHandler(), nil)
+	if len(tcpOnly) == 0 || !tcpOnly[0] {
+		if err := mux.ServeLocal(fmt.Sprintf("elasticdl-client-test-%d-%d", os.Getpid(), time.Now().UnixNano())); err != nil {
+			t.Fatal(err)
+		}
+	}
 	p := &psProc{addr: lis.Addr().String(), srv: srv, g: g, mux: mux, done: make(chan struct{})}
 	go func() { defer close(p.done); _ = g.Serve(mux) }()
 	t.Cleanup(p.kill)
@@ -48,9 +55,9 @@ func serve(t testing.TB, srv *ps.Server, lis net.Listener) *psProc {
 }
 
 // startPS serves shard index of numPS on addr ("" picks a free port) with
-// SGD at lr. The listen is retried briefly because a restarted PS reuses
-// the address of one just stopped.
-func startPS(t testing.TB, index, numPS int, addr string, lr float64) *psProc {
+// SGD at lr, tcpOnly as serve. The listen is retried briefly because a
+// restarted PS reuses the address of one just stopped.
+func startPS(t testing.TB, index, numPS int, addr string, lr float64, tcpOnly ...bool) *psProc {
 	t.Helper()
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -74,18 +81,18 @@ func startPS(t testing.TB, index, numPS int, addr string, lr float64) *psProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serve(t, srv, lis)
+	return serve(t, srv, lis, tcpOnly...)
 }
 
 // kill stops the shard abruptly, as a killed pod would.
 func (p *psProc) kill() { p.g.Stop(); p.mux.Stop(0); <-p.done }
 
-func startCluster(t testing.TB, numPS int, lr float64) ([]*psProc, []string) {
+func startCluster(t testing.TB, numPS int, lr float64, tcpOnly ...bool) ([]*psProc, []string) {
 	t.Helper()
 	var procs []*psProc
 	var addrs []string
 	for i := range numPS {
-		p := startPS(t, i, numPS, "", lr)
+		p := startPS(t, i, numPS, "", lr, tcpOnly...)
 		procs = append(procs, p)
 		addrs = append(addrs, p.addr)
 	}
@@ -702,14 +709,15 @@ func setGrads(params []*nn.Param, v float32) {
 // BenchmarkPushPull moves a 4 MiB model (4 x 512x512 float32) to the PS
 // and back: "push+pull" as two calls; "push-return" as one push answered
 // with the parameters (what an async worker does), in float32 and in
-// bfloat16; over direct connections and over gRPC. MB/s counts the
-// float32 bytes of both directions, whatever travels.
+// bfloat16; over direct connections (on the PS's local socket, as on one
+// host, or TCP, as across hosts) and over gRPC. MB/s counts the float32
+// bytes of both directions, whatever travels.
 func BenchmarkPushPull(b *testing.B) {
 	for _, numPS := range []int{1, 2} {
 		for _, mode := range []string{"push+pull", "push-return", "push-return-bf16"} {
-			for _, transport := range []string{"direct", "grpc"} {
+			for _, transport := range []string{"direct", "direct-tcp", "grpc"} {
 				b.Run(fmt.Sprintf("ps=%d/%s/%s", numPS, mode, transport), func(b *testing.B) {
-					_, addrs := startCluster(b, numPS, 1e-6)
+					_, addrs := startCluster(b, numPS, 1e-6, transport == "direct-tcp")
 					dtype := pserverpb.DType_FLOAT32
 					if mode == "push-return-bf16" {
 						dtype = pserverpb.DType_BFLOAT16
@@ -1011,14 +1019,15 @@ func TestTransportsAgree(t *testing.T) {
 		}
 	}
 	a, b, f := zeroValues(testModel()), zeroValues(testModel()), zeroValues(testModel())
-	for _, c := range []struct {
-		c *Client
-		m []*nn.Param
-	}{{direct, a}, {viaGRPC, b}, {fallback, f}} {
-		if _, err := c.c.Pull(ctx, c.m); err != nil {
-			t.Fatal(err)
+	pullAll := func() {
+		t.Helper()
+		for i, c := range []*Client{direct, viaGRPC, fallback} {
+			if _, err := c.Pull(ctx, [][]*nn.Param{a, b, f}[i]); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	pullAll()
 	for step := range 6 {
 		// Pushes alternate between the transports; the fallback client
 		// mirrors them on its own PS.
@@ -1035,14 +1044,7 @@ func TestTransportsAgree(t *testing.T) {
 			t.Fatalf("step %d, fallback: %+v, %v", step, r, err)
 		}
 	}
-	for _, c := range []struct {
-		c *Client
-		m []*nn.Param
-	}{{direct, a}, {viaGRPC, b}, {fallback, f}} {
-		if _, err := c.c.Pull(ctx, c.m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pullAll()
 	wantValues(t, values(b), values(a))
 	wantValues(t, values(f), values(a))
 	// 1 - 0.25 × (1+...+6) from each initial value.

@@ -42,6 +42,10 @@ type Client struct {
 	idle        []*clientConn
 	unsupported bool
 	closed      bool
+	// local is the server's local socket (Mux.ServeLocal), once its hello
+	// named one; badLocal one that could not be reached (another host, or
+	// a server gone), not tried again.
+	local, badLocal string
 }
 
 // NewClient returns a client of the server at addr (host:port); it
@@ -98,8 +102,9 @@ func (c *Client) Close() error {
 
 // clientConn is one connection and its framer.
 type clientConn struct {
-	conn net.Conn
-	f    *framer
+	conn  net.Conn
+	f     *framer
+	local bool // on the server's local socket
 }
 
 // call sends req and reads the answer into resp. Errors are gRPC
@@ -186,14 +191,33 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		c.mu.Unlock()
 		return cc, nil
 	}
+	local := c.local
 	c.mu.Unlock()
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
+	if local != "" {
+		conn, err := c.dialer.DialContext(hctx, "unix", "@"+local)
+		if err == nil {
+			if _, err = c.handshake(hctx, conn); err == nil {
+				return &clientConn{conn: conn, f: newFramer(conn, &c.bufs), local: true}, nil
+			}
+			conn.Close()
+		}
+		if ctx.Err() != nil {
+			return nil, c.connError(ctx, err)
+		}
+		c.mu.Lock()
+		if c.local == local {
+			c.local, c.badLocal = "", local
+		}
+		c.mu.Unlock()
+	}
 	conn, err := c.dialer.DialContext(hctx, "tcp", c.addr)
 	if err != nil {
 		return nil, c.connError(ctx, err)
 	}
-	if err := c.handshake(hctx, conn); err != nil {
+	name, err := c.handshake(hctx, conn)
+	if err != nil {
 		conn.Close()
 		if errors.Is(err, ErrUnsupported) {
 			c.mu.Lock()
@@ -203,23 +227,40 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		}
 		return nil, c.connError(ctx, err)
 	}
+	c.mu.Lock()
+	if name != "" && name != c.badLocal {
+		c.local = name
+	}
+	c.mu.Unlock()
 	return &clientConn{conn: conn, f: newFramer(conn, &c.bufs)}, nil
 }
 
-// handshake sends the preface and expects it back.
-func (c *Client) handshake(ctx context.Context, conn net.Conn) error {
+// handshake sends the preface and reads the server's hello: the preface
+// back, and the name of its local socket, if any.
+func (c *Client) handshake(ctx context.Context, conn net.Conn) (localName string, err error) {
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
 	defer conn.SetDeadline(time.Time{})
 	if _, err := io.WriteString(conn, Preface); err != nil {
-		return err
+		return "", err
 	}
-	echo := make([]byte, len(Preface))
-	n, err := io.ReadFull(conn, echo)
-	if n > 0 && string(echo[:n]) != Preface[:n] {
-		return fmt.Errorf("%w (it answered %q)", ErrUnsupported, echo[:n])
+	hello := make([]byte, len(Preface)+1+maxLocalName)
+	n, err := io.ReadFull(conn, hello[:len(Preface)+1])
+	if n > 0 && string(hello[:min(n, len(Preface))]) != Preface[:min(n, len(Preface))] {
+		return "", fmt.Errorf("%w (it answered %q)", ErrUnsupported, hello[:n])
 	}
-	return err
+	if err != nil {
+		return "", err
+	}
+	l := int(hello[len(Preface)])
+	if l > maxLocalName {
+		return "", fmt.Errorf("%w: a local socket name of %d bytes", errProtocol, l)
+	}
+	name := hello[len(Preface)+1 : len(Preface)+1+l]
+	if _, err := io.ReadFull(conn, name); err != nil {
+		return "", unexpected(err)
+	}
+	return string(name), nil
 }
 
 // put gives a connection back, or closes it when enough are idle, and its
@@ -227,7 +268,9 @@ func (c *Client) handshake(ctx context.Context, conn net.Conn) error {
 func (c *Client) put(cc *clientConn) {
 	cc.f.releaseRecv()
 	c.mu.Lock()
-	if !c.closed && len(c.idle) < maxIdle {
+	// A TCP connection to a server whose local socket is known makes way
+	// for a local one.
+	if !c.closed && len(c.idle) < maxIdle && (cc.local || c.local == "") {
 		c.idle = append(c.idle, cc)
 		c.mu.Unlock()
 		return

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -317,12 +318,12 @@ func TestBadFramesCloseTheConnection(t *testing.T) {
 			}
 			defer conn.Close()
 			conn.SetDeadline(time.Now().Add(5 * time.Second))
-			echo := make([]byte, len(Preface))
+			hello := make([]byte, len(Preface)+1)
 			if _, err := io.WriteString(conn, Preface); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := io.ReadFull(conn, echo); err != nil || string(echo) != Preface {
-				t.Fatalf("preface: %q, %v", echo, err)
+			if _, err := io.ReadFull(conn, hello); err != nil || string(hello) != Preface+"\x00" {
+				t.Fatalf("hello: %q, %v", hello, err)
 			}
 			if _, err := conn.Write(b); err != nil {
 				t.Fatal(err)
@@ -397,5 +398,61 @@ func TestCloseFinishesTheRequestInFlight(t *testing.T) {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Stop still waits with nothing in flight")
+	}
+}
+
+// A client told of the server's local socket uses it from its next
+// connection on; one it cannot reach (another host, a server gone) is
+// left for TCP, for good.
+func TestLocalSocket(t *testing.T) {
+	e := &echoPS{}
+	addr, mux, _ := serveBoth(t, e)
+	name := fmt.Sprintf("elasticdl-direct-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	if err := mux.ServeLocal(name); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, addr)
+	ctx := ctxT(t, 10*time.Second)
+	pull := func() {
+		t.Helper()
+		_, release, err := c.Pull(ctx, &pserverpb.PullDenseParametersRequest{Version: 9})
+		if err != nil {
+			t.Fatal(err)
+		}
+		release()
+	}
+	pull() // over TCP: the hello names the local socket
+	if c.local != name || len(c.idle) != 0 {
+		t.Fatalf("local %q, %d idle connections: want %q learned and the TCP connection closed", c.local, len(c.idle), name)
+	}
+	pull()
+	if len(c.idle) != 1 || !c.idle[0].local || c.idle[0].conn.RemoteAddr().Network() != "unix" {
+		t.Fatalf("after a second call: %d idle connections, want the local one", len(c.idle))
+	}
+	// The local socket goes (its server, say): calls go on over TCP.
+	c.idle[0].conn.Close()
+	c.idle = nil
+	mux.local.Close()
+	pull()
+	if c.local != "" || c.badLocal != name || len(c.idle) != 1 || c.idle[0].local {
+		t.Fatalf("local %q, bad %q, %d idle: want TCP and the socket given up", c.local, c.badLocal, len(c.idle))
+	}
+
+	// A server naming a socket this client cannot reach.
+	e2 := &echoPS{}
+	addr2, mux2, _ := serveBoth(t, e2)
+	mux2.mu.Lock()
+	mux2.localName = name + "-elsewhere"
+	mux2.mu.Unlock()
+	c2 := newClient(t, addr2)
+	for range 3 {
+		if _, release, err := c2.Pull(ctx, &pserverpb.PullDenseParametersRequest{}); err != nil {
+			t.Fatal(err)
+		} else {
+			release()
+		}
+	}
+	if c2.badLocal != name+"-elsewhere" || c2.local != "" {
+		t.Errorf("local %q, bad %q: want the unreachable socket given up", c2.local, c2.badLocal)
 	}
 }

@@ -33,8 +33,21 @@ import (
 )
 
 // Preface opens every direct connection, from the client; the server
-// echoes it. Its first bytes differ from HTTP/2's "PRI * HTTP/2.0".
+// answers with it too, then its hello. Its first bytes differ from
+// HTTP/2's "PRI * HTTP/2.0".
 const Preface = "EDLDIR1\n"
+
+// maxLocalName bounds the local socket name in a hello (a Unix socket
+// path holds 107 bytes).
+const maxLocalName = 107
+
+// appendHello appends the server's answer to the preface: the preface,
+// then the length (1 byte) and name of its local socket ("" for none).
+func appendHello(b []byte, localName string) []byte {
+	b = append(b, Preface...)
+	b = append(b, byte(len(localName)))
+	return append(b, localName...)
+}
 
 // kind says what a frame carries.
 type kind uint8

@@ -35,11 +35,15 @@ const sniffTimeout = 10 * time.Second
 // connection to its Accept, for a gRPC server's Serve: one port, both
 // transports.
 type Mux struct {
-	lis  net.Listener
-	h    Handler
-	log  *slog.Logger
-	ctx  context.Context
-	stop context.CancelFunc
+	lis net.Listener
+	h   Handler
+	// local is the Unix socket direct connections may also use (see
+	// ServeLocal); localName its name, told to every direct client.
+	local     net.Listener
+	localName string
+	log       *slog.Logger
+	ctx       context.Context
+	stop      context.CancelFunc
 
 	bufs      bufferPool
 	grpcConns chan net.Conn
@@ -61,20 +65,50 @@ func NewMux(lis net.Listener, h Handler, log *slog.Logger) *Mux {
 	m := &Mux{lis: lis, h: h, log: log, ctx: ctx, stop: stop, grpcConns: make(chan net.Conn),
 		closed: make(chan struct{}), conns: map[*serverConn]struct{}{}}
 	m.wg.Add(1)
-	go m.acceptLoop()
+	go m.acceptLoop(lis, true)
 	return m
 }
 
-func (m *Mux) acceptLoop() {
+// ServeLocal also serves direct connections on the abstract Unix socket
+// @name (Linux; no file, gone with the process), and tells every direct
+// client its name: a client on the same host (network namespace) then
+// connects there, sparing both sides TCP's work. name must be unique to
+// this server (a relaunched server must pick another). Call it before
+// the first client connects.
+func (m *Mux) ServeLocal(name string) error {
+	lis, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		return fmt.Errorf("direct: listen on @%s: %w", name, err)
+	}
+	m.mu.Lock()
+	select {
+	case <-m.closed:
+		m.mu.Unlock()
+		lis.Close()
+		return net.ErrClosed
+	default:
+	}
+	m.local, m.localName = lis, name
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go m.acceptLoop(lis, false)
+	return nil
+}
+
+// acceptLoop routes lis's connections; main: lis is the gRPC port, whose
+// failure closes the Mux.
+func (m *Mux) acceptLoop(lis net.Listener, main bool) {
 	defer m.wg.Done()
 	for {
-		c, err := m.lis.Accept()
+		c, err := lis.Accept()
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
-			m.shut(err)
+			if main {
+				m.shut(err)
+			}
 			return
 		}
 		m.wg.Add(1)
@@ -176,9 +210,15 @@ func (m *Mux) Stop(grace time.Duration) {
 
 func (m *Mux) shut(err error) {
 	m.closeOnce.Do(func() {
+		m.mu.Lock()
 		m.acceptErr = err
 		close(m.closed)
+		local := m.local
+		m.mu.Unlock()
 		m.lis.Close()
+		if local != nil {
+			local.Close()
+		}
 	})
 }
 
@@ -214,7 +254,10 @@ func (m *Mux) serve(sc *serverConn) {
 		m.untrack(sc)
 		c.Close()
 	}()
-	if _, err := io.WriteString(c, Preface); err != nil {
+	m.mu.Lock()
+	name := m.localName
+	m.mu.Unlock()
+	if _, err := c.Write(appendHello(nil, name)); err != nil {
 		return
 	}
 	f := newFramer(c, &m.bufs)
