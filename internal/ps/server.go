@@ -590,17 +590,19 @@ func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale floa
 // (direct.Mux) as their gRPC methods do, encoding the parameters they
 // return into reused buffers.
 func (s *Server) DirectHandler() direct.Handler {
-	return direct.Handler{
-		Push: func(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
-			block := s.blocks.Get().(*[]byte)
-			resp, err := s.push(ctx, req, block)
-			return resp, func() { s.blocks.Put(block) }, err
-		},
-		Pull: func(_ context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
-			block := s.blocks.Get().(*[]byte)
-			resp, err := s.pullDense(req, block)
-			return resp, func() { s.blocks.Put(block) }, err
-		},
+	return direct.Handler{Push: withBlock(s, s.push), Pull: withBlock(s, func(_ context.Context, req *pserverpb.PullDenseParametersRequest, block *[]byte) (*pserverpb.PullDenseParametersResponse, error) {
+		return s.pullDense(req, block)
+	})}
+}
+
+// withBlock lends call a pooled block to encode its answer's parameters
+// into; the release it returns gives the block back once the answer is
+// sent.
+func withBlock[Req, Resp any](s *Server, call func(context.Context, Req, *[]byte) (Resp, error)) func(context.Context, Req) (Resp, func(), error) {
+	return func(ctx context.Context, req Req) (Resp, func(), error) {
+		block := s.blocks.Get().(*[]byte)
+		resp, err := call(ctx, req, block)
+		return resp, func() { s.blocks.Put(block) }, err
 	}
 }
 

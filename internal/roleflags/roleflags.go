@@ -31,8 +31,13 @@ const (
 
 // CheckStrategy checks a --distribution_strategy value.
 func CheckStrategy(s string) error {
-	if s != StrategyPS && s != StrategyAllReduce {
-		return fmt.Errorf("--distribution_strategy: %q is not %s or %s", s, StrategyPS, StrategyAllReduce)
+	return checkEither("distribution_strategy", s, StrategyPS, StrategyAllReduce)
+}
+
+// checkEither refuses a value of --flag that is neither a nor b.
+func checkEither(flag, v, a, b string) error {
+	if v != a && v != b {
+		return fmt.Errorf("--%s: %q is not %s or %s", flag, v, a, b)
 	}
 	return nil
 }
@@ -98,10 +103,7 @@ const (
 
 // CheckPSTransport checks a --ps_transport value.
 func CheckPSTransport(t string) error {
-	if t != PSTransportDirect && t != PSTransportGRPC {
-		return fmt.Errorf("--ps_transport: %q is not %s or %s", t, PSTransportDirect, PSTransportGRPC)
-	}
-	return nil
+	return checkEither("ps_transport", t, PSTransportDirect, PSTransportGRPC)
 }
 
 // Transport element types (--transport_dtype).
@@ -112,10 +114,7 @@ const (
 
 // CheckTransportDType checks a --transport_dtype value.
 func CheckTransportDType(d string) error {
-	if d != DTypeFloat32 && d != DTypeBFloat16 {
-		return fmt.Errorf("--transport_dtype: %q is not %s or %s", d, DTypeFloat32, DTypeBFloat16)
-	}
-	return nil
+	return checkEither("transport_dtype", d, DTypeFloat32, DTypeBFloat16)
 }
 
 // DefaultWorker is a Worker with every flag at its default.

@@ -42,10 +42,7 @@ type Client struct {
 	idle        []*clientConn
 	unsupported bool
 	closed      bool
-	// local is the server's local socket (Mux.ServeLocal), once its hello
-	// named one; badLocal one that could not be reached (another host, or
-	// a server gone), not tried again.
-	local, badLocal string
+	route       localRoute
 }
 
 // NewClient returns a client of the server at addr (host:port); it
@@ -99,6 +96,30 @@ func (c *Client) Close() error {
 	}
 	return nil
 }
+
+// localRoute says which socket a client dials: the server's local one
+// (Mux.ServeLocal) once a hello has named it, until dialing it fails; a
+// name that failed (another host, a server gone) is not taken again, and
+// a relaunched server names a new one. Client.mu guards it.
+type localRoute struct{ name, failed string }
+
+// told records the local socket a hello named ("" for none).
+func (r *localRoute) told(name string) {
+	if name != "" && name != r.failed {
+		r.name = name
+	}
+}
+
+// unreachable records that dialing the local socket name failed.
+func (r *localRoute) unreachable(name string) {
+	if r.name == name {
+		r.name, r.failed = "", name
+	}
+}
+
+// keeps says whether an idle connection is worth keeping: a TCP one makes
+// way for the local socket, once there is one.
+func (r *localRoute) keeps(local bool) bool { return local || r.name == "" }
 
 // clientConn is one connection and its framer.
 type clientConn struct {
@@ -191,7 +212,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		c.mu.Unlock()
 		return cc, nil
 	}
-	local := c.local
+	local := c.route.name
 	c.mu.Unlock()
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
@@ -207,9 +228,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 			return nil, c.connError(ctx, err)
 		}
 		c.mu.Lock()
-		if c.local == local {
-			c.local, c.badLocal = "", local
-		}
+		c.route.unreachable(local)
 		c.mu.Unlock()
 	}
 	conn, err := c.dialer.DialContext(hctx, "tcp", c.addr)
@@ -228,9 +247,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		return nil, c.connError(ctx, err)
 	}
 	c.mu.Lock()
-	if name != "" && name != c.badLocal {
-		c.local = name
-	}
+	c.route.told(name)
 	c.mu.Unlock()
 	return &clientConn{conn: conn, f: newFramer(conn, &c.bufs)}, nil
 }
@@ -268,9 +285,7 @@ func (c *Client) handshake(ctx context.Context, conn net.Conn) (localName string
 func (c *Client) put(cc *clientConn) {
 	cc.f.releaseRecv()
 	c.mu.Lock()
-	// A TCP connection to a server whose local socket is known makes way
-	// for a local one.
-	if !c.closed && len(c.idle) < maxIdle && (cc.local || c.local == "") {
+	if !c.closed && len(c.idle) < maxIdle && c.route.keeps(cc.local) {
 		c.idle = append(c.idle, cc)
 		c.mu.Unlock()
 		return

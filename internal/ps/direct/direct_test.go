@@ -422,8 +422,8 @@ func TestLocalSocket(t *testing.T) {
 		release()
 	}
 	pull() // over TCP: the hello names the local socket
-	if c.local != name || len(c.idle) != 0 {
-		t.Fatalf("local %q, %d idle connections: want %q learned and the TCP connection closed", c.local, len(c.idle), name)
+	if c.route.name != name || len(c.idle) != 0 {
+		t.Fatalf("local %q, %d idle connections: want %q learned and the TCP connection closed", c.route.name, len(c.idle), name)
 	}
 	pull()
 	if len(c.idle) != 1 || !c.idle[0].local || c.idle[0].conn.RemoteAddr().Network() != "unix" {
@@ -434,8 +434,8 @@ func TestLocalSocket(t *testing.T) {
 	c.idle = nil
 	mux.local.Close()
 	pull()
-	if c.local != "" || c.badLocal != name || len(c.idle) != 1 || c.idle[0].local {
-		t.Fatalf("local %q, bad %q, %d idle: want TCP and the socket given up", c.local, c.badLocal, len(c.idle))
+	if c.route.name != "" || c.route.failed != name || len(c.idle) != 1 || c.idle[0].local {
+		t.Fatalf("local %q, bad %q, %d idle: want TCP and the socket given up", c.route.name, c.route.failed, len(c.idle))
 	}
 
 	// A server naming a socket this client cannot reach.
@@ -452,7 +452,49 @@ func TestLocalSocket(t *testing.T) {
 			release()
 		}
 	}
-	if c2.badLocal != name+"-elsewhere" || c2.local != "" {
-		t.Errorf("local %q, bad %q: want the unreachable socket given up", c2.local, c2.badLocal)
+	if c2.route.failed != name+"-elsewhere" || c2.route.name != "" {
+		t.Errorf("local %q, bad %q: want the unreachable socket given up", c2.route.name, c2.route.failed)
+	}
+}
+
+// The route's decisions, event by event.
+func TestLocalRoute(t *testing.T) {
+	type step struct {
+		event, name  string // told, unreachable
+		want, failed string
+	}
+	for _, c := range []struct {
+		name  string
+		steps []step
+	}{
+		{"no local socket", []step{{"told", "", "", ""}}},
+		{"learned", []step{{"told", "a", "a", ""}, {"told", "a", "a", ""}}},
+		{"unreachable, then named again", []step{{"told", "a", "a", ""}, {"unreachable", "a", "", "a"}, {"told", "a", "", "a"}}},
+		{"a relaunched server's new name", []step{{"told", "a", "a", ""}, {"unreachable", "a", "", "a"}, {"told", "b", "b", "a"}}},
+		{"a stale failure of another name", []step{{"told", "b", "b", ""}, {"unreachable", "a", "b", ""}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r localRoute
+			for i, s := range c.steps {
+				if s.event == "told" {
+					r.told(s.name)
+				} else {
+					r.unreachable(s.name)
+				}
+				if r.name != s.want || r.failed != s.failed {
+					t.Fatalf("after step %d (%s %q): route %+v, want name %q failed %q", i, s.event, s.name, r, s.want, s.failed)
+				}
+			}
+		})
+	}
+	for _, c := range []struct {
+		name  string
+		local bool
+		keep  bool
+	}{{"", false, true}, {"", true, true}, {"a", false, false}, {"a", true, true}} {
+		r := localRoute{name: c.name}
+		if got := r.keeps(c.local); got != c.keep {
+			t.Errorf("route to %q keeps a local=%v connection: %v, want %v", c.name, c.local, got, c.keep)
+		}
 	}
 }
