@@ -78,6 +78,7 @@ type options struct {
 	minBackoff, maxBackoff time.Duration
 	dtype                  pserverpb.DType
 	grpcOnly               bool
+	noSharedMemory         bool // tests: local direct connections without a shared region
 }
 
 // WithGRPCOnly makes gradient pushes and parameter pulls go over gRPC
@@ -184,6 +185,9 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		s := &shardConn{index: i, addr: addr, conn: conn, rpc: pserverpb.NewPserverClient(conn), version: -1}
 		if _, _, err := net.SplitHostPort(addr); err == nil && !o.grpcOnly {
 			s.direct = direct.NewClient(addr)
+			if o.noSharedMemory {
+				s.direct.NoSharedMemory()
+			}
 		}
 		c.shards = append(c.shards, s)
 	}

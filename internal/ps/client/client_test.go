@@ -709,13 +709,14 @@ func setGrads(params []*nn.Param, v float32) {
 // BenchmarkPushPull moves a 4 MiB model (4 x 512x512 float32) to the PS
 // and back: "push+pull" as two calls; "push-return" as one push answered
 // with the parameters (what an async worker does), in float32 and in
-// bfloat16; over direct connections (on the PS's local socket, as on one
-// host, or TCP, as across hosts) and over gRPC. MB/s counts the float32
+// bfloat16; over direct connections (on the PS's local socket with a
+// shared region, as on one host; the socket alone; TCP, as across hosts)
+// and over gRPC. MB/s counts the float32
 // bytes of both directions, whatever travels.
 func BenchmarkPushPull(b *testing.B) {
 	for _, numPS := range []int{1, 2} {
 		for _, mode := range []string{"push+pull", "push-return", "push-return-bf16"} {
-			for _, transport := range []string{"direct", "direct-tcp", "grpc"} {
+			for _, transport := range []string{"direct", "direct-socket", "direct-tcp", "grpc"} {
 				b.Run(fmt.Sprintf("ps=%d/%s/%s", numPS, mode, transport), func(b *testing.B) {
 					_, addrs := startCluster(b, numPS, 1e-6, transport == "direct-tcp")
 					dtype := pserverpb.DType_FLOAT32
@@ -723,8 +724,11 @@ func BenchmarkPushPull(b *testing.B) {
 						dtype = pserverpb.DType_BFLOAT16
 					}
 					opts := []Option{WithTransportDType(dtype)}
-					if transport == "grpc" {
+					switch transport {
+					case "grpc":
 						opts = append(opts, WithGRPCOnly())
+					case "direct-socket":
+						opts = append(opts, func(o *options) { o.noSharedMemory = true })
 					}
 					c, err := Dial(context.Background(), addrs, opts...)
 					if err != nil {

@@ -16,6 +16,8 @@ import (
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 
+	"golang.org/x/sys/unix"
+
 	"elasticdl/proto/pserverpb"
 )
 
@@ -43,6 +45,12 @@ type Client struct {
 	unsupported bool
 	closed      bool
 	route       localRoute
+	// want is the most contents a request or an answer has had: a local
+	// connection's shared region is made to hold them.
+	want int
+	// noShared: shared memory failed (here, or the server refused it);
+	// local connections go on without it.
+	noShared bool
 }
 
 // NewClient returns a client of the server at addr (host:port); it
@@ -92,9 +100,17 @@ func (c *Client) Close() error {
 	c.idle, c.closed = nil, true
 	c.mu.Unlock()
 	for _, cc := range idle {
-		cc.conn.Close()
+		cc.close()
 	}
 	return nil
+}
+
+// SharesMemory reports whether the client's local connections lend their
+// server a shared memory region (as they do unless that failed).
+func (c *Client) SharesMemory() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.noShared
 }
 
 // localRoute says which socket a client dials: the server's local one
@@ -128,12 +144,22 @@ type clientConn struct {
 	local bool // on the server's local socket
 }
 
+func (cc *clientConn) close() {
+	cc.conn.Close()
+	unmapRegion(cc.f.shared)
+	cc.f.shared = nil
+}
+
 // call sends req and reads the answer into resp. Errors are gRPC
 // statuses: Unavailable when the server could not be reached or the
 // connection broke (the request may or may not have been applied, as
 // with gRPC), the caller's context's, or the server's.
 func (c *Client) call(ctx context.Context, k kind, req proto.Message, reqTensors []*pserverpb.Tensor, resp proto.Message, respTensors func() []*pserverpb.Tensor) (release func(), err error) {
-	cc, err := c.get(ctx)
+	need := 0
+	for _, t := range reqTensors {
+		need += len(t.GetContent())
+	}
+	cc, err := c.get(ctx, need)
 	if err != nil {
 		return nil, err
 	}
@@ -144,17 +170,20 @@ func (c *Client) call(ctx context.Context, k kind, req proto.Message, reqTensors
 	interrupt := context.AfterFunc(ctx, func() { _ = cc.conn.SetDeadline(time.Unix(1, 0)) })
 	gotK, hdr, contents, err := c.exchange(cc, k, req, reqTensors)
 	if !interrupt() || err != nil {
-		cc.conn.Close()
+		cc.close()
 		return nil, c.connError(ctx, err)
 	}
+	c.mu.Lock()
+	c.want = max(c.want, need, cc.f.lastContents)
+	c.mu.Unlock()
 	switch gotK {
 	case kindReply | k:
 		if err := proto.Unmarshal(hdr, resp); err != nil {
-			cc.conn.Close()
+			cc.close()
 			return nil, status.Errorf(codes.Internal, "direct %s: answer: %v", c.addr, err)
 		}
 		if err := attach(respTensors(), contents); err != nil {
-			cc.conn.Close()
+			cc.close()
 			return nil, status.Errorf(codes.Internal, "direct %s: %v", c.addr, err)
 		}
 		var once sync.Once
@@ -162,13 +191,13 @@ func (c *Client) call(ctx context.Context, k kind, req proto.Message, reqTensors
 	case kindError:
 		st := &spb.Status{}
 		if err := proto.Unmarshal(hdr, st); err != nil {
-			cc.conn.Close()
+			cc.close()
 			return nil, status.Errorf(codes.Internal, "direct %s: error answer: %v", c.addr, err)
 		}
 		c.put(cc)
 		return nil, status.ErrorProto(st)
 	default:
-		cc.conn.Close()
+		cc.close()
 		return nil, status.Errorf(codes.Internal, "direct %s: %v: answer of kind %d to a request of kind %d", c.addr, errProtocol, gotK, k)
 	}
 }
@@ -196,8 +225,9 @@ func (c *Client) connError(ctx context.Context, err error) error {
 	return status.Errorf(codes.Unavailable, "direct %s: %v", c.addr, err)
 }
 
-// get lends an idle connection, or dials one.
-func (c *Client) get(ctx context.Context) (*clientConn, error) {
+// get lends an idle connection, or dials one; need is the size of the
+// request's contents.
+func (c *Client) get(ctx context.Context, need int) (*clientConn, error) {
 	c.mu.Lock()
 	switch {
 	case c.closed:
@@ -220,7 +250,12 @@ func (c *Client) get(ctx context.Context) (*clientConn, error) {
 		conn, err := c.dialer.DialContext(hctx, "unix", "@"+local)
 		if err == nil {
 			if _, err = c.handshake(hctx, conn); err == nil {
-				return &clientConn{conn: conn, f: newFramer(conn, &c.bufs), local: true}, nil
+				var shared []byte
+				if shared, err = c.lendRegion(hctx, conn.(*net.UnixConn), need); err == nil {
+					cc := &clientConn{conn: conn, f: newFramer(conn, &c.bufs), local: true}
+					cc.f.shared = shared
+					return cc, nil
+				}
 			}
 			conn.Close()
 		}
@@ -280,16 +315,61 @@ func (c *Client) handshake(ctx context.Context, conn net.Conn) (localName string
 	return string(name), nil
 }
 
-// put gives a connection back, or closes it when enough are idle, and its
-// last answer's buffer.
+// lendRegion offers the server of a new local connection a shared memory
+// region for contents of need bytes (or the most seen so far). It returns
+// the region, nil when there is none; an error is the connection's.
+func (c *Client) lendRegion(ctx context.Context, conn *net.UnixConn, need int) ([]byte, error) {
+	c.mu.Lock()
+	size := regionSize(max(need, c.want))
+	if c.noShared {
+		size = 0
+	}
+	c.mu.Unlock()
+	var mem []byte
+	fd := -1
+	if size > 0 {
+		var err error
+		if mem, fd, err = createRegion(size); err != nil {
+			c.giveUpShared()
+		} else {
+			defer unix.Close(fd)
+		}
+	}
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetDeadline(deadline)
+	defer conn.SetDeadline(time.Time{})
+	accepted, err := offerRegion(conn, fd, size)
+	if err != nil || !accepted {
+		unmapRegion(mem)
+		if err == nil && mem != nil {
+			c.giveUpShared()
+		}
+		return nil, err
+	}
+	return mem, nil
+}
+
+// NoSharedMemory makes the client's local connections carry contents on
+// the socket, without a shared region (for measurements).
+func (c *Client) NoSharedMemory() { c.giveUpShared() }
+
+func (c *Client) giveUpShared() {
+	c.mu.Lock()
+	c.noShared = true
+	c.mu.Unlock()
+}
+
+// put gives a connection back, or closes it when enough are idle or its
+// shared region has grown too small, and its last answer's buffer.
 func (c *Client) put(cc *clientConn) {
 	cc.f.releaseRecv()
 	c.mu.Lock()
-	if !c.closed && len(c.idle) < maxIdle && c.route.keeps(cc.local) {
+	fits := !cc.local || c.noShared || len(cc.f.shared) >= min(c.want, maxRegion)
+	if !c.closed && len(c.idle) < maxIdle && c.route.keeps(cc.local) && fits {
 		c.idle = append(c.idle, cc)
 		c.mu.Unlock()
 		return
 	}
 	c.mu.Unlock()
-	cc.conn.Close()
+	cc.close()
 }

@@ -62,7 +62,7 @@ const (
 )
 
 const (
-	// fixedLen: kind (1), 3 bytes zero, the protobuf header's length
+	// fixedLen: kind (1), flags (1), 2 bytes zero, the protobuf header's length
 	// (uint32), the number of out-of-band contents (uint32).
 	fixedLen = 12
 	// maxContents bounds a frame's out-of-band tensors.
@@ -83,7 +83,12 @@ type framer struct {
 	bufs [][]byte // a write's out followed by its contents
 	in   []byte   // fixed part, lengths and protobuf header of a read
 	recv *[]byte  // a read's contents, back to back; nil when none is lent
-	got  [][]byte // a read's contents, slices of *recv
+	got  [][]byte // a read's contents, slices of *recv or shared
+	// shared is the connection's shared memory region (shm.go), nil
+	// when it has none.
+	shared []byte
+	// lastContents is the size of the last read's contents.
+	lastContents int
 }
 
 func newFramer(conn net.Conn, pool *bufferPool) *framer {
@@ -148,6 +153,16 @@ func (f *framer) write(k kind, m proto.Message, tensors []*pserverpb.Tensor) err
 	f.out[0] = byte(k)
 	binary.LittleEndian.PutUint32(f.out[4:], uint32(hdr))
 	binary.LittleEndian.PutUint32(f.out[8:], uint32(len(tensors)))
+	defer clear(f.bufs) // do not keep the caller's buffers alive
+	if total > 0 && total <= len(f.shared) {
+		f.out[1] = flagShared
+		off := 0
+		for _, c := range f.bufs {
+			off += copy(f.shared[off:], c)
+		}
+		_, err = f.conn.Write(f.out)
+		return err
+	}
 	bufs := make(net.Buffers, 0, len(f.bufs)+1)
 	bufs = append(bufs, f.out)
 	for _, c := range f.bufs {
@@ -156,7 +171,6 @@ func (f *framer) write(k kind, m proto.Message, tensors []*pserverpb.Tensor) err
 		}
 	}
 	_, err = bufs.WriteTo(f.conn)
-	clear(f.bufs) // do not keep the caller's buffers alive
 	return err
 }
 
@@ -169,9 +183,10 @@ func (f *framer) read() (k kind, hdr []byte, contents [][]byte, err error) {
 		return 0, nil, nil, err
 	}
 	k = kind(f.in[0])
+	flags := f.in[1]
 	hdrLen := binary.LittleEndian.Uint32(f.in[4:])
 	n := binary.LittleEndian.Uint32(f.in[8:])
-	if f.in[1]|f.in[2]|f.in[3] != 0 || hdrLen > rpc.MaxMessageSize || n > maxContents {
+	if flags&^flagShared != 0 || f.in[2]|f.in[3] != 0 || hdrLen > rpc.MaxMessageSize || n > maxContents {
 		return 0, nil, nil, fmt.Errorf("%w: frame header %x", errProtocol, f.in)
 	}
 	f.in = grow(f.in, 8*int(n)+int(hdrLen))
@@ -185,8 +200,15 @@ func (f *framer) read() (k kind, hdr []byte, contents [][]byte, err error) {
 			return 0, nil, nil, fmt.Errorf("%w: contents of more than %d bytes", errProtocol, rpc.MaxMessageSize)
 		}
 	}
+	f.lastContents = int(total)
 	var recv []byte
-	if total > 0 {
+	switch {
+	case flags&flagShared != 0:
+		if total > uint64(len(f.shared)) {
+			return 0, nil, nil, fmt.Errorf("%w: %d bytes of contents in a shared region of %d", errProtocol, total, len(f.shared))
+		}
+		recv = f.shared
+	case total > 0:
 		f.releaseRecv()
 		f.recv = f.pool.get(int(total))
 		recv = *f.recv

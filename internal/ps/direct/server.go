@@ -262,6 +262,18 @@ func (m *Mux) serve(sc *serverConn) {
 	}
 	f := newFramer(c, &m.bufs)
 	defer f.releaseRecv()
+	if uc, ok := c.(*net.UnixConn); ok {
+		mem, refused, err := acceptRegion(uc)
+		if err != nil {
+			return
+		}
+		if refused != nil {
+			m.log.Warn("direct connection without shared memory", "err", refused)
+		}
+		// Unmapped after the last handler returned: serve calls them.
+		defer unmapRegion(mem)
+		f.shared = mem
+	}
 	for {
 		k, hdr, contents, err := f.read()
 		if err != nil {
