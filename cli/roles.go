@@ -51,6 +51,7 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		OverlapPush:              f.OverlapPush,
 		TransportDType:           pserverpb.DType_FLOAT32,
 		PSOverGRPC:               f.PSTransport == roleflags.PSTransportGRPC,
+		PreloadData:              f.PreloadData,
 	}
 	if f.TransportDType == roleflags.DTypeBFloat16 {
 		cfg.TransportDType = pserverpb.DType_BFLOAT16

@@ -351,3 +351,21 @@ func (c *Config) training() bool { return c.Mode == "" || c.Mode == ModeTrain }
 func (c *Config) RecordsPerTask() int64 {
 	return int64(c.MinibatchSize) * int64(c.NumMinibatchesPerTask)
 }
+
+// dataSources is the data the job's workers read for its main tasks
+// (training, evaluation or prediction), which they open as they start.
+func (c *Config) dataSources() []string {
+	var s string
+	switch c.Mode {
+	case ModeEvaluate:
+		s = c.ValidationData
+	case ModePredict:
+		s = c.PredictionData
+	default:
+		s = c.TrainingData
+	}
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}

@@ -56,7 +56,9 @@ func TestWorkerRoundTrip(t *testing.T) {
 	overlap.OverlapPush, overlap.TransportDType = true, DTypeBFloat16
 	overGRPC := full
 	overGRPC.PSTransport = PSTransportGRPC
-	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap, overGRPC} {
+	preload := full
+	preload.PreloadData = []string{"/data/train-images-idx3-ubyte.gz", "csv:///data/v.csv?schema=y:label,x:num"}
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap, overGRPC, preload} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)

@@ -87,6 +87,9 @@ type Config struct {
 	// PSOverGRPC sends pushes and pulls over gRPC rather than over direct
 	// connections (--ps_transport=grpc).
 	PSOverGRPC bool
+	// PreloadData are data sources opened as the worker starts, while it
+	// connects, rather than by the first task that reads them.
+	PreloadData []string
 }
 
 // maxRejectedPushes bounds how often one minibatch is recomputed after the
@@ -106,11 +109,19 @@ type Worker struct {
 	tables []client.EmbeddingTable
 	grads  []client.SparseGrad
 
-	master  masterpb.MasterClient
-	conn    *grpc.ClientConn
-	ps      *client.Client
-	sources map[string]data.Source
-	current atomic.Int64 // task in progress, for heartbeats
+	master    masterpb.MasterClient
+	conn      *grpc.ClientConn
+	ps        *client.Client
+	sources   map[string]*openSource // guarded by sourcesMu
+	sourcesMu sync.Mutex
+	current   atomic.Int64 // task in progress, for heartbeats
+	// held: the tasks got and not yet reported (a PS job's loop), told
+	// to the master with every GetTask.
+	heldMu sync.Mutex
+	held   []int64
+	// fresh: the parameters in hand are what the shards answered the last
+	// push with (async SGD), so the next task starts without a pull.
+	fresh bool
 	// rejected counts gradient pushes the PS declined (sync SGD, stale);
 	// each was redone.
 	rejected atomic.Int64
@@ -152,7 +163,7 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 		cfg:     cfg,
 		spec:    spec,
 		log:     logger.With("worker", cfg.WorkerID),
-		sources: map[string]data.Source{},
+		sources: map[string]*openSource{},
 	}
 	w.net = spec.Build(rand.New(rand.NewSource(cfg.Seed)))
 	w.params = w.net.Params()
@@ -181,11 +192,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.conn = conn
 	w.master = masterpb.NewMasterClient(conn)
 	defer conn.Close()
-	defer func() {
-		for _, s := range w.sources {
-			s.Close()
-		}
-	}()
+	for _, name := range w.cfg.PreloadData {
+		w.source(name) // opens it in the background
+	}
+	defer w.closeSources()
 	if w.cfg.ModelledSecondsPerRecord > 0 {
 		w.log.Info("modelled compute: training minibatches wait instead of computing; the model does not train",
 			"seconds_per_record", w.cfg.ModelledSecondsPerRecord, "cpus", w.cfg.ModelledCPUs)
@@ -195,7 +205,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	w.log.Info("training with parameter servers", "ps", len(w.cfg.PSAddrs), "sync", w.cfg.Sync, "overlap_push", w.cfg.OverlapPush && !w.cfg.Sync,
-		"transport_dtype", strings.ToLower(w.cfg.TransportDType.String()), "ps_over_grpc", w.cfg.PSOverGRPC)
+		"transport_dtype", strings.ToLower(w.cfg.TransportDType.String()), "ps_over_grpc", w.cfg.PSOverGRPC, "preload_data", w.cfg.PreloadData)
 	w.ps, err = client.Dial(ctx, w.cfg.PSAddrs, w.psOptions()...)
 	if err != nil {
 		return fmt.Errorf("connect to parameter servers: %w", err)
@@ -228,6 +238,7 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 	w.log.Info("parameter servers re-sharded: routing by the new layout", "layout", resp.PsLayout, "from", len(w.cfg.PSAddrs), "to", len(resp.PsAddrs))
 	w.ps.Close()
 	w.ps, w.cfg.PSAddrs = c, slices.Clone(resp.PsAddrs)
+	w.fresh = false
 	return nil
 }
 
@@ -280,24 +291,70 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) 
 }
 
 func (w *Worker) loop(ctx context.Context) error {
-	for {
-		resp, err := w.getTask(ctx)
-		if err != nil {
+	// A task cannot start before its data is open: ask for the first one
+	// once the preloaded sources are (whether they opened or not: a
+	// failure is the task's), so that another worker may take it meanwhile.
+	for _, name := range w.cfg.PreloadData {
+		select {
+		case <-w.source(name).done:
+		case <-ctx.Done():
 			if errors.Is(context.Cause(ctx), errJobOver) {
 				return nil
 			}
-			return err
+			return context.Cause(ctx)
 		}
+	}
+	err := w.pipelinedLoop(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errJobOver) {
+		return nil
+	}
+	return err
+}
+
+// pipelinedLoop runs tasks until the master says the job is done. The
+// master's answers cost a durable write each (it persists its state before
+// it answers), so they are kept off the task path: while a task trains,
+// the next one is asked for (the request says the worker holds the task in
+// hand), and a task's report travels while the next task trains. At most
+// one report is on its way. A task whose report is lost with the worker
+// is done again elsewhere, and the PS shards skip the minibatches they
+// hold: exactly once still. An answer other than a task to an early
+// request is dropped, and asked again once the reports have landed.
+func (w *Worker) pipelinedLoop(ctx context.Context) error {
+	var (
+		next    <-chan taskAnswer // the next task's request, on its way
+		reports reportSender
+	)
+	defer reports.wait()
+	for {
+		var ans taskAnswer
+		if next != nil {
+			ans = <-next
+			next = nil
+			if ans.err == nil && ans.resp.Action != masterpb.GetTaskResponse_TASK {
+				ans.resp = nil // asked early: ask again with nothing on its way
+			}
+		}
+		if ans.err == nil && ans.resp == nil {
+			if err := reports.wait(); err != nil {
+				return err
+			}
+			ans.resp, ans.err = w.getTask(ctx)
+		}
+		if ans.err != nil {
+			return ans.err
+		}
+		resp := ans.resp
 		switch resp.Action {
 		case masterpb.GetTaskResponse_DONE:
+			if err := reports.wait(); err != nil {
+				return err
+			}
 			w.log.Info("job done, exiting", "rejected_pushes", w.rejected.Load())
 			return nil
 		case masterpb.GetTaskResponse_WAIT:
 			select {
 			case <-ctx.Done():
-				if errors.Is(context.Cause(ctx), errJobOver) {
-					return nil
-				}
 				return context.Cause(ctx)
 			case <-time.After(time.Duration(resp.WaitMs) * time.Millisecond):
 			}
@@ -306,16 +363,69 @@ func (w *Worker) loop(ctx context.Context) error {
 		default:
 			return fmt.Errorf("master sent unknown action %v", resp.Action)
 		}
+		w.hold(resp.Task.Id)
 		if err := w.followLayout(ctx, resp); err != nil {
 			return err
 		}
-		if err := w.runTask(ctx, resp.Task); err != nil {
-			if errors.Is(context.Cause(ctx), errJobOver) {
-				return nil
-			}
+		next = w.askEarly(ctx)
+		report, err := w.doTask(ctx, resp.Task)
+		if err != nil {
 			return err
 		}
+		if err := reports.wait(); err != nil {
+			return err
+		}
+		reports.send(func() error { return w.report(ctx, report) })
 	}
+}
+
+// taskAnswer is a GetTask's outcome.
+type taskAnswer struct {
+	resp *masterpb.GetTaskResponse
+	err  error
+}
+
+// askEarly asks for the next task now, in the background.
+func (w *Worker) askEarly(ctx context.Context) <-chan taskAnswer {
+	ch := make(chan taskAnswer, 1)
+	go func() {
+		resp, err := w.getTask(ctx)
+		ch <- taskAnswer{resp, err}
+	}()
+	return ch
+}
+
+// reportSender sends one report at a time in the background.
+type reportSender struct{ done chan error }
+
+func (r *reportSender) send(report func() error) {
+	done := make(chan error, 1)
+	r.done = done
+	go func() { done <- report() }()
+}
+
+// wait returns the report's outcome once it has landed (nil when none
+// was sent).
+func (r *reportSender) wait() error {
+	if r.done == nil {
+		return nil
+	}
+	err := <-r.done
+	r.done = nil
+	return err
+}
+
+// hold records a task the master handed out; report lets it go.
+func (w *Worker) hold(id int64) {
+	w.heldMu.Lock()
+	w.held = append(w.held, id)
+	w.heldMu.Unlock()
+}
+
+func (w *Worker) letGo(id int64) {
+	w.heldMu.Lock()
+	w.held = slices.DeleteFunc(w.held, func(h int64) bool { return h == id })
+	w.heldMu.Unlock()
 }
 
 // getTask asks for work, saying what the worker holds: a task the master
@@ -326,6 +436,10 @@ func (w *Worker) getTask(ctx context.Context) (*masterpb.GetTaskResponse, error)
 		for _, rt := range w.ar.book.tasks {
 			req.HeldTasks = append(req.HeldTasks, rt.t.Id)
 		}
+	} else {
+		w.heldMu.Lock()
+		req.HeldTasks = slices.Clone(w.held)
+		w.heldMu.Unlock()
 	}
 	resp, err := w.master.GetTask(ctx, req)
 	if err != nil {
@@ -372,6 +486,16 @@ func retryUnavailable(timeout time.Duration, log *slog.Logger) grpc.UnaryClientI
 // task elsewhere or fails the job; errors that are the worker's (master or
 // PS gone, ctx ended) end the worker.
 func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
+	report, err := w.doTask(ctx, t)
+	if err != nil {
+		return err
+	}
+	return w.report(ctx, report)
+}
+
+// doTask trains, evaluates or predicts one task and returns its report;
+// an error is the worker's.
+func (w *Worker) doTask(ctx context.Context, t *masterpb.Task) (*masterpb.ReportTaskResultRequest, error) {
 	w.current.Store(t.Id)
 	defer w.current.Store(0)
 	report := &masterpb.ReportTaskResultRequest{WorkerId: int32(w.cfg.WorkerID), TaskId: t.Id}
@@ -387,11 +511,11 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 		taskErr = fmt.Errorf("task type %v is not supported by this worker", t.Type)
 	}
 	if ctx.Err() != nil {
-		return context.Cause(ctx)
+		return nil, context.Cause(ctx)
 	}
 	var fatal *fatalError
 	if errors.As(taskErr, &fatal) {
-		return fatal.err
+		return nil, fatal.err
 	}
 	if taskErr != nil {
 		report.Error = taskErr.Error()
@@ -399,14 +523,23 @@ func (w *Worker) runTask(ctx context.Context, t *masterpb.Task) error {
 		w.log.Warn("task failed", "task", t.Id, "err", taskErr)
 	}
 	report.ModelVersion = w.modelVersion()
-	if _, err := w.master.ReportTaskResult(ctx, report); err != nil {
+	return report, nil
+}
+
+// report sends a task's report; the task is then no longer held.
+func (w *Worker) report(ctx context.Context, report *masterpb.ReportTaskResultRequest) error {
+	_, err := w.master.ReportTaskResult(ctx, report)
+	if err == nil || status.Code(err) == codes.FailedPrecondition {
+		w.letGo(report.TaskId)
+	}
+	if err != nil {
 		if status.Code(err) == codes.FailedPrecondition {
 			// The master took the task back (a timeout), or this is the
 			// repeat of a report a master that died had already taken.
-			w.log.Warn("report refused", "task", t.Id, "err", err)
+			w.log.Warn("report refused", "task", report.TaskId, "err", err)
 			return nil
 		}
-		return fmt.Errorf("report task %d: %w", t.Id, err)
+		return fmt.Errorf("report task %d: %w", report.TaskId, err)
 	}
 	return nil
 }
@@ -434,16 +567,55 @@ type fatalError struct{ err error }
 
 func (e *fatalError) Error() string { return e.err.Error() }
 
+// openSource is a data source being opened, or open.
+type openSource struct {
+	done chan struct{}
+	src  data.Source
+	err  error
+}
+
+// source returns the source name, opening it in the background the first
+// time. A failed open is forgotten once seen, so that a later task tries
+// again.
+func (w *Worker) source(name string) *openSource {
+	w.sourcesMu.Lock()
+	defer w.sourcesMu.Unlock()
+	if o, ok := w.sources[name]; ok {
+		return o
+	}
+	o := &openSource{done: make(chan struct{})}
+	w.sources[name] = o
+	go func() {
+		defer close(o.done)
+		o.src, o.err = data.Open(name)
+	}()
+	return o
+}
+
+func (w *Worker) closeSources() {
+	w.sourcesMu.Lock()
+	defer w.sourcesMu.Unlock()
+	for _, o := range w.sources {
+		<-o.done
+		if o.err == nil {
+			o.src.Close()
+		}
+	}
+}
+
 func (w *Worker) read(t *masterpb.Task, report *masterpb.ReportTaskResultRequest) (*data.Batch, error) {
 	s := t.GetShard()
-	src, ok := w.sources[s.Name]
-	if !ok {
-		var err error
-		if src, err = data.Open(s.Name); err != nil {
-			return nil, err
+	o := w.source(s.Name)
+	<-o.done
+	if o.err != nil {
+		w.sourcesMu.Lock()
+		if w.sources[s.Name] == o {
+			delete(w.sources, s.Name)
 		}
-		w.sources[s.Name] = src
+		w.sourcesMu.Unlock()
+		return nil, o.err
 	}
+	src := o.src
 	b, err := src.Read(s.Start, s.End)
 	if err != nil {
 		return nil, err
@@ -538,9 +710,6 @@ type taskTraining struct {
 	// shard holds; nil until then.
 	held    [][]int32
 	skipped int
-	// fresh: the parameters are what the shards answered the last push
-	// with (async), so the next step needs no pull.
-	fresh bool
 	// pending is the last minibatch's push (async), not yet answered.
 	pending *pendingStep
 }
@@ -622,7 +791,7 @@ func (tr *taskTraining) count(records int, loss float32) {
 // computes (settle); otherwise here.
 func (tr *taskTraining) asyncStep(ctx context.Context, x *nn.Tensor, ids []int64, labels []int32, key *pserverpb.MinibatchKey) error {
 	w := tr.w
-	if !tr.fresh {
+	if !w.fresh {
 		if _, err := w.ps.Pull(ctx, w.params); err != nil {
 			return &fatalError{fmt.Errorf("pull parameters: %w", err)}
 		}
@@ -660,10 +829,10 @@ func (tr *taskTraining) settle(ctx context.Context) error {
 	tr.pending = nil
 	r, err := p.push.Wait()
 	if err != nil {
-		tr.fresh = false
+		tr.w.fresh = false
 		return &fatalError{fmt.Errorf("push gradients: %w", err)}
 	}
-	tr.fresh = r.Fresh
+	tr.w.fresh = r.Fresh
 	if err := tr.learn(ctx, r); err != nil {
 		return err
 	}

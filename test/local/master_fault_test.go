@@ -78,8 +78,9 @@ func TestCrashConsistency(t *testing.T) {
 	ckpt := t.TempDir()
 	// Epochs enough for the kills to land in training: a kill waits for
 	// the processes the last one replaced (the 3 epochs this test had
-	// took 5 s once pushes and pulls left gRPC).
-	const epochs = 5
+	// took 5 s once pushes and pulls left gRPC, and 5 epochs ended before
+	// the last kill's check once workers asked for tasks early).
+	const epochs = 8
 	args := append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2", "--checkpoint_dir="+ckpt, "--checkpoint_steps=100")
 	base := startJob(t, append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2")...).succeeded(5 * time.Minute)
 	seed := time.Now().UnixNano()
@@ -92,7 +93,7 @@ func TestCrashConsistency(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	kills := []string{"master", "master", "worker", "worker", "worker", "ps"}
 	rng.Shuffle(len(kills), func(a, b int) { kills[a], kills[b] = kills[b], kills[a] })
-	// Moments, in records trained over the epochs (300,000), spread
+	// Moments, in records trained over the epochs (480,000), spread
 	// over the first two thirds so that training outlasts the last kill.
 	at := make([]int64, len(kills))
 	for i := range at {

@@ -15,7 +15,9 @@ import (
 // trained exactly once and no worker counted lost.
 func TestScaleLocalJob(t *testing.T) {
 	needData(t)
-	j := startJob(t, append(mlpArgs("2"), "--num_workers=3", "--min_workers=1", "--minibatch_size=16")...)
+	// 8 epochs: a worker trains one in about 2 s here, and the job must
+	// outlast the scaling below.
+	j := startJob(t, append(mlpArgs("8"), "--num_workers=3", "--min_workers=1", "--minibatch_size=16")...)
 	waitFor(t, time.Minute, "3 workers training", func() bool {
 		_, done := j.epochRecordsDone()
 		return done > 0 && len(j.children("worker")) == 3
@@ -38,7 +40,7 @@ func TestScaleLocalJob(t *testing.T) {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
 	s := j.summary()
-	assertExactlyOnce(t, s, 2, 60000)
+	assertExactlyOnce(t, s, 8, 60000)
 	w := s.Workers
 	if w.ScaledDown != 2 || w.ScaledUp != 1 || w.Lost != 0 || w.Relaunched != 0 {
 		t.Errorf("summary workers %+v: want 2 scaled down, 1 up, none lost or relaunched", w)
@@ -108,7 +110,9 @@ func TestScaleAllReduceJob(t *testing.T) {
 // the shards hold), and the accuracy is an undisturbed run's.
 func TestScalePSLocal(t *testing.T) {
 	needData(t)
-	j := startJob(t, mlpArgs("2")...)
+	// 10 epochs: the job must outlast two re-shards (it trains an epoch
+	// in about a second here).
+	j := startJob(t, mlpArgs("10")...)
 	waitFor(t, time.Minute, "training", func() bool {
 		_, done := j.epochRecordsDone()
 		return done > 5000
@@ -123,7 +127,7 @@ func TestScalePSLocal(t *testing.T) {
 		return len(j.children("ps")) == 1 && strings.Count(j.stderr.String(), `msg=re-sharded`) == 2
 	})
 	s := j.succeeded(5 * time.Minute)
-	assertExactlyOnce(t, s, 2, 60000)
+	assertExactlyOnce(t, s, 10, 60000)
 	if p := s.PS; p.Lost != 0 || p.Relaunched != 0 || len(p.Reshards) != 2 || p.Reshards[0].To != 2 || p.Reshards[1].To != 1 {
 		t.Errorf("summary PS %+v: want 1 → 2 → 1, none lost", p)
 	}

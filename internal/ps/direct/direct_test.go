@@ -661,3 +661,25 @@ func unixPair(t *testing.T) (a, b *net.UnixConn) {
 	}
 	return conn(fds[0]), conn(fds[1])
 }
+
+// A client of another protocol version is handed to gRPC, whose answer
+// (an HTTP/2 SETTINGS frame) makes such a client fall back to gRPC.
+func TestOtherVersionGoesToGRPC(t *testing.T) {
+	addr, _, _ := serveBoth(t, &echoPS{})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(conn, "EDLDIR1\n"); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 9) // an HTTP/2 frame header
+	if _, err := io.ReadFull(conn, b); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.HasPrefix(b, []byte("EDLDIR")) || b[3] != 0x4 {
+		t.Errorf("answer to version 1: %q, want gRPC's SETTINGS frame", b)
+	}
+}

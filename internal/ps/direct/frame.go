@@ -34,8 +34,10 @@ import (
 
 // Preface opens every direct connection, from the client; the server
 // answers with it too, then its hello. Its first bytes differ from
-// HTTP/2's "PRI * HTTP/2.0".
-const Preface = "EDLDIR1\n"
+// HTTP/2's "PRI * HTTP/2.0". Its version changes with the protocol: a
+// peer of another version sees what gRPC makes of it, and the client
+// falls back to gRPC (version 2: local connections lend a shared region).
+const Preface = "EDLDIR2\n"
 
 // maxLocalName bounds the local socket name in a hello (a Unix socket
 // path holds 107 bytes).
