@@ -331,6 +331,11 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	if l.runID == "" {
 		return usageError{errors.New("--local_agent needs --run_id")}
 	}
+	stopProfile, err := startProfile("master", 0)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	store, err := statestore.Open(masterStateFile(cfg.Output), 10*time.Second)
 	if err != nil {
 		return restartable(err)
