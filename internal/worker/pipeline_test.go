@@ -197,8 +197,10 @@ func TestReportFailures(t *testing.T) {
 	if err := runWorker(t, refused, path); err != nil {
 		t.Fatalf("a refused report: %v, want the worker to go on", err)
 	}
-	if !slices.Equal(refused.reports, []int64{1, 2, 3}) || len(refused.held[len(refused.held)-1]) != 0 {
-		t.Errorf("reports %v, last GetTask held %v: want all three reported and none held", refused.reports, refused.held)
+	// The last GetTask went out as task 3 started, after task 1's refused
+	// report had landed: the worker no longer holds task 1.
+	if last := refused.held[len(refused.held)-1]; !slices.Equal(refused.reports, []int64{1, 2, 3}) || slices.Contains(last, 1) {
+		t.Errorf("reports %v, GetTasks held %v: want all three reported, task 1 let go", refused.reports, refused.held)
 	}
 
 	broken := &scriptedMaster{answer: answer, report: func(id int64) error {
@@ -213,5 +215,27 @@ func TestReportFailures(t *testing.T) {
 	}
 	if slices.Contains(broken.reports, 3) {
 		t.Errorf("reports %v: task 3 reported after task 2's report failed", broken.reports)
+	}
+}
+
+// An early DONE is final: the master let the worker go (scaled down) when
+// it answered, after the last task's report landed. The worker exits once
+// its reports are in, without asking again (the master no longer knows it).
+func TestEarlyDoneEndsTheWorker(t *testing.T) {
+	path := writeIDX(t, 128)
+	done := &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_DONE}
+	script := []*masterpb.GetTaskResponse{trainingTask(1, path), done}
+	m := &scriptedMaster{answer: func(n int) *masterpb.GetTaskResponse {
+		if n >= len(script) {
+			t.Errorf("GetTask %d: the worker asked again after DONE", n)
+			return done
+		}
+		return script[n]
+	}}
+	if err := runWorker(t, m, path); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.held) != 2 || !slices.Equal(m.reports, []int64{1}) {
+		t.Errorf("GetTask held %v, reports %v: want two asks and task 1 reported", m.held, m.reports)
 	}
 }

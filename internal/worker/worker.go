@@ -318,8 +318,10 @@ func (w *Worker) loop(ctx context.Context) error {
 // hand), and a task's report travels while the next task trains. At most
 // one report is on its way. A task whose report is lost with the worker
 // is done again elsewhere, and the PS shards skip the minibatches they
-// hold: exactly once still. An answer other than a task to an early
-// request is dropped, and asked again once the reports have landed.
+// hold: exactly once still. A WAIT to an early request is dropped, and
+// asked again once the reports have landed; a DONE is final (the job is
+// over, or the master let this worker go as it answered), so the worker
+// exits once its reports have landed.
 func (w *Worker) pipelinedLoop(ctx context.Context) error {
 	var (
 		next    <-chan taskAnswer // the next task's request, on its way
@@ -331,7 +333,7 @@ func (w *Worker) pipelinedLoop(ctx context.Context) error {
 		if next != nil {
 			ans = <-next
 			next = nil
-			if ans.err == nil && ans.resp.Action != masterpb.GetTaskResponse_TASK {
+			if ans.err == nil && ans.resp.Action == masterpb.GetTaskResponse_WAIT {
 				ans.resp = nil // asked early: ask again with nothing on its way
 			}
 		}
