@@ -364,7 +364,7 @@ func (c *Client) giveUpShared() {
 func (c *Client) put(cc *clientConn) {
 	cc.f.releaseRecv()
 	c.mu.Lock()
-	fits := !cc.local || c.noShared || len(cc.f.shared) >= min(c.want, maxRegion)
+	fits := regionFits(cc.local, c.noShared, len(cc.f.shared), c.want)
 	if !c.closed && len(c.idle) < maxIdle && c.route.keeps(cc.local) && fits {
 		c.idle = append(c.idle, cc)
 		c.mu.Unlock()

@@ -683,3 +683,31 @@ func TestOtherVersionGoesToGRPC(t *testing.T) {
 		t.Errorf("answer to version 1: %q, want gRPC's SETTINGS frame", b)
 	}
 }
+
+// When a connection's region is kept, and when it makes way for a larger
+// one; and the size a new region gets.
+func TestRegionSizing(t *testing.T) {
+	fits := []struct {
+		local, noShared bool
+		size, want      int
+		keep            bool
+	}{
+		{false, false, 0, 1 << 20, true},              // TCP: no region
+		{true, true, 0, 1 << 20, true},                // shared memory given up
+		{true, false, 1 << 20, 1 << 20, true},         // fits exactly
+		{true, false, 1 << 19, 1 << 20, false},        // outgrown
+		{true, false, 0, 0, true},                     // nothing seen yet
+		{true, false, maxRegion, 2 * maxRegion, true}, // as large as it gets
+	}
+	for _, c := range fits {
+		if got := regionFits(c.local, c.noShared, c.size, c.want); got != c.keep {
+			t.Errorf("regionFits(local %v, noShared %v, %d, want %d) = %v, want %v", c.local, c.noShared, c.size, c.want, got, c.keep)
+		}
+	}
+	sizes := map[int]int{0: 0, -1: 0, 1: regionGranule, 400 << 10: 512 << 10, 800 << 10: 1 << 20, 2 * maxRegion: maxRegion}
+	for want, size := range sizes {
+		if got := regionSize(want); got != size {
+			t.Errorf("regionSize(%d) = %d, want %d", want, got, size)
+		}
+	}
+}

@@ -41,6 +41,13 @@ func regionSize(want int) int {
 	return min(n, maxRegion)
 }
 
+// regionFits says whether a connection's region (of size bytes) is worth
+// keeping for contents of up to want bytes: a TCP connection has none to
+// outgrow, and without shared memory there is nothing to grow into.
+func regionFits(local, noShared bool, size, want int) bool {
+	return !local || noShared || size >= min(want, maxRegion)
+}
+
 // createRegion makes a region of size bytes: an anonymous memfd, sealed
 // against shrinking (so that the server's mapping can never fault), and
 // mapped here. The caller passes fd on and closes it.
