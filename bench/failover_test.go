@@ -14,7 +14,7 @@ import (
 // again after its master is killed with SIGKILL: a 12-epoch
 // fashion_mnist.mlp job with 3 workers and 2 PS; every 3 s the master
 // process is killed, 5 times; `elasticdl train` starts a new one, which
-// resumes from OUTPUT/master/state.json and adopts the workers and PS.
+// resumes from OUTPUT/master/state.json.{0,1} and adopts the workers and PS.
 // Reported, from the job's summary (failovers):
 //
 //   - resume-median-s / resume-max-s: from the kill to the new master

@@ -105,3 +105,40 @@ func bareRecordsPerSecond(b *testing.B, spec model.Spec, d time.Duration) float6
 	}
 	return float64(steps*batch) / time.Since(start).Seconds()
 }
+
+// BenchmarkBareScaling is the machine's own ceiling for a job's 2 ÷ 1
+// workers: the bare steps of BenchmarkJobOverhead in one goroutine, then
+// in two at once (each its own model, as two workers have), for 5 s each,
+// alternated -count times. Reported: records/s of one stream and of both
+// together, and their ratio. Two workers with a PS cannot beat two bare
+// streams on the same cores; on a 2-core machine the PS and the master
+// also need those cores.
+//
+//	OPENBLAS_NUM_THREADS=1 go test -tags "$(hack/blas-tags.sh)" ./bench -run '^$' -bench BareScaling -benchtime 1x -count 3
+func BenchmarkBareScaling(b *testing.B) {
+	reg := model.NewRegistry()
+	if err := zoo.Register(reg); err != nil {
+		b.Fatal(err)
+	}
+	for _, name := range []string{"mlp", "cnn"} {
+		b.Run(name, func(b *testing.B) {
+			spec, err := reg.Lookup("fashion_mnist." + name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var one, two float64
+			for i := 0; i < b.N; i++ {
+				one += bareRecordsPerSecond(b, spec, 5*time.Second)
+				rates := make(chan float64, 2)
+				for range 2 {
+					go func() { rates <- bareRecordsPerSecond(b, spec, 5*time.Second) }()
+				}
+				two += <-rates + <-rates
+			}
+			b.ReportMetric(one/float64(b.N), "1-stream-records/s")
+			b.ReportMetric(two/float64(b.N), "2-stream-records/s")
+			b.ReportMetric(two/one, "2÷1")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -73,6 +73,8 @@ type Source interface {
 	// Read decodes records [start,end); it needs 0 <= start <= end <= Len().
 	// Records that cannot be decoded go to Batch.Corrupt; structural
 	// problems (I/O, truncation) are returned as an error naming the file.
+	// The batch is the caller's: it shares no memory with the source or
+	// with other batches (a worker reuses its buffers).
 	Read(start, end int64) (*Batch, error)
 	Close() error
 }

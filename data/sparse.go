@@ -1,5 +1,7 @@
 package data
 
+import "fmt"
+
 // CategoricalSource is a Source whose records carry categorical ids besides
 // their dense features: its batches have NumCategorical ids per record in
 // Batch.Categorical.
@@ -18,28 +20,45 @@ type CategoricalSource interface {
 	IDBound() int64
 }
 
-// Swap exchanges records i and j of the batch: features, label, index and
-// categorical ids, so that shuffling a batch keeps each record whole.
-func (b *Batch) Swap(i, j int) {
-	if i == j {
-		return
+// Permute reorders b's records so that position k holds the record that
+// was at perm[k] (perm is a permutation of [0, N)). The dense features are
+// gathered row by row into scratch (grown when short; nil allocates), in
+// one pass of copies, and the buffer they were in is returned for the
+// next call's scratch: swapping rows value by value cost a task of
+// 512 mlp records 3% of its training.
+func (b *Batch) Permute(perm []int, scratch []float32) (spare []float32) {
+	if len(perm) != b.N {
+		panic(fmt.Sprintf("data: Permute of %d records by a permutation of %d", b.N, len(perm)))
 	}
-	if b.N > 0 {
-		swapRows(b.Features, len(b.Features)/b.N, i, j)
+	if b.N == 0 {
+		return scratch
 	}
-	swapRows(b.Categorical, b.NumCategorical, i, j)
-	b.Labels[i], b.Labels[j] = b.Labels[j], b.Labels[i]
+	width := len(b.Features) / b.N
+	if cap(scratch) < len(b.Features) {
+		scratch = make([]float32, len(b.Features))
+	}
+	gathered := scratch[:len(b.Features)]
+	for k, i := range perm {
+		copy(gathered[k*width:(k+1)*width], b.Features[i*width:(i+1)*width])
+	}
+	spare, b.Features = b.Features, gathered
+	b.Categorical = permuteRows(b.Categorical, b.NumCategorical, perm)
+	b.Labels = permuteRows(b.Labels, 1, perm)
 	if len(b.Index) == b.N {
-		b.Index[i], b.Index[j] = b.Index[j], b.Index[i]
+		b.Index = permuteRows(b.Index, 1, perm)
 	}
+	return spare
 }
 
-func swapRows[T any](s []T, width, i, j int) {
+// permuteRows is s with its rows of width gathered in perm's order (s
+// itself when it has none).
+func permuteRows[T any](s []T, width int, perm []int) []T {
 	if width == 0 || len(s) == 0 {
-		return
+		return s
 	}
-	ri, rj := s[i*width:(i+1)*width], s[j*width:(j+1)*width]
-	for k := range ri {
-		ri[k], rj[k] = rj[k], ri[k]
+	out := make([]T, len(s))
+	for k, i := range perm {
+		copy(out[k*width:(k+1)*width], s[i*width:(i+1)*width])
 	}
+	return out
 }

@@ -374,26 +374,34 @@ func TestSyntheticCTRClose(t *testing.T) {
 	}
 }
 
-func TestBatchSwap(t *testing.T) {
+// Permute moves whole records (features, ids, label, index), reuses the
+// scratch it is given, and hands back the features' old buffer.
+func TestBatchPermute(t *testing.T) {
 	cfg := DefaultCTRConfig()
 	cfg.Records, cfg.Dense, cfg.Categorical, cfg.Pairs = 10, 3, 2, 1
 	g := newCTR(t, cfg)
 	b := readCTR(t, g, 0, 10)
 	ref := readCTR(t, g, 0, 10)
-	b.Swap(2, 7)
-	b.Swap(4, 4)
-	for k, i := range []int{0, 1, 7, 3, 4, 5, 6, 2, 8, 9} {
+	perm := []int{0, 1, 7, 3, 4, 5, 6, 2, 9, 8}
+	old := b.Features
+	scratch := make([]float32, 40)
+	spare := b.Permute(perm, scratch)
+	if &spare[0] != &old[0] || &b.Features[0] != &scratch[0] {
+		t.Errorf("Permute did not gather into the scratch and hand back the old buffer")
+	}
+	for k, i := range perm {
 		if b.Index[k] != int64(i) || b.Labels[k] != ref.Labels[i] ||
 			!slices.Equal(b.Features[k*3:k*3+3], ref.Features[i*3:i*3+3]) ||
 			!slices.Equal(b.Categorical[k*2:k*2+2], ref.Categorical[i*2:i*2+2]) {
-			t.Fatalf("after Swap(2,7), position %d does not hold record %d whole", k, i)
+			t.Fatalf("position %d does not hold record %d whole", k, i)
 		}
 	}
-	// A batch without ids or index swaps what it has.
+	// A batch without ids or index moves what it has; a short scratch
+	// grows.
 	plain := &Batch{N: 2, Features: []float32{1, 2, 3, 4}, Labels: []int32{5, 6}}
-	plain.Swap(0, 1)
+	plain.Permute([]int{1, 0}, make([]float32, 1))
 	if !slices.Equal(plain.Features, []float32{3, 4, 1, 2}) || !slices.Equal(plain.Labels, []int32{6, 5}) {
-		t.Errorf("plain batch after Swap: %+v", plain)
+		t.Errorf("plain batch after Permute: %+v", plain)
 	}
 }
 

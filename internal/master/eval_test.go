@@ -211,20 +211,28 @@ func predictions(start, end int64, classes int, skip map[int64]bool) *masterpb.P
 	return p
 }
 
+// predictMLP makes newTestMaster's job a predict job of the mlp, from a
+// checkpoint of version 7 into out, as run runID ("" for a new one).
+func predictMLP(t *testing.T, out, runID string) func(*Config) {
+	init := t.TempDir()
+	writeMLPCheckpoint(t, init, 7, nil)
+	return func(c *Config) {
+		c.Mode = ModePredict
+		c.PredictionData, c.TrainingData = c.TrainingData, ""
+		c.PredictionOutputs = out
+		c.CheckpointDirForInit = init
+		if runID != "" {
+			c.RunID = runID
+		}
+	}
+}
+
 // Predictions are written in input order whatever order tasks finish in,
 // once per record even when a task is redone after its worker was lost,
 // and only with the task's accepted report.
 func TestPredictJob(t *testing.T) {
-	init := t.TempDir()
-	writeMLPCheckpoint(t, init, 7, nil)
 	out := filepath.Join(t.TempDir(), "pred.csv")
-	m, _, _ := newTestMaster(t, func(c *Config) {
-		c.Mode = ModePredict
-		c.PredictionData = c.TrainingData
-		c.TrainingData = ""
-		c.PredictionOutputs = out
-		c.CheckpointDirForInit = init
-	})
+	m, _, _ := newTestMaster(t, predictMLP(t, out, ""))
 	pf, err := newPredictionFile(out, m.spec.NumClasses, "", -1)
 	if err != nil {
 		t.Fatal(err)

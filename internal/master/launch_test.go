@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,33 @@ func TestBatchLaunchFailureFailsTheJob(t *testing.T) {
 	err := m.jobErr()
 	if err == nil || !strings.Contains(err.Error(), "quota exceeded") || !strings.Contains(err.Error(), "worker-3") {
 		t.Fatalf("job error %v, want the first failed launch (worker-3, quota exceeded)", err)
+	}
+}
+
+// A native worker runs with one BLAS thread and one Go processor, its
+// compute being one thread; a worker program (--worker_command) with one
+// thread for each library that would take more.
+func TestWorkersRunSingleThreaded(t *testing.T) {
+	native := func(*Config) {}
+	external := func(c *Config) {
+		c.WorkerCommand, c.ModelDef, c.Optimizer = "/usr/bin/python3 worker.py", "", "sgd:learning_rate=0.1"
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(*Config)
+		want   []string
+	}{
+		{"native", native, []string{"OPENBLAS_NUM_THREADS=1", "GOMAXPROCS=1"}},
+		{"worker command", external, []string{"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, _, _ := newTestMaster(t, c.mutate)
+			spec := m.instanceSpec(job.Launch{Role: cluster.Worker, ID: 0, Index: 0})
+			for _, kv := range c.want {
+				if !slices.Contains(spec.Env, kv) {
+					t.Errorf("worker env %v lacks %s", spec.Env, kv)
+				}
+			}
+		})
 	}
 }

@@ -332,17 +332,9 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	}
 	defer lis.Close()
 	if m.cfg.Mode == ModePredict {
-		resume := int64(-1)
-		if m.resuming {
-			resume = m.job.PredictionRowsReleased()
-		}
-		pf, err := newPredictionFile(m.cfg.PredictionOutputs, m.spec.NumClasses, m.cfg.RunID, resume)
-		if err != nil {
+		if err := m.openPredictions(); err != nil {
 			return nil, err
 		}
-		m.mu.Lock()
-		m.pred = pf
-		m.mu.Unlock()
 	}
 	var persistDone chan error
 	if m.store != nil {
@@ -401,10 +393,37 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	if m.persist != nil {
 		m.persist.close()
 	}
+	if m.pred != nil && runErr == nil && (m.persist == nil || m.persist.failed() == nil) {
+		// The state that says the predictions are committed is durable.
+		if err := m.pred.release(); err != nil {
+			m.log.Warn("removing the predictions' temp file", "err", err)
+		}
+	}
 	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
 		return s, errors.Join(runErr, err)
 	}
 	return s, runErr
+}
+
+// openPredictions opens a predict job's output: a new one, the dead
+// master's temp file for a job it left unfinished, or none for a job that
+// had ended (its output committed or given up).
+func (m *Master) openPredictions() error {
+	resume := int64(-1)
+	if m.resuming {
+		if p := m.job.Phase(); p == job.Succeeded || p == job.Failed {
+			return removeLeftoverPredictions(m.cfg.PredictionOutputs, m.cfg.RunID)
+		}
+		resume = m.job.PredictionRowsReleased()
+	}
+	pf, err := newPredictionFile(m.cfg.PredictionOutputs, m.spec.NumClasses, m.cfg.RunID, resume)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.pred = pf
+	m.mu.Unlock()
+	return nil
 }
 
 // ErrStateLost: the master could not persist the job's state and stopped

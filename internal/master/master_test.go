@@ -46,9 +46,12 @@ func (f *fakeBackend) Launch(_ context.Context, s cluster.InstanceSpec) error {
 	return nil
 }
 
-func (f *fakeBackend) Stop(_ context.Context, _ cluster.Role, id int) error {
+func (f *fakeBackend) Stop(ctx context.Context, _ cluster.Role, id int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err // as a real backend's API call would
+	}
 	f.stopped = append(f.stopped, id)
 	return nil
 }
@@ -362,6 +365,29 @@ func TestSilentWorkerIsStoppedAndReplaced(t *testing.T) {
 	check()
 	if _, err := m.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 0}); status.Code(err) != codes.NotFound {
 		t.Fatalf("the silent worker's late heartbeat: %v, want NotFound", err)
+	}
+}
+
+// A worker let go by a scale-down hangs up as soon as it is let go (its
+// heartbeat is answered Stop meanwhile): the stop its request brings
+// about is the job's, and happens all the same.
+func TestStopOutlivesTheRequestThatCausedIt(t *testing.T) {
+	m, fb, _ := newTestMaster(t, nil)
+	held := getTask(t, m, 1)
+	getTask(t, m, 0)
+	m.step(context.Background(), job.SetTarget{Workers: 1, Source: "test"}) // worker 1 leaves after its task
+	if _, err := m.ReportTaskResult(context.Background(), &masterpb.ReportTaskResultRequest{WorkerId: 1, TaskId: held.Id, Records: held.Shard.End - held.Shard.Start, Steps: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, hangUp := context.WithCancel(context.Background())
+	hangUp()
+	if resp, err := m.GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 1}); err != nil || resp.Action != masterpb.GetTaskResponse_DONE {
+		t.Fatalf("the worker let go: GetTask = %v, %v; want DONE", resp, err)
+	}
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if len(fb.stopped) != 1 || fb.stopped[0] != 1 {
+		t.Fatalf("stopped %v, want worker 1 stopped after its last task", fb.stopped)
 	}
 }
 

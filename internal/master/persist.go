@@ -36,6 +36,15 @@ const stateFormat = 1
 // clock ticks) is written.
 const lazyPersistEvery = time.Second
 
+// commitDelay is how long a write that something waits for holds off for
+// more changes to join it. A worker reports a task and asks for its next
+// one at once (it pipelines them), and each write costs an fdatasync
+// locally: without the delay the second call's write followed the
+// first's (1.45 writes a task with 2 mlp workers, 2 with one); with it
+// they share one (1.0), and that job used 4% less CPU on 2 cores. (Go's
+// timers wake no sooner than about 1 ms anyway.)
+const commitDelay = time.Millisecond
+
 // loadState returns the persisted state of run runID, or nil when the store
 // has none of this run (a fresh start).
 func loadState(ctx context.Context, store StateStore, runID, jobName string) (*job.State, error) {
@@ -69,20 +78,24 @@ type persister struct {
 	// of the last step it covers (called without p.mu).
 	snapshot func() (data []byte, seq uint64, err error)
 
-	mu      sync.Mutex
-	cond    *sync.Cond
-	urgent  uint64 // highest step sequence that someone waits for
-	dirty   uint64 // highest step sequence so far
-	done    uint64 // highest step sequence durable
-	err     error  // the store failed: the master must stop acting
-	closed  bool
-	lastAt  time.Time
-	wake    chan struct{} // capacity 1: something changed for run
-	stopped chan struct{}
+	// delay is commitDelay; tests set their own.
+	delay time.Duration
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	urgent   uint64    // highest step sequence that someone waits for
+	urgentAt time.Time // when the first urgent change not yet durable came
+	dirty    uint64    // highest step sequence so far
+	done     uint64    // highest step sequence durable
+	err      error     // the store failed: the master must stop acting
+	closed   bool
+	lastAt   time.Time
+	wake     chan struct{} // capacity 1: something changed for run
+	stopped  chan struct{}
 }
 
 func newPersister(store StateStore, snapshot func() ([]byte, uint64, error)) *persister {
-	p := &persister{store: store, snapshot: snapshot, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	p := &persister{store: store, snapshot: snapshot, delay: commitDelay, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -100,6 +113,9 @@ func (p *persister) changed(seq uint64, urgent bool) {
 	p.mu.Lock()
 	p.dirty = max(p.dirty, seq)
 	if urgent {
+		if p.urgent <= p.done {
+			p.urgentAt = time.Now()
+		}
 		p.urgent = max(p.urgent, seq)
 	}
 	p.mu.Unlock()
@@ -132,9 +148,14 @@ func (p *persister) run(ctx context.Context) error {
 		p.mu.Lock()
 		urgent, dirty, closed := p.urgent > p.done, p.dirty > p.done, p.closed
 		due := time.Until(p.lastAt.Add(lazyPersistEvery))
+		hold := time.Until(p.urgentAt.Add(p.delay))
 		p.mu.Unlock()
 		switch {
 		case urgent || dirty && (closed || due <= 0):
+			if urgent && !closed && hold > 0 {
+				// Let the changes that come with this one join its write.
+				time.Sleep(hold)
+			}
 			err := p.writeOnce(ctx)
 			if err != nil {
 				p.mu.Lock()

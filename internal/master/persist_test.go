@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"elasticdl/internal/master/job"
+	"elasticdl/proto/masterpb"
 )
 
 // memStore is a StateStore in memory; saves block while gate is held and
@@ -79,6 +81,53 @@ func TestGroupCommit(t *testing.T) {
 	if store.saves > 3 || store.saves < 1 {
 		t.Errorf("%d writes for %d steps, want at most 3 (group commits)", store.saves, steps)
 	}
+}
+
+// TestCommitDelay: urgent changes that come together (a worker's report
+// and its next get-task) share one write, made once the first has waited
+// the delay.
+func TestCommitDelay(t *testing.T) {
+	store := &memStore{}
+	var seq atomicSeq
+	p := newPersister(store, func() ([]byte, uint64, error) { return []byte(`{}`), seq.load(), nil })
+	p.delay = 50 * time.Millisecond
+	go p.run(context.Background())
+	defer p.close()
+	start := time.Now()
+	p.changed(seq.next(), true)
+	time.Sleep(5 * time.Millisecond)
+	second := seq.next()
+	p.changed(second, true)
+	if err := p.wait(second); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < p.delay {
+		t.Errorf("written after %s, before the delay of %s", took, p.delay)
+	}
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	if store.saves != 1 {
+		t.Errorf("%d writes for two changes within the delay, want 1", store.saves)
+	}
+}
+
+// atomicSeq is a step sequence shared with a persister's snapshot.
+type atomicSeq struct {
+	mu sync.Mutex
+	n  uint64
+}
+
+func (a *atomicSeq) next() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n++
+	return a.n
+}
+
+func (a *atomicSeq) load() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
 }
 
 func TestLazyStepsArePersistedSoon(t *testing.T) {
@@ -358,4 +407,133 @@ func TestAdmissionHandedOver(t *testing.T) {
 	if next.resuming {
 		t.Errorf("the next master resumes a job that never started (phase %v): it must ask for admission again", next.job.Phase())
 	}
+}
+
+// TestPredictMasterDiesAroundTheCommit: a predict master that dies after
+// it committed the output, before or after the state that says so is
+// durable, leaves the next master a job it ends at once: the output is
+// the same, whole, and the run's temp file is gone. (A kill -9 in that
+// window once failed the job: the next master looked for a temp file the
+// commit had renamed.)
+func TestPredictMasterDiesAroundTheCommit(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pred.csv")
+	m := predictMaster(t, out)
+	ctx := context.Background()
+	for w := range int32(2) {
+		task := getTask(t, m, w)
+		start, end := task.Shard.Start, task.Shard.End
+		if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: w, TaskId: task.Id, Records: end - start, Predictions: predictions(start, end, 10, nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.save == nil || !m.save.Predictions {
+		t.Fatalf("all predicted, no commit asked: %+v", m.save)
+	}
+	saving, _, err := m.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.step(ctx, m.carryOutSave(ctx, m.save))
+	succeeded, _, err := m.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partial := partialPredictions(out, "run1")
+	if _, err := os.Stat(partial); err != nil {
+		t.Fatalf("the commit did not keep the temp file for the next master: %v", err)
+	}
+	for _, c := range []struct {
+		name     string
+		state    []byte
+		leftover bool // the temp file is there
+	}{
+		{"died before the state said succeeded", saving, true},
+		{"died before removing the temp file", succeeded, true},
+		{"died before writing the summary", succeeded, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := os.Stat(partial)
+			if there := err == nil; there != c.leftover {
+				if there {
+					err = os.Remove(partial)
+				} else {
+					err = os.Link(out, partial) // as the commit leaves it
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := runNextMaster(t, m.cfg, c.state)
+			if err != nil || s.Status != "succeeded" {
+				t.Fatalf("Run: %v, %+v", err, s)
+			}
+			if s.Predictions == nil || s.Predictions.Records != 1000 {
+				t.Errorf("predictions %+v", s.Predictions)
+			}
+			if got, err := os.ReadFile(out); err != nil || !bytes.Equal(got, want) {
+				t.Errorf("output changed (%v): %d bytes, want %d", err, len(got), len(want))
+			}
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
+				t.Errorf("temp files left: %v", left)
+			}
+		})
+	}
+}
+
+// TestPredictMasterDiesAfterTheJobFailed: the next master of a predict job
+// that failed (its state says so) before its dead master removed the temp
+// file ends the job failed, removes the file, and writes no output.
+func TestPredictMasterDiesAfterTheJobFailed(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "pred.csv")
+	m := predictMaster(t, out)
+	ctx := context.Background()
+	m.step(ctx, job.Fail{Err: errors.New("the checkpoint went away")})
+	failed, _, err := m.encodeState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(partialPredictions(out, "run1")); err != nil {
+		t.Fatalf("no temp file to leave behind: %v", err)
+	}
+	s, err := runNextMaster(t, m.cfg, failed)
+	if err == nil || !strings.Contains(err.Error(), "the checkpoint went away") || s == nil || s.Status != "failed" {
+		t.Fatalf("Run: %v, %+v; want the job failed as before", err, s)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an output of a failed job: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".*")); len(left) != 0 {
+		t.Errorf("temp files left: %v", left)
+	}
+}
+
+// predictMaster is a predict job's master (run "run1", predictions into
+// out), its output open as Run opens it.
+func predictMaster(t *testing.T, out string) *Master {
+	t.Helper()
+	m, _, _ := newTestMaster(t, predictMLP(t, out, "run1"))
+	if err := m.openPredictions(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// runNextMaster runs the master that resumes cfg's job from state to its
+// end.
+func runNextMaster(t *testing.T, cfg Config, state []byte) (*Summary, error) {
+	t.Helper()
+	next, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: zooRegistry(t), Store: &memStore{data: state}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.resuming {
+		t.Fatal("the next master does not resume")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return next.Run(ctx)
 }

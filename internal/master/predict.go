@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,10 +17,16 @@ import (
 
 // predictionFile writes a predict job's CSV, "index,class,p0,...,pK-1",
 // with the rows the core releases in input order. Rows go to a temp file
-// beside the output, renamed over it at the end (commit) so that a reader
+// beside the output, moved over it at the end (commit) so that a reader
 // never sees a partial file; a failed job removes it (abort).
+//
+// A run's temp file (runID set) outlives the commit, linked to the output
+// as well, until the state that says the job succeeded is durable
+// (release): a master that dies in between leaves the job in phase
+// Saving, and the next one commits again from the same file.
 type predictionFile struct {
 	path       string
+	partial    string // the run's temp file, kept until release; "" without a runID
 	tmp        *os.File
 	w          *bufio.Writer
 	numClasses int
@@ -38,16 +45,19 @@ func newPredictionFile(path string, numClasses int, runID string, resume int64) 
 		return nil, err
 	}
 	pf := &predictionFile{path: path, numClasses: numClasses}
-	if runID != "" && resume >= 0 {
-		if err := pf.reopen(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+runID+".partial"), resume); err != nil {
+	if runID != "" {
+		pf.partial = partialPredictions(path, runID)
+	}
+	if pf.partial != "" && resume >= 0 {
+		if err := pf.reopen(pf.partial, resume); err != nil {
 			return nil, fmt.Errorf("--prediction_outputs: resume: %w", err)
 		}
 		return pf, nil
 	}
 	var f *os.File
 	var err error
-	if runID != "" {
-		f, err = os.OpenFile(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+runID+".partial"), os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if pf.partial != "" {
+		f, err = os.OpenFile(pf.partial, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
 	} else {
 		f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	}
@@ -69,6 +79,28 @@ func newPredictionFile(path string, numClasses int, runID string, resume int64) 
 		return nil, fmt.Errorf("--prediction_outputs: %w", err)
 	}
 	return pf, nil
+}
+
+// partialPredictions is the temp file of run runID's output path.
+func partialPredictions(path, runID string) string {
+	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+runID+".partial")
+}
+
+// removeLeftoverPredictions removes run runID's temp file, left behind by
+// a master that died after the job had ended (its state says so).
+func removeLeftoverPredictions(path, runID string) error {
+	if err := removeIfThere(partialPredictions(path, runID)); err != nil {
+		return fmt.Errorf("--prediction_outputs: %w", err)
+	}
+	return nil
+}
+
+// removeIfThere removes name, which may not exist.
+func removeIfThere(name string) error {
+	if err := os.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // reopen takes over name, keeping its header and first rows rows.
@@ -164,14 +196,47 @@ func (pf *predictionFile) commit(total int64) error {
 	if cerr := pf.tmp.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(pf.tmp.Name(), pf.path)
-	}
 	if err != nil {
 		os.Remove(pf.tmp.Name())
 		return err
 	}
+	if err := pf.moveIntoPlace(); err != nil {
+		return err
+	}
 	return atomicfile.SyncDir(filepath.Dir(pf.path))
+}
+
+// moveIntoPlace puts the temp file over the output. A run's temp file is
+// kept as well (through a second name, moved over the output) for a commit
+// again until release, except on a file system without hard links.
+func (pf *predictionFile) moveIntoPlace() error {
+	if pf.partial == "" {
+		return os.Rename(pf.tmp.Name(), pf.path)
+	}
+	second := pf.partial + ".commit"
+	if err := removeIfThere(second); err != nil {
+		return err
+	}
+	if err := os.Link(pf.partial, second); err != nil {
+		return os.Rename(pf.partial, pf.path)
+	}
+	err := os.Rename(second, pf.path)
+	// Left where the output already was the temp file (a commit again):
+	// rename does nothing then.
+	os.Remove(second)
+	return err
+}
+
+// release removes the run's temp file once the output is committed and
+// the state that says so is durable.
+func (pf *predictionFile) release() error {
+	if pf.partial == "" {
+		return nil
+	}
+	if err := removeIfThere(pf.partial); err != nil {
+		return fmt.Errorf("--prediction_outputs: %w", err)
+	}
+	return nil
 }
 
 // abort removes the temp file.

@@ -115,7 +115,7 @@ func (m *Master) Heartbeat(ctx context.Context, req *masterpb.HeartbeatRequest) 
 	if err != nil {
 		return nil, rpcError(err)
 	}
-	return &masterpb.HeartbeatResponse{Stop: reply.Stop}, nil
+	return &masterpb.HeartbeatResponse{Stop: reply.Stop, LetGo: reply.LetGo}, nil
 }
 
 func toProtoType(t task.Type) masterpb.TaskType {

@@ -68,9 +68,20 @@ func (m *Master) steps(ctx context.Context, evs []job.Event) ([]job.Reply, []err
 		}
 	}
 	for _, rd := range todo {
-		m.applyInstances(ctx, rd)
+		m.applyInstances(m.jobContext(ctx), rd)
 	}
 	return replies, errs
+}
+
+// jobContext is the context for what a request's answer makes the master
+// do to its instances (stop a worker let go by the report it sends,
+// launch a replacement): that is the job's work, and must not end when
+// the request does — a worker let go hangs up at once.
+func (m *Master) jobContext(request context.Context) context.Context {
+	if m.runCtx != nil {
+		return m.runCtx
+	}
+	return context.WithoutCancel(request)
 }
 
 // lazy events change nothing a restarted master would miss: it restarts
@@ -255,8 +266,12 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		ID:    l.ID,
 		Index: l.Index,
 		Args:  append(w.Args(), m.cfg.WorkerArgs...),
-		// One BLAS thread per worker: the job's parallelism is its workers.
-		Env: []string{"OPENBLAS_NUM_THREADS=1"},
+		// One BLAS thread per worker, and one Go processor: the job's
+		// parallelism is its workers, whose compute is one thread. With
+		// more, idle processors spin for work at every wake-up (a push's
+		// answer, a task), which on a shared host costs its neighbours:
+		// 2 mlp workers on 2 cores trained 6-15% faster with one.
+		Env: []string{"OPENBLAS_NUM_THREADS=1", "GOMAXPROCS=1"},
 	}
 }
 

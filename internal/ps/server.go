@@ -97,10 +97,6 @@ type Server struct {
 	sync   *syncState
 	syncMu sync.Mutex
 
-	// blocks are the buffers direct answers encode parameters into
-	// (*[]byte), reused once sent.
-	blocks sync.Pool
-
 	// table is nil until the first PushModel; after that it is never
 	// replaced (a relaunched PS is a new Server), so readers need no lock
 	// to reach it.
@@ -160,7 +156,6 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		blocks:  sync.Pool{New: func() any { return new([]byte) }},
 		index:   cfg.Index,
 		opt:     cfg.Optimizer,
 		log:     log.With("ps", cfg.Index),
@@ -580,30 +575,23 @@ func (p *param) apply(opt optimizer.Optimizer, g *pserverpb.Tensor, lrScale floa
 	if len(p.grad) != len(p.data) {
 		p.grad = make([]float32, len(p.data))
 	}
-	if err := wire.DecodeInto(g, p.grad); err != nil {
+	// The gradient is read in place when it can be: on a local connection
+	// it is in the shared region, and a copy of it cost as much as Adam.
+	grad, err := wire.View(g, len(p.data), p.grad)
+	if err != nil {
 		return err
 	}
-	return opt.Apply(p.name, p.data, p.grad, lrScale)
+	return opt.Apply(p.name, p.data, grad, lrScale)
 }
 
 // DirectHandler answers pushes and pulls on direct connections
 // (direct.Mux) as their gRPC methods do, encoding the parameters they
-// return into reused buffers.
+// return into the buffer the connection lends (its shared region, when it
+// has one).
 func (s *Server) DirectHandler() direct.Handler {
-	return direct.Handler{Push: withBlock(s, s.push), Pull: withBlock(s, func(_ context.Context, req *pserverpb.PullDenseParametersRequest, block *[]byte) (*pserverpb.PullDenseParametersResponse, error) {
-		return s.pullDense(req, block)
-	})}
-}
-
-// withBlock lends call a pooled block to encode its answer's parameters
-// into; the release it returns gives the block back once the answer is
-// sent.
-func withBlock[Req, Resp any](s *Server, call func(context.Context, Req, *[]byte) (Resp, error)) func(context.Context, Req) (Resp, func(), error) {
-	return func(ctx context.Context, req Req) (Resp, func(), error) {
-		block := s.blocks.Get().(*[]byte)
-		resp, err := call(ctx, req, block)
-		return resp, func() { s.blocks.Put(block) }, err
-	}
+	return direct.Handler{Push: s.push, Pull: func(_ context.Context, req *pserverpb.PullDenseParametersRequest, out *[]byte) (*pserverpb.PullDenseParametersResponse, error) {
+		return s.pullDense(req, out)
+	}}
 }
 
 // Run listens on addr and serves the shard until ctx is cancelled.

@@ -118,6 +118,32 @@ func DecodeInto(t *pserverpb.Tensor, dst []float32) error {
 	return nil
 }
 
+// View returns t's float32 data without copying it when the content can be
+// read in place (float32 on a little-endian host, 4-byte aligned), and
+// otherwise decodes it into scratch, which must have room for it. Either
+// way the result has exactly n elements, where n must be what t's dims
+// describe. The result aliases t's content or scratch: read it only while
+// both are unchanged.
+func View(t *pserverpb.Tensor, n int, scratch []float32) ([]float32, error) {
+	m, err := Validate(t)
+	if err != nil {
+		return nil, err
+	}
+	if m != n {
+		return nil, fmt.Errorf("wire: tensor %q: dims %v have %d elements, want %d", t.GetName(), t.GetDims(), m, n)
+	}
+	if t.Dtype != pserverpb.DType_BFLOAT16 {
+		if v, ok := viewFloats(t.Content); ok {
+			return v, nil
+		}
+	}
+	if len(scratch) < n {
+		return nil, fmt.Errorf("wire: tensor %q: %d elements, scratch holds %d", t.GetName(), n, len(scratch))
+	}
+	decode(t, scratch[:n])
+	return scratch[:n], nil
+}
+
 // DecodeIntoShape is DecodeInto that also requires t's dims to equal shape
 // exactly, not just to have the same number of elements: a [2,3] tensor is
 // not a valid value for a [3,2] parameter.

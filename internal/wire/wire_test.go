@@ -174,6 +174,63 @@ func TestDecodeIntoMismatch(t *testing.T) {
 	}
 }
 
+// TestView checks that a float32 tensor is read in place when its content
+// is aligned, and decoded into the scratch buffer otherwise (misaligned,
+// bfloat16), with the same values either way.
+func TestView(t *testing.T) {
+	data := []float32{1.5, -2, 3e-7, float32(math.Inf(-1))}
+	aligned := EncodeTensor("a", []int{4}, data)
+	misaligned := &pserverpb.Tensor{Name: "m", Dims: []int64{4}, Content: append(make([]byte, 1, 17), aligned.Content...)[1:]}
+	bf16 := &pserverpb.Tensor{}
+	EncodeTensorAs(bf16, "h", []int{4}, data, pserverpb.DType_BFLOAT16)
+	for _, c := range []struct {
+		name    string
+		t       *pserverpb.Tensor
+		inPlace bool
+	}{
+		{"aligned", aligned, nativeLittleEndian},
+		{"misaligned", misaligned, false},
+		{"bfloat16", bf16, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			scratch := make([]float32, 8)
+			got, err := View(c.t, 4, scratch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := data
+			if c.t == bf16 {
+				want = make([]float32, 4)
+				if err := DecodeInto(bf16, want); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bitsEqual(got, want) {
+				t.Errorf("View = %v, want %v", got, want)
+			}
+			inPlace := &got[0] != &scratch[0]
+			if inPlace != c.inPlace {
+				t.Errorf("read in place: %v, want %v", inPlace, c.inPlace)
+			}
+			if inPlace {
+				got[0] = 9 // the view aliases the content
+				if v, _ := View(c.t, 4, nil); v[0] != 9 {
+					t.Errorf("the view does not alias the content")
+				}
+			}
+		})
+	}
+	if _, err := View(aligned, 3, make([]float32, 4)); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("wrong length: error %v, want one naming the tensor", err)
+	}
+	if _, err := View(misaligned, 4, make([]float32, 3)); err == nil {
+		t.Error("a decode into too small a scratch buffer: no error")
+	}
+	if _, err := View(&pserverpb.Tensor{Name: "x", Dims: []int64{2}, Content: make([]byte, 7)}, 2, make([]float32, 2)); err == nil {
+		t.Error("a short content: no error")
+	}
+}
+
 // TestBigModel goes past 4 MiB, the default gRPC message limit.
 func TestBigModel(t *testing.T) {
 	const n = 3<<20 + 7 // ~12 MiB, odd length

@@ -373,7 +373,7 @@ func (w *Worker) nextRecords(ctx context.Context) (*ringTask, bool, error) {
 		}
 		return nil, false, nil
 	}
-	shuffle(b, t.Id, t.Epoch)
+	shuffle(b, t.Id, t.Epoch, nil) // the batch lives as long as its task in the book
 	rt := &ringTask{t: t, batch: b, next: t.Done, confirmed: t.Done, report: report}
 	w.current.Store(t.Id)
 	ar.book.add(rt)

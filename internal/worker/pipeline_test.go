@@ -33,23 +33,42 @@ type scriptedMaster struct {
 	answer func(n int) *masterpb.GetTaskResponse
 	// report answers a report (nil: accepted).
 	report func(id int64) error
+	// acceptFailures takes a failed task's report; otherwise it is an
+	// error that ends the worker (a test's task must not fail).
+	acceptFailures bool
+	// stall, when set, runs before the n-th GetTask is answered.
+	stall func(ctx context.Context, n int)
+	// heartbeat answers heartbeats (nil: an empty answer).
+	heartbeat func() (*masterpb.HeartbeatResponse, error)
 
-	mu      sync.Mutex
-	held    [][]int64 // of each GetTask
-	reports []int64
+	mu       sync.Mutex
+	held     [][]int64 // of each GetTask
+	reports  []int64
+	failures map[int64]string // a failed task's error
 }
 
-func (m *scriptedMaster) GetTask(_ context.Context, req *masterpb.GetTaskRequest) (*masterpb.GetTaskResponse, error) {
+func (m *scriptedMaster) GetTask(ctx context.Context, req *masterpb.GetTaskRequest) (*masterpb.GetTaskResponse, error) {
 	m.mu.Lock()
 	n := len(m.held)
 	m.held = append(m.held, slices.Sorted(slices.Values(req.HeldTasks)))
 	m.mu.Unlock()
+	if m.stall != nil {
+		m.stall(ctx, n)
+	}
 	return m.answer(n), nil
 }
 
 func (m *scriptedMaster) ReportTaskResult(_ context.Context, req *masterpb.ReportTaskResultRequest) (*masterpb.ReportTaskResultResponse, error) {
 	if req.Error != "" {
-		return nil, status.Errorf(codes.Internal, "test: task %d failed: %s", req.TaskId, req.Error)
+		if !m.acceptFailures {
+			return nil, status.Errorf(codes.Internal, "test: task %d failed: %s", req.TaskId, req.Error)
+		}
+		m.mu.Lock()
+		if m.failures == nil {
+			m.failures = map[int64]string{}
+		}
+		m.failures[req.TaskId] = req.Error
+		m.mu.Unlock()
 	}
 	var err error
 	if m.report != nil {
@@ -65,6 +84,9 @@ func (m *scriptedMaster) ReportTaskResult(_ context.Context, req *masterpb.Repor
 }
 
 func (m *scriptedMaster) Heartbeat(context.Context, *masterpb.HeartbeatRequest) (*masterpb.HeartbeatResponse, error) {
+	if m.heartbeat != nil {
+		return m.heartbeat()
+	}
 	return &masterpb.HeartbeatResponse{}, nil
 }
 
@@ -97,6 +119,12 @@ func writeIDX(t *testing.T, n int) string {
 // runWorker runs a worker of fashion_mnist.mlp against m and a PS in this
 // process, with dataPath preloaded, until it returns.
 func runWorker(t *testing.T, m *scriptedMaster, dataPath string) error {
+	t.Helper()
+	return runWorkerPreloading(t, m, dataPath, "/nonexistent/preloaded-but-never-read")
+}
+
+// runWorkerPreloading is runWorker preloading the sources given.
+func runWorkerPreloading(t *testing.T, m *scriptedMaster, preload ...string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -132,7 +160,7 @@ func runWorker(t *testing.T, m *scriptedMaster, dataPath string) error {
 
 	w, err := New(Config{WorkerID: 0, MasterAddr: masterLis.Addr().String(), PSAddrs: []string{psLis.Addr().String()},
 		ModelDef: "fashion_mnist.mlp", MinibatchSize: 64, HeartbeatInterval: time.Second, MasterTimeout: 5 * time.Second,
-		PreloadData: []string{dataPath, "/nonexistent/preloaded-but-never-read"}}, reg, slog.New(slog.DiscardHandler))
+		PreloadData: preload}, reg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,5 +265,90 @@ func TestEarlyDoneEndsTheWorker(t *testing.T) {
 	}
 	if len(m.held) != 2 || !slices.Equal(m.reports, []int64{1}) {
 		t.Errorf("GetTask held %v, reports %v: want two asks and task 1 reported", m.held, m.reports)
+	}
+}
+
+// A heartbeat's answer can end the worker while its next GetTask is on
+// its way (a worker let go hears it from either first): let go, or told
+// the job is over, it exits cleanly; refused as unknown (declared lost),
+// it ends with the refusal as its error, not with the call the refusal
+// interrupted.
+func TestHeartbeatEndsTheWorkerMidRequest(t *testing.T) {
+	path := writeIDX(t, 128)
+	for _, tc := range []struct {
+		name    string
+		answer  func() (*masterpb.HeartbeatResponse, error)
+		wantErr string
+	}{
+		{"let go", func() (*masterpb.HeartbeatResponse, error) {
+			return &masterpb.HeartbeatResponse{Stop: true, LetGo: true}, nil
+		}, ""},
+		{"job over", func() (*masterpb.HeartbeatResponse, error) { return &masterpb.HeartbeatResponse{Stop: true}, nil }, ""},
+		{"refused", func() (*masterpb.HeartbeatResponse, error) {
+			return nil, status.Error(codes.NotFound, "unknown worker 0: not launched by this master or already lost")
+		}, "master refused heartbeat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &scriptedMaster{
+				answer: func(n int) *masterpb.GetTaskResponse { return trainingTask(int64(n+1), path) },
+				stall: func(ctx context.Context, n int) {
+					if n == 1 {
+						<-ctx.Done() // the early ask for task 2 stays on its way
+					}
+				},
+				heartbeat: tc.answer,
+			}
+			err := runWorker(t, m, path)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("told to stop: %v, want a clean exit", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("refused: %v, want an error saying %q", err, tc.wantErr)
+			}
+			if !slices.Equal(m.reports, []int64{1}) {
+				t.Errorf("reports %v, want task 1's", m.reports)
+			}
+		})
+	}
+}
+
+// A preloaded source that failed to open fails the task that reads it,
+// whose report says why; the worker goes on, and the next task that reads
+// the source opens it again (the file is there by then).
+func TestFailedPreloadIsRetried(t *testing.T) {
+	path := writeIDX(t, 128)
+	late := writeIDX(t, 128)
+	dir := filepath.Dir(late)
+	if err := os.Rename(dir, dir+".hidden"); err != nil {
+		t.Fatal(err)
+	}
+	done := &masterpb.GetTaskResponse{Action: masterpb.GetTaskResponse_DONE}
+	m := &scriptedMaster{acceptFailures: true, answer: func(n int) *masterpb.GetTaskResponse {
+		switch n {
+		case 0:
+			return trainingTask(1, late)
+		case 1:
+			// Asked while task 1 is on its way: the file comes back before
+			// task 2 can read it.
+			if err := os.Rename(dir+".hidden", dir); err != nil {
+				t.Error(err)
+			}
+			return trainingTask(2, late)
+		case 2:
+			return trainingTask(3, path)
+		}
+		return done
+	}}
+	if err := runWorkerPreloading(t, m, late); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(m.reports, []int64{1, 2, 3}) {
+		t.Fatalf("reports %v, want [1 2 3]", m.reports)
+	}
+	if e := m.failures[1]; !strings.Contains(e, late) || !strings.Contains(e, "no such file") {
+		t.Errorf("task 1's report: error %q, want one naming the missing %s", e, late)
+	}
+	if e, failed := m.failures[2]; failed {
+		t.Errorf("task 2 failed (%s): the source was not opened again", e)
 	}
 }

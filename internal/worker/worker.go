@@ -122,6 +122,9 @@ type Worker struct {
 	// fresh: the parameters in hand are what the shards answered the last
 	// push with (async SGD), so the next task starts without a pull.
 	fresh bool
+	// shuffleSpare is the features buffer of the last task shuffled (a
+	// PS job's), where the next task's shuffle gathers its records.
+	shuffleSpare []float32
 	// rejected counts gradient pushes the PS declined (sync SGD, stale);
 	// each was redone.
 	rejected atomic.Int64
@@ -243,10 +246,13 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 }
 
 // withHeartbeat runs work with the heartbeat going; the master's "stop"
-// cancels work's context with errJobOver.
+// cancels work's context with errJobOver, its "let go" with errLetGo, and
+// a refused heartbeat (this worker is unknown: declared lost) with the
+// refusal. Work cut short that way ends as the heartbeat said, not with
+// the call it interrupted: let go is a clean end, a refusal is the error.
+// A job over is work's to end (an AllReduce worker uploads the model).
 func (w *Worker) withHeartbeat(ctx context.Context, work func(context.Context) error) error {
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -255,7 +261,19 @@ func (w *Worker) withHeartbeat(ctx context.Context, work func(context.Context) e
 	}()
 	defer wg.Wait()
 	defer cancel(nil)
-	return work(ctx)
+	err := work(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errLetGo):
+		w.log.Info("let go by the master (scale down): exiting")
+		return nil
+	case errors.Is(cause, errJobOver), errors.Is(cause, context.Canceled):
+		return err
+	default:
+		return cause
+	}
 }
 
 var errJobOver = errors.New("the master says the job is over")
@@ -283,7 +301,11 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc) 
 			w.log.Debug("heartbeat", "err", err)
 			continue
 		}
-		if resp.Stop {
+		switch {
+		case resp.LetGo:
+			cancel(errLetGo)
+			return
+		case resp.Stop:
 			cancel(errJobOver)
 			return
 		}
@@ -674,7 +696,7 @@ func (w *Worker) train(ctx context.Context, t *masterpb.Task, report *masterpb.R
 	}
 	// Minibatches mix the task's records in a new order each epoch, as a
 	// shuffling data loader would; the master already shuffles task order.
-	shuffle(b, t.Id, t.Epoch)
+	w.shuffleSpare = shuffle(b, t.Id, t.Epoch, w.shuffleSpare)
 	tr := &taskTraining{w: w, t: t, report: report, index: -1}
 	err = w.minibatches(b, func(x *nn.Tensor, ids []int64, labels []int32) error {
 		// The index-th minibatch of the task's fixed order: a shard applies
@@ -1021,10 +1043,17 @@ func appendSoftmax(dst []float32, logits []float32) []float32 {
 	return dst
 }
 
-// shuffle permutes the records of b in place, reproducibly for a task.
-func shuffle(b *data.Batch, taskID int64, epoch int32) {
+// shuffle permutes the records of b, reproducibly for a task (the same
+// order whoever trains it). The features move into scratch (nil: a new
+// buffer), and the buffer they were in is returned for the next task's.
+func shuffle(b *data.Batch, taskID int64, epoch int32, scratch []float32) (spare []float32) {
 	rng := rand.New(rand.NewSource(taskID*1_000_003 + int64(epoch)))
-	rng.Shuffle(b.N, b.Swap)
+	perm := make([]int, b.N)
+	for i := range perm {
+		perm[i] = i
+	}
+	rng.Shuffle(b.N, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	return b.Permute(perm, scratch)
 }
 
 // trainingLoss is the loss of a training minibatch and its gradient; a loss

@@ -24,7 +24,7 @@ func TestShuffleKeepsRecordsTogether(t *testing.T) {
 		}
 		b.Labels[i], b.Index[i] = int32(i), int64(i)
 	}
-	shuffle(b, 7, 1)
+	shuffle(b, 7, 1, nil)
 	moved := 0
 	seen := map[int32]bool{}
 	for i := 0; i < n; i++ {
@@ -53,7 +53,7 @@ func TestShuffleKeepsRecordsTogether(t *testing.T) {
 	for i := range c.Labels {
 		c.Labels[i] = int32(i)
 	}
-	shuffle(c, 7, 1)
+	shuffle(c, 7, 1, make([]float32, 5))
 	for i := range c.Labels {
 		if c.Labels[i] != b.Labels[i] {
 			t.Fatal("shuffle is not reproducible for the same task and epoch")

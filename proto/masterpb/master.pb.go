@@ -909,7 +909,12 @@ func (x *HeartbeatRequest) GetAllreduceSeconds() float64 {
 type HeartbeatResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The job is over (finished, failed or stopped): the worker should exit.
-	Stop          bool `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
+	// Also set with let_go, for workers that know only this field.
+	Stop bool `protobuf:"varint,1,opt,name=stop,proto3" json:"stop,omitempty"`
+	// The master let this worker go (scale down); the job goes on without
+	// it. The worker should exit cleanly, holding nothing: a model it holds
+	// is not the job's final one.
+	LetGo         bool `protobuf:"varint,2,opt,name=let_go,json=letGo,proto3" json:"let_go,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +952,13 @@ func (*HeartbeatResponse) Descriptor() ([]byte, []int) {
 func (x *HeartbeatResponse) GetStop() bool {
 	if x != nil {
 		return x.Stop
+	}
+	return false
+}
+
+func (x *HeartbeatResponse) GetLetGo() bool {
+	if x != nil {
+		return x.LetGo
 	}
 	return false
 }
@@ -1923,9 +1935,10 @@ const file_master_proto_rawDesc = "" +
 	"\atask_id\x18\x02 \x01(\x03R\x06taskId\x12#\n" +
 	"\rallreduce_ops\x18\x03 \x01(\x03R\fallreduceOps\x12'\n" +
 	"\x0fallreduce_bytes\x18\x04 \x01(\x03R\x0eallreduceBytes\x12+\n" +
-	"\x11allreduce_seconds\x18\x05 \x01(\x01R\x10allreduceSeconds\"'\n" +
+	"\x11allreduce_seconds\x18\x05 \x01(\x01R\x10allreduceSeconds\">\n" +
 	"\x11HeartbeatResponse\x12\x12\n" +
-	"\x04stop\x18\x01 \x01(\bR\x04stop\"B\n" +
+	"\x04stop\x18\x01 \x01(\bR\x04stop\x12\x15\n" +
+	"\x06let_go\x18\x02 \x01(\bR\x05letGo\"B\n" +
 	"\x0fJoinRingRequest\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\x05R\bworkerId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\"0\n" +

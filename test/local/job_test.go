@@ -97,10 +97,12 @@ func TestPSKilled(t *testing.T) {
 		"grpc":                  {"--ps_transport=grpc"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			j := startJob(t, append(mlpArgs("1"), extra...)...)
+			// Two epochs, progress every 200 ms: an epoch of the mlp trains
+			// in under a second, which a 1 s progress line could miss.
+			j := startJob(t, append(mlpArgs("2"), append(extra, "--log_interval=200ms")...)...)
 			j.killPS(10000)
 			s := j.succeeded(5 * time.Minute)
-			assertExactlyOnce(t, s, 1, 60000)
+			assertExactlyOnce(t, s, 2, 60000)
 			if s.PS.Lost != 1 || s.PS.Launched != 2 {
 				t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
 			}
@@ -124,7 +126,9 @@ func TestPSKilled(t *testing.T) {
 func TestPSKilledRestoresCheckpoint(t *testing.T) {
 	needData(t)
 	ckpt := t.TempDir()
-	j := startJob(t, append(mlpArgs("1"), "--checkpoint_dir="+ckpt, "--checkpoint_steps=50", "--keep_checkpoint_max=2")...)
+	// Two epochs, progress every 200 ms: an epoch of the mlp trains in
+	// under a second, which a 1 s progress line could miss.
+	j := startJob(t, append(mlpArgs("2"), "--checkpoint_dir="+ckpt, "--checkpoint_steps=50", "--keep_checkpoint_max=2", "--log_interval=200ms")...)
 	var ps []int
 	var complete int64
 	waitFor(t, 2*time.Minute, "training progress and a checkpoint", func() bool {
@@ -142,11 +146,11 @@ func TestPSKilledRestoresCheckpoint(t *testing.T) {
 	}
 	t.Logf("killed the PS with version %d checkpointed", complete)
 	s := j.succeeded(5 * time.Minute)
-	assertExactlyOnce(t, s, 1, 60000)
+	assertExactlyOnce(t, s, 2, 60000)
 	// One async shard: its version counts the minibatches it applied,
-	// ceil(60000/64) once each.
-	if s.ModelVersion != 938 || len(s.PS.AppliedUnknown) != 0 {
-		t.Errorf("model version %d, applied_unknown %v: want 938 minibatches applied once each", s.ModelVersion, s.PS.AppliedUnknown)
+	// 2 × ceil(60000/64) once each.
+	if s.ModelVersion != 1876 || len(s.PS.AppliedUnknown) != 0 {
+		t.Errorf("model version %d, applied_unknown %v: want 1876 minibatches applied once each", s.ModelVersion, s.PS.AppliedUnknown)
 	}
 	t.Logf("records requeued for the rollback: %d (%d tasks)", s.RecordsRequeuedForRollback, s.Tasks.Reopened)
 	if s.PS.Lost != 1 || s.PS.Launched != 2 || s.PS.Relaunched != 1 {

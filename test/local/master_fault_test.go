@@ -66,7 +66,7 @@ func TestSupervisorKilledLeavesNoOrphans(t *testing.T) {
 }
 
 // TestCrashConsistency is the crash-consistency acceptance test: a
-// 5-epoch mlp job (3 workers, 2 PS, checkpoints every 100 versions) has its
+// 12-epoch mlp job (3 workers, 2 PS, checkpoints every 100 versions) has its
 // master killed -9 twice, a worker three times and a PS once, in a random
 // order at random moments (the seed is logged). The job finishes; each new
 // master resumes from the state the dead one persisted and adopts the
@@ -78,10 +78,14 @@ func TestCrashConsistency(t *testing.T) {
 	ckpt := t.TempDir()
 	// Epochs enough for the kills to land in training: a kill waits for
 	// the processes the last one replaced (the 3 epochs this test had
-	// took 5 s once pushes and pulls left gRPC, and 5 epochs ended before
-	// the last kill's check once workers asked for tasks early).
-	const epochs = 8
-	args := append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2", "--checkpoint_dir="+ckpt, "--checkpoint_steps=100")
+	// took 5 s once pushes and pulls left gRPC, 5 epochs ended before the
+	// last kill's check once workers asked for tasks early, and 8 once
+	// each worker ran on one Go processor). Progress every 200 ms: a kill
+	// lands up to one progress line after its moment, and a second of
+	// this job is 150,000 records.
+	const epochs = 12
+	args := append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2", "--checkpoint_dir="+ckpt, "--checkpoint_steps=100",
+		"--log_interval=200ms")
 	base := startJob(t, append(mlpArgs(strconv.Itoa(epochs)), "--num_workers=3", "--num_ps_pods=2")...).succeeded(5 * time.Minute)
 	seed := time.Now().UnixNano()
 	if v := os.Getenv("ELASTICDL_CRASH_SEED"); v != "" { // replays a logged run
@@ -93,7 +97,7 @@ func TestCrashConsistency(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	kills := []string{"master", "master", "worker", "worker", "worker", "ps"}
 	rng.Shuffle(len(kills), func(a, b int) { kills[a], kills[b] = kills[b], kills[a] })
-	// Moments, in records trained over the epochs (480,000), spread
+	// Moments, in records trained over the epochs (720,000), spread
 	// over the first two thirds so that training outlasts the last kill.
 	at := make([]int64, len(kills))
 	for i := range at {

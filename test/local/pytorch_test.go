@@ -405,23 +405,27 @@ func TestPyTorchScale(t *testing.T) {
 // it; without a checkpoint the SDK re-initializes it from a worker's
 // parameters (the ledger then says the shard's minibatches are unknown),
 // with one the shard restores it. Either way the job finishes, every record
-// is trained once per epoch, and the accuracy holds.
+// is trained once per epoch, and the accuracy holds. The checkpoint case
+// trains two epochs: its restore takes the model back by up to 100 steps,
+// and after one epoch its accuracy spread over 0.85-0.88 from run to run
+// (a failure in about one run of four at the same threshold).
 func TestPyTorchPSKilled(t *testing.T) {
 	needData(t)
 	py := pythonWithTorch(t)
 	for _, c := range []struct {
 		name    string
+		epochs  int
 		extra   []string
 		unknown bool
 	}{
-		{"no checkpoint", nil, true},
-		{"checkpoint", []string{"--checkpoint_dir=" + t.TempDir(), "--checkpoint_steps=100"}, false},
+		{"no checkpoint", 1, nil, true},
+		{"checkpoint", 2, []string{"--checkpoint_dir=" + t.TempDir(), "--checkpoint_steps=100"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j := startJob(t, pytorchJob(py, append([]string{"--num_epochs=1"}, c.extra...)...)...)
+			j := startJob(t, pytorchJob(py, append([]string{fmt.Sprintf("--num_epochs=%d", c.epochs)}, c.extra...)...)...)
 			j.killPS(20000)
 			s := j.succeeded(5 * time.Minute)
-			assertExactlyOnce(t, s, 1, 60000)
+			assertExactlyOnce(t, s, c.epochs, 60000)
 			if s.PS.Lost != 1 || s.PS.Launched != 2 {
 				t.Errorf("ps %+v, want 2 launched, 1 lost", s.PS)
 			}
@@ -432,7 +436,7 @@ func TestPyTorchPSKilled(t *testing.T) {
 				t.Errorf("ps %+v: the relaunched PS restored no checkpoint", s.PS)
 			}
 			if s.Eval == nil || s.Eval.Accuracy < 0.85 {
-				t.Errorf("eval %+v, want accuracy >= 0.85 after one epoch", s.Eval)
+				t.Errorf("eval %+v, want accuracy >= 0.85 after %d epochs", s.Eval, c.epochs)
 			}
 			t.Logf("PS killed (%s): accuracy %.4f, ps %+v", c.name, s.Eval.Accuracy, s.PS)
 		})

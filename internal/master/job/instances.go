@@ -72,8 +72,9 @@ func (j *Job) runningWorkers() int {
 func (j *Job) RunningWorkers() int { return j.runningWorkers() }
 
 // seen marks the worker making a request alive (and running: a pod that
-// talks runs, whatever the backend said so far). A worker this master did
-// not launch, or already gave up on, is refused.
+// talks runs, whatever the backend said so far, and its start is timed
+// from here when the backend has not said it yet). A worker this master
+// did not launch, or already gave up on, is refused.
 func (j *Job) seen(id int, now time.Time) error {
 	w, ok := j.workers[id]
 	if !ok {
@@ -81,7 +82,7 @@ func (j *Job) seen(id int, now time.Time) error {
 	}
 	w.lastSeen = now
 	if !w.running {
-		w.running = true
+		w.running, w.startedAt = true, now
 		j.noteRunning(cluster.Worker)
 	}
 	return nil

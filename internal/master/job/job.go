@@ -183,6 +183,9 @@ type Job struct {
 	// first (see scale.go).
 	target   int
 	draining map[int]time.Time
+	// released are the workers the job let go (not lost): told to stop,
+	// not refused, when they call again before they exit.
+	released map[int]bool
 	// numPS and psLayout are the PS the job has and the layout they
 	// serve; psTarget the number asked for; reshard the change under way
 	// (reshard.go).
@@ -257,6 +260,7 @@ func New(cfg Config) (*Job, error) {
 		ps:          map[int]*instance{},
 		target:      cfg.NumWorkers,
 		draining:    map[int]time.Time{},
+		released:    map[int]bool{},
 		numPS:       cfg.NumPS,
 		psTarget:    cfg.NumPS,
 		evalPending: map[int64]evalMetrics{},
@@ -296,7 +300,8 @@ type Reply struct {
 	// the master knows them (Done included).
 	Held []task.Task
 	// LetGo answers a JoinRing of a member let go (scale down): it left
-	// its ring at a step boundary and stops.
+	// its ring at a step boundary and stops; and a Heartbeat (with Stop)
+	// of any worker let go that calls before it exits.
 	LetGo bool
 }
 
@@ -341,6 +346,9 @@ func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
 	case ReportEval:
 		return j.reportEval(now, ev)
 	case Heartbeat:
+		if j.released[ev.Worker] {
+			return Reply{Stop: true, LetGo: true}, nil
+		}
 		if err := j.seen(ev.Worker, now); err != nil {
 			return Reply{}, err
 		}

@@ -28,9 +28,11 @@ type State struct {
 	PS           []InstanceState `json:"ps,omitempty"`
 	NextWorkerID int             `json:"next_worker_id"`
 	// Target is the worker count the job aims at (0 in states written
-	// before targets: NumWorkers); Draining the workers being let go.
+	// before targets: NumWorkers); Draining the workers being let go,
+	// Released those let go.
 	Target   int               `json:"target,omitempty"`
 	Draining map[int]time.Time `json:"draining,omitempty"`
+	Released []int             `json:"released,omitempty"`
 	NextPSID int               `json:"next_ps_id"`
 	// NumPS, PSLayout, PSTarget and Reshard: the PS the job has, their
 	// layout, the number asked for, and a re-shard under way (0, 0, 0,
@@ -181,6 +183,7 @@ func (j *Job) State() State {
 		op := *j.reshard
 		s.Reshard = &op
 	}
+	s.Released = slices.Sorted(maps.Keys(j.released))
 	if len(j.draining) > 0 {
 		s.Draining = maps.Clone(j.draining)
 	}
@@ -288,6 +291,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 		op := *s.Reshard
 		j.reshard = &op
 	}
+	j.released = set(s.Released)
 	j.draining = map[int]time.Time{}
 	for id, at := range s.Draining {
 		if _, ok := j.workers[id]; ok {

@@ -462,6 +462,24 @@ func TestRingTimings(t *testing.T) {
 	}
 }
 
+// A worker that talks before its backend reports it running (a loaded
+// machine: the process's start is seen late) still has its first step
+// timed, from its first request.
+func TestRingJoinTimedBeforeBackendSaysRunning(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.AllReduce, c.RingGrace, c.NumPS, c.NumWorkers = true, 5*time.Second, 0, 1
+		c.HeartbeatTimeout = time.Hour
+	})
+	h.join(0)
+	tk := h.get(0)
+	h.advance(700 * time.Millisecond)
+	h.running(cluster.Worker, 0) // late: it already trains
+	h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: 1, RingVersion: 1, Parts: []Part{{Worker: 0, Task: tk.ID, Start: 0, End: 64}}}}})
+	if s := h.summary().Ring; len(s.Joins) != 1 || s.Joins[0] != (RingJoin{Worker: 0, Seconds: 0.7}) {
+		t.Errorf("joins %+v, want worker 0's first step 0.7 s after its first request", s.Joins)
+	}
+}
+
 // TestAppliedLedgerStaysSmall: what the master persists of the applied
 // ledger grows with the tasks, not the steps — a task's ranges merge once
 // no rewind can tell them apart, and the reported steps are spans.

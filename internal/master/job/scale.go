@@ -143,6 +143,7 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 	}
 	j.summary.Workers.ScaledDown++
 	delete(j.draining, id)
+	j.released[id] = true
 	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
 	j.exited(now, cluster.Event{
 		Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,

@@ -68,6 +68,9 @@ func TestScaleDownLetsGoTheLeastUnfinishedWork(t *testing.T) {
 	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{0}) {
 		t.Fatalf("stopped %v, want worker 0 once its task was reported", got)
 	}
+	// It may call again before its stop lands (a heartbeat, a request
+	// sent early): it is told to stop, not refused as unknown.
+	wantReleased(h, 0)
 	h.train(1, t1, 2)
 	for v := int64(3); ; v++ {
 		a := h.step(GetTask{Worker: 1}).Assignment
@@ -195,6 +198,23 @@ func TestScaleStateSurvivesFailover(t *testing.T) {
 	if rd := h.take(); len(launchedWorkers(rd)) != 0 || !slices.Equal(stoppedIDs(rd), []int{0}) {
 		t.Fatalf("after the failover: launched %v stopped %v", rd.Launch, rd.Stop)
 	}
+	h.failover(running(cluster.PS, 0), running(cluster.Worker, 1))
+	wantReleased(h, 0, 2, 3)
+}
+
+// wantReleased checks that workers let go are told to stop when they call,
+// and that a worker the job never had is still refused.
+func wantReleased(h *harness, ids ...int) {
+	h.t.Helper()
+	for _, id := range ids {
+		if r := h.step(Heartbeat{Worker: id}); !r.Stop || !r.LetGo {
+			h.t.Fatalf("worker %d let go: heartbeat answered %+v, want Stop", id, r)
+		}
+		if k := h.kind(id); k != task.KindDone {
+			h.t.Fatalf("worker %d let go: GetTask answered %v, want DONE", id, k)
+		}
+	}
+	h.wantRefused(Heartbeat{Worker: 99}, ErrUnknownWorker)
 }
 
 // TestSetTargetClampsToTheBounds: a target is kept within [MinWorkers,

@@ -51,6 +51,9 @@ func (Heartbeat) isEvent()  {}
 func (ReportTask) isEvent() {}
 
 func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
+	if j.released[ev.Worker] {
+		return Reply{Assignment: task.Assignment{Kind: task.KindDone}}, nil
+	}
 	if err := j.seen(ev.Worker, now); err != nil {
 		return Reply{}, err
 	}

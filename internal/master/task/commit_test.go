@@ -107,9 +107,11 @@ func TestReopen(t *testing.T) {
 		t.Fatal("not finished after every task")
 	}
 	lost := done[1]
+	wantFullScan(t, d) // every task settled
 	if err := d.Reopen(lost.ID); err != nil {
 		t.Fatal(err)
 	}
+	wantFullScan(t, d) // the reopened one is not
 	if d.Finished() {
 		t.Fatal("finished with a task reopened")
 	}
@@ -132,6 +134,14 @@ func TestReopen(t *testing.T) {
 	if len(seen) != len(done) {
 		t.Fatalf("DoneTraining listed %v, want %d tasks", seen, len(done))
 	}
+	// Reopened among settled tasks and handed out again: the snapshot has
+	// it in hand.
+	wantFullScan(t, d)
+	if err := d.Reopen(done[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	mustGet(t, d, 3, t0)
+	wantFullScan(t, d)
 }
 
 func TestReopenRefusals(t *testing.T) {

@@ -41,6 +41,14 @@ type Dispatcher struct {
 	// older tasks and pointers to entries stay valid.
 	chunks [][]entry
 	ntasks int64
+	// settledBelow: every task with a lower ID is done, plain and counted
+	// once in its epoch's coverage, which a snapshot implies; Snapshot
+	// scans from here (and moves it up), so that a state write costs the
+	// tasks not yet settled, not every task of the job so far. A change
+	// to a task below it (a reopen, a rewind) moves it down (touch). A
+	// late report never finds one there: its task has a former holder,
+	// and a task that had one is never plain again (requeues > 0).
+	settledBelow int64
 	// Evaluation tasks are served before training tasks so evaluation
 	// results reflect the model version they were requested for.
 	evalTodo, trainTodo queue
@@ -157,6 +165,9 @@ func (d *Dispatcher) newEntry(t Task) int64 {
 	*c = append(*c, entry{task: t, state: Todo})
 	return t.ID
 }
+
+// touch notes a change to task id that may unsettle it (see settledBelow).
+func (d *Dispatcher) touch(id int64) { d.settledBelow = min(d.settledBelow, id) }
 
 // lookup returns task id's entry, or nil if there is no such task.
 func (d *Dispatcher) lookup(id int64) *entry {
@@ -496,6 +507,7 @@ func (d *Dispatcher) Reopen(taskID int64) error {
 	case e.state != Done:
 		return fmt.Errorf("reopen %s: %w: the task is %s, not done", e.task, ErrInvalidResult, e.state)
 	}
+	d.touch(taskID)
 	e.state = Todo
 	d.tasksDone--
 	ep := &d.epochs[e.task.Epoch-1]

@@ -124,6 +124,9 @@ func simulate(t *testing.T, p simParams) int {
 			d = restart(t, cfg, d)
 			restarts++
 		}
+		if step%7 == 0 {
+			wantFullScan(t, d) // the same dispatcher, snapshotted again and again
+		}
 		if evalsLeft > 0 && r.IntN(200) == 0 {
 			evalsLeft--
 			evalVersion++

@@ -15,6 +15,7 @@ import "slices"
 func (d *Dispatcher) Rewind(keep func(Task) int64) []Task {
 	var out []Task
 	var queue []int64
+	d.touch(1) // any task may change
 	for id := int64(1); id <= d.ntasks; id++ {
 		e := d.lookup(id)
 		if e.task.Type != Training || e.state == Failed {

@@ -27,7 +27,9 @@ func TestRewind(t *testing.T) {
 	d.WorkerLost(2, t0)
 	// The state kept: task 1 whole, 5 of task 2, 2 of task 3, 1 of task 4.
 	kept := map[int64]int64{t1.ID: 10, t2.ID: 5, t3.ID: 2, t4.ID: 1}
+	wantFullScan(t, d) // tasks 1 and 2 settled
 	back := d.Rewind(func(t Task) int64 { return kept[t.ID] })
+	wantFullScan(t, d)
 	if len(back) != 3 {
 		t.Fatalf("rewound %+v, want tasks 2, 3 and 4", back)
 	}

@@ -93,8 +93,10 @@ func (d *Dispatcher) Snapshot() Snapshot {
 		e := *failed
 		s.Err = &e
 	}
-	for id := int64(1); id <= d.ntasks; id++ {
+	settled := true // so far from settledBelow
+	for id := max(d.settledBelow, 1); id <= d.ntasks; id++ {
 		e := d.lookup(id)
+		implied := true
 		if e.task.Type == Training {
 			// A done task's range counts once in its epoch's coverage, an
 			// other's not at all; late reports and rewinds move that.
@@ -104,9 +106,14 @@ func (d *Dispatcher) Snapshot() Snapshot {
 			}
 			if n := d.epochs[e.task.Epoch-1].cov[k]; n != want {
 				s.Coverage = append(s.Coverage, CoverageSnapshot{Epoch: e.task.Epoch, Shard: k.shard, Start: k.start, End: k.end, Count: n})
+				implied = false
 			}
 		}
 		plain := e.task.Done == 0 && e.task.Attempt == 0 && e.requeues == 0 && e.lastErr == "" && len(e.former) == 0
+		settled = settled && implied && plain && e.state == Done
+		if settled {
+			d.settledBelow = id + 1
+		}
 		if plain && (e.state == Todo || e.state == Done) {
 			continue // implied: done if it went out and is not queued again
 		}

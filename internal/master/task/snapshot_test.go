@@ -28,6 +28,19 @@ func restart(t *testing.T, cfg Config, d *Dispatcher) *Dispatcher {
 	return n
 }
 
+// wantFullScan fails unless d's snapshot, which skips the tasks it
+// settled before (settledBelow), is the one a scan of every task gives.
+func wantFullScan(t *testing.T, d *Dispatcher) {
+	t.Helper()
+	quick := d.Snapshot()
+	settled := d.settledBelow
+	d.settledBelow = 0
+	full := d.Snapshot()
+	if !reflect.DeepEqual(quick, full) {
+		t.Fatalf("snapshot from task %d differs from a full scan:\n%+v\nwant\n%+v", settled, quick, full)
+	}
+}
+
 // sameDispatcher fails unless a and b agree on every task, queue, count
 // and pass.
 func sameDispatcher(t *testing.T, a, b *Dispatcher) {

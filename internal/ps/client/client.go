@@ -49,7 +49,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -553,8 +555,10 @@ type PendingPush struct {
 
 // shardPush is one shard's part of a pending push.
 type shardPush struct {
-	s    *shardConn
-	resp *pserverpb.PushGradientsResponse // nil on error
+	s *shardConn
+	// begun is set once the send has begun: StartPush returns after.
+	begun atomic.Bool
+	resp  *pserverpb.PushGradientsResponse // nil on error
 	// release gives resp's buffers back, once adopted (never nil).
 	release func()
 	err     error
@@ -605,8 +609,19 @@ func (c *Client) StartPush(ctx context.Context, req PushRequest) *PendingPush {
 		p.shards = append(p.shards, sp)
 		p.wg.Go(func() {
 			defer s.pushMu.Unlock()
+			sp.begun.Store(true)
 			sp.resp, sp.release, sp.err = c.pushShard(ctx, s, group, rows[i], req.WorkerID, req.Key, version, req.ReturnParameters)
 		})
+	}
+	// Let the sends go out now: on one Go processor (a worker's) the
+	// caller's compute would otherwise hold them back until it blocks, and
+	// an overlapped push would leave only when its answer is due. One
+	// yield is not always enough: now and then the scheduler runs the
+	// caller again first (it takes from its global queue for fairness).
+	for _, sp := range p.shards {
+		for !sp.begun.Load() {
+			runtime.Gosched()
+		}
 	}
 	return p
 }

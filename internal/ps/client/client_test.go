@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -884,6 +885,33 @@ func TestPushReturnsParameters(t *testing.T) {
 	r, err = a.StartPush(ctx, PushRequest{Params: ma, To: AllShards}).Wait()
 	if err != nil || r.Fresh {
 		t.Errorf("plain push: %+v, %v", r, err)
+	}
+}
+
+// TestStartPushSendsAtOnce: on one Go processor, as a worker runs, the
+// sends of a push have begun by the time StartPush returns, so that an
+// overlapped push travels while the caller computes rather than once it
+// blocks (a whole step later).
+func TestStartPushSendsAtOnce(t *testing.T) {
+	_, addrs := startCluster(t, 1, 0.1)
+	c := dial(t, addrs)
+	ctx := ctxT(t, 10*time.Second)
+	m := testModel()
+	if err := c.PushModel(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for step := range 3 {
+		p := c.StartPush(ctx, PushRequest{Params: m, ReturnParameters: true})
+		// No yield between StartPush's return and this check.
+		for _, sp := range p.shards {
+			if !sp.begun.Load() {
+				t.Errorf("step %d: shard %d's send had not begun when StartPush returned", step, sp.s.index)
+			}
+		}
+		if _, err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,12 +30,18 @@ import (
 // from worker 13 fails as an uninitialized shard does. It counts releases.
 type echoPS struct {
 	pserverpb.UnimplementedPserverServer
-	released atomic.Int64
 	// block, when not nil, holds every push until it is closed.
 	block chan struct{}
+	// layout is how answers are put in the buffer the Mux lends: "" back
+	// to back, "reversed" in reverse order (the Mux must not copy them
+	// over each other), "own" in buffers of the handler's own.
+	layout string
+	// lent counts the answers built in the lent buffer.
+	lent atomic.Int64
 }
 
-func (e *echoPS) push(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
+// push answers each gradient doubled, as the parameters when asked for.
+func (e *echoPS) push(ctx context.Context, req *pserverpb.PushGradientsRequest, out *[]byte) (*pserverpb.PushGradientsResponse, error) {
 	if e.block != nil {
 		<-e.block
 	}
@@ -43,39 +50,58 @@ func (e *echoPS) push(ctx context.Context, req *pserverpb.PushGradientsRequest) 
 	}
 	resp := &pserverpb.PushGradientsResponse{Accepted: true, Version: req.GetVersion() + 1}
 	if req.GetReturnParameters() {
+		// *out may be where the request's contents are: read them all first.
+		var answers [][]byte
 		for _, g := range req.GetGradients() {
-			c := make([]byte, 2*len(g.GetContent()))
-			copy(c, g.GetContent())
-			copy(c[len(g.GetContent()):], g.GetContent())
+			answers = append(answers, append(bytes.Clone(g.GetContent()), g.GetContent()...))
+		}
+		for i, c := range e.place(answers, out) {
+			g := req.Gradients[i]
 			resp.DenseParameters = append(resp.DenseParameters, &pserverpb.Tensor{Name: g.GetName(), Dims: []int64{int64(len(c))}, Content: c})
 		}
 	}
 	return resp, nil
 }
 
-func (e *echoPS) pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, error) {
-	c := bytes.Repeat([]byte{byte(req.GetVersion())}, int(req.GetVersion()))
+func (e *echoPS) pull(ctx context.Context, req *pserverpb.PullDenseParametersRequest, out *[]byte) (*pserverpb.PullDenseParametersResponse, error) {
+	c := e.place([][]byte{bytes.Repeat([]byte{byte(req.GetVersion())}, int(req.GetVersion())), nil}, out)
 	return &pserverpb.PullDenseParametersResponse{Initialized: true, Version: req.GetVersion(),
-		DenseParameters: []*pserverpb.Tensor{{Name: "p", Content: c}, {Name: "empty"}}}, nil
+		DenseParameters: []*pserverpb.Tensor{{Name: "p", Content: c[0]}, {Name: "empty", Content: c[1]}}}, nil
+}
+
+// place lays contents out in *out as e.layout says (out is nil on gRPC).
+func (e *echoPS) place(contents [][]byte, out *[]byte) [][]byte {
+	if e.layout == "own" || out == nil {
+		return contents
+	}
+	order := make([]int, len(contents))
+	total := 0
+	for i, c := range contents {
+		order[i] = i
+		total += len(c)
+	}
+	if e.layout == "reversed" {
+		slices.Reverse(order)
+	}
+	if cap(*out) < total {
+		*out = make([]byte, 0, total)
+	}
+	buf := (*out)[:0]
+	placed := make([][]byte, len(contents))
+	for _, i := range order {
+		start := len(buf)
+		buf = append(buf, contents[i]...)
+		placed[i] = buf[start:len(buf):len(buf)]
+	}
+	e.lent.Add(1)
+	return placed
 }
 
 func (e *echoPS) PushGradients(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, error) {
-	return e.push(ctx, req)
+	return e.push(ctx, req, nil)
 }
 
-func (e *echoPS) handler() Handler {
-	release := func() { e.released.Add(1) }
-	return Handler{
-		Push: func(ctx context.Context, req *pserverpb.PushGradientsRequest) (*pserverpb.PushGradientsResponse, func(), error) {
-			resp, err := e.push(ctx, req)
-			return resp, release, err
-		},
-		Pull: func(ctx context.Context, req *pserverpb.PullDenseParametersRequest) (*pserverpb.PullDenseParametersResponse, func(), error) {
-			resp, err := e.pull(ctx, req)
-			return resp, release, err
-		},
-	}
-}
+func (e *echoPS) handler() Handler { return Handler{Push: e.push, Pull: e.pull} }
 
 // serveBoth serves e on a free port: direct connections and gRPC.
 func serveBoth(t *testing.T, e *echoPS) (addr string, mux *Mux, g *grpc.Server) {
@@ -158,8 +184,8 @@ func TestPushPullAndGRPCOnOnePort(t *testing.T) {
 	if err != nil || gresp.GetVersion() != 8 {
 		t.Fatalf("gRPC on the direct port: %v, %v", gresp, err)
 	}
-	if got := e.released.Load(); got != 4 {
-		t.Errorf("%d answers released, want 4 (the direct ones)", got)
+	if got := e.lent.Load(); got != 4 {
+		t.Errorf("%d answers built in the lent buffer, want 4 (the direct ones)", got)
 	}
 }
 
@@ -516,48 +542,87 @@ func inRegion(b, mem []byte) bool {
 // On the local socket a connection lends the server a shared region; a
 // request and its answer travel in it, and the region grows to fit them.
 func TestSharedMemory(t *testing.T) {
-	e := &echoPS{}
-	addr, mux, _ := serveBoth(t, e)
-	if err := mux.ServeLocal(fmt.Sprintf("elasticdl-direct-shm-%d-%d", os.Getpid(), time.Now().UnixNano())); err != nil {
-		t.Fatal(err)
+	for _, layout := range []string{"", "reversed", "own"} {
+		t.Run("layout="+layout, func(t *testing.T) {
+			e := &echoPS{layout: layout}
+			addr, mux, _ := serveBoth(t, e)
+			if err := mux.ServeLocal(fmt.Sprintf("elasticdl-direct-shm-%d-%d", os.Getpid(), time.Now().UnixNano())); err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, addr)
+			ctx := ctxT(t, 10*time.Second)
+			if _, release, err := c.Pull(ctx, &pserverpb.PullDenseParametersRequest{Version: 1}); err != nil {
+				t.Fatal(err) // over TCP, learning the local socket
+			} else {
+				release()
+			}
+			// The first local connection's region is made for its request
+			// (400 KiB): the doubled answer comes on the socket, and the
+			// connection makes way for one whose region fits both. Larger
+			// requests grow it again. Answers laid out of order in the region
+			// come on the socket too.
+			steps := []struct {
+				size   int
+				shared bool
+			}{{300 << 10, false}, {300 << 10, true}, {300 << 10, true}, {1 << 20, false}, {1 << 20, true}, {10, true}}
+			for i, step := range steps {
+				a := bytes.Repeat([]byte{byte(i)}, step.size)
+				b := bytes.Repeat([]byte{byte(i + 1)}, step.size/3)
+				resp, release, err := c.Push(ctx, &pserverpb.PushGradientsRequest{ReturnParameters: true, Gradients: []*pserverpb.Tensor{
+					{Name: "a", Content: a}, {Name: "none"}, {Name: "b", Content: b}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := resp.GetDenseParameters()
+				if len(got) != 3 || !bytes.Equal(got[0].Content, append(a, a...)) || len(got[1].Content) != 0 || !bytes.Equal(got[2].Content, append(b, b...)) {
+					t.Fatalf("push %d of %d bytes: answer differs", i, step.size)
+				}
+				release()
+				c.mu.Lock()
+				shared := len(c.idle) == 1 && c.idle[0].local && inRegion(got[0].Content, c.idle[0].f.shared) && inRegion(got[2].Content, c.idle[0].f.shared)
+				idle := len(c.idle)
+				c.mu.Unlock()
+				wantShared := step.shared && layout != "reversed"
+				if shared != wantShared || idle != map[bool]int{true: 1, false: 0}[step.shared] {
+					t.Errorf("push %d of %d bytes: answer in the shared region %v, %d idle connections; want %v", i, step.size, shared, idle, wantShared)
+				}
+			}
+			if !c.SharesMemory() {
+				t.Error("the client gave shared memory up")
+			}
+		})
 	}
-	c := newClient(t, addr)
-	ctx := ctxT(t, 10*time.Second)
-	if _, release, err := c.Pull(ctx, &pserverpb.PullDenseParametersRequest{Version: 1}); err != nil {
-		t.Fatal(err) // over TCP, learning the local socket
-	} else {
-		release()
+}
+
+// placement tells contents laid out in a region in order (nothing to copy)
+// from contents elsewhere (copied in) and from contents in the region out
+// of order (which a copy could overwrite).
+func TestPlacement(t *testing.T) {
+	region := make([]byte, 100)
+	other := make([]byte, 100)
+	cases := []struct {
+		name     string
+		contents [][]byte
+		want     where
+	}{
+		{"none", nil, outside},
+		{"empty ones", [][]byte{nil, {}}, outside},
+		{"elsewhere", [][]byte{other[:10], other[50:60]}, outside},
+		{"in order", [][]byte{region[:10], nil, region[10:30]}, inPlace},
+		{"in order, not from the start", [][]byte{region[5:10]}, misplaced},
+		{"a gap", [][]byte{region[:10], region[11:20]}, misplaced},
+		{"reversed", [][]byte{region[10:20], region[:10]}, misplaced},
+		{"one in, one elsewhere", [][]byte{region[:10], other[10:20]}, misplaced},
+		{"one elsewhere, one in", [][]byte{other[:10], region[10:20]}, misplaced},
+		{"overlapping the end", [][]byte{region[90:], other[:5]}, misplaced},
 	}
-	// The first local connection's region is made for its request (400 KiB):
-	// the doubled answer comes on the socket, and the connection makes way
-	// for one whose region fits both. Larger requests grow it again.
-	steps := []struct {
-		size   int
-		shared bool
-	}{{300 << 10, false}, {300 << 10, true}, {300 << 10, true}, {1 << 20, false}, {1 << 20, true}, {10, true}}
-	for i, step := range steps {
-		a := bytes.Repeat([]byte{byte(i)}, step.size)
-		b := bytes.Repeat([]byte{byte(i + 1)}, step.size/3)
-		resp, release, err := c.Push(ctx, &pserverpb.PushGradientsRequest{ReturnParameters: true, Gradients: []*pserverpb.Tensor{
-			{Name: "a", Content: a}, {Name: "none"}, {Name: "b", Content: b}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := resp.GetDenseParameters()
-		if len(got) != 3 || !bytes.Equal(got[0].Content, append(a, a...)) || len(got[1].Content) != 0 || !bytes.Equal(got[2].Content, append(b, b...)) {
-			t.Fatalf("push %d of %d bytes: answer differs", i, step.size)
-		}
-		release()
-		c.mu.Lock()
-		shared := len(c.idle) == 1 && c.idle[0].local && inRegion(got[0].Content, c.idle[0].f.shared) && inRegion(got[2].Content, c.idle[0].f.shared)
-		idle := len(c.idle)
-		c.mu.Unlock()
-		if shared != step.shared || idle != map[bool]int{true: 1, false: 0}[step.shared] {
-			t.Errorf("push %d of %d bytes: answer in the shared region %v, %d idle connections; want %v", i, step.size, shared, idle, step.shared)
+	for _, c := range cases {
+		if got := placement(c.contents, region); got != c.want {
+			t.Errorf("%s: placement %d, want %d", c.name, got, c.want)
 		}
 	}
-	if !c.SharesMemory() {
-		t.Error("the client gave shared memory up")
+	if got := placement([][]byte{other[:10]}, nil); got != outside {
+		t.Errorf("no region: placement %d, want outside", got)
 	}
 }
 

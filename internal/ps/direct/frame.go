@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/proto"
 
@@ -157,14 +158,23 @@ func (f *framer) write(k kind, m proto.Message, tensors []*pserverpb.Tensor) err
 	binary.LittleEndian.PutUint32(f.out[8:], uint32(len(tensors)))
 	defer clear(f.bufs) // do not keep the caller's buffers alive
 	if total > 0 && total <= len(f.shared) {
-		f.out[1] = flagShared
-		off := 0
-		for _, c := range f.bufs {
-			off += copy(f.shared[off:], c)
+		switch placement(f.bufs, f.shared) {
+		case inPlace: // encoded into the region by the caller
+		case outside:
+			off := 0
+			for _, c := range f.bufs {
+				off += copy(f.shared[off:], c)
+			}
+		case misplaced:
+			// Copying could overwrite contents not yet copied: send them
+			// on the socket instead.
+			goto socket
 		}
+		f.out[1] = flagShared
 		_, err = f.conn.Write(f.out)
 		return err
 	}
+socket:
 	bufs := make(net.Buffers, 0, len(f.bufs)+1)
 	bufs = append(bufs, f.out)
 	for _, c := range f.bufs {
@@ -174,6 +184,46 @@ func (f *framer) write(k kind, m proto.Message, tensors []*pserverpb.Tensor) err
 	}
 	_, err = bufs.WriteTo(f.conn)
 	return err
+}
+
+// where says where a frame's contents lie relative to a shared region.
+type where int
+
+const (
+	inPlace   where = iota // back to back from the region's start
+	outside                // none in the region
+	misplaced              // some in the region, not all in place
+)
+
+// placement says where contents lie relative to region.
+func placement(contents [][]byte, region []byte) where {
+	if len(region) == 0 {
+		return outside
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+	hi := lo + uintptr(len(region))
+	in, all := false, true
+	off := 0
+	for _, c := range contents {
+		if len(c) == 0 {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
+		if p < hi && p+uintptr(len(c)) > lo {
+			in = true
+		}
+		if p != lo+uintptr(off) {
+			all = false
+		}
+		off += len(c)
+	}
+	switch {
+	case !in:
+		return outside
+	case all:
+		return inPlace
+	}
+	return misplaced
 }
 
 // read receives a frame: its kind, protobuf header and contents (which

@@ -19,12 +19,18 @@ import (
 
 // Handler answers the direct calls: a PS's PushGradients and
 // PullDenseParameters. A request's tensor contents alias the connection's
-// buffer: a handler must not keep them after it returns. The Mux calls
-// release, when not nil, once the answer is written (or dropped), so that
-// the handler can reuse what the answer holds.
+// buffer: a handler must not keep them after it returns.
+//
+// out lends the handler a buffer for its answer's tensor contents, empty
+// with some capacity: the connection's shared region when it has one (the
+// memory the request's contents are in: write to it only once done reading
+// them), else a pooled buffer. Contents laid back to back from the start
+// of *out, in the answer's order, reach a client on a shared region
+// without another copy. The handler may set *out to a larger buffer; it
+// must not keep *out after it returns.
 type Handler struct {
-	Push func(context.Context, *pserverpb.PushGradientsRequest) (resp *pserverpb.PushGradientsResponse, release func(), err error)
-	Pull func(context.Context, *pserverpb.PullDenseParametersRequest) (resp *pserverpb.PullDenseParametersResponse, release func(), err error)
+	Push func(ctx context.Context, req *pserverpb.PushGradientsRequest, out *[]byte) (*pserverpb.PushGradientsResponse, error)
+	Pull func(ctx context.Context, req *pserverpb.PullDenseParametersRequest, out *[]byte) (*pserverpb.PullDenseParametersResponse, error)
 }
 
 // sniffTimeout bounds how long a new connection may take to send its
@@ -46,6 +52,7 @@ type Mux struct {
 	stop      context.CancelFunc
 
 	bufs      bufferPool
+	answers   sync.Pool // *[]byte a Handler encodes an answer's contents into
 	grpcConns chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -299,17 +306,22 @@ func (m *Mux) serve(sc *serverConn) {
 // answer handles one request and writes its answer; an error is the
 // connection's (a broken frame, a failed write).
 func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
+	var out *[]byte
+	if f.shared != nil {
+		region := f.shared[:0]
+		out = &region
+	} else {
+		if out, _ = m.answers.Get().(*[]byte); out == nil {
+			out = new([]byte)
+		}
+		*out = (*out)[:0]
+		defer m.answers.Put(out) // after the write: it sends from *out
+	}
 	var (
 		resp    proto.Message
 		tensors []*pserverpb.Tensor
-		release func()
 		err     error
 	)
-	defer func() {
-		if release != nil {
-			release()
-		}
-	}()
 	switch k {
 	case kindPush:
 		req := &pserverpb.PushGradientsRequest{}
@@ -320,7 +332,7 @@ func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
 			return err
 		}
 		var r *pserverpb.PushGradientsResponse
-		if r, release, err = m.h.Push(m.ctx, req); err == nil {
+		if r, err = m.h.Push(m.ctx, req, out); err == nil {
 			resp, tensors = r, r.GetDenseParameters()
 		}
 	case kindPull:
@@ -332,7 +344,7 @@ func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
 			return err
 		}
 		var r *pserverpb.PullDenseParametersResponse
-		if r, release, err = m.h.Pull(m.ctx, req); err == nil {
+		if r, err = m.h.Pull(m.ctx, req, out); err == nil {
 			resp, tensors = r, r.GetDenseParameters()
 		}
 	default:

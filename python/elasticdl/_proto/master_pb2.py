@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from . import pserver_pb2 as pserver__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmaster.proto\x12\x10\x65lasticdl.master\x1a\rpserver.proto\"1\n\x05Shard\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05start\x18\x02 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x03\"\x98\x01\n\x04Task\x12\n\n\x02id\x18\x01 \x01(\x03\x12(\n\x04type\x18\x02 \x01(\x0e\x32\x1a.elasticdl.master.TaskType\x12&\n\x05shard\x18\x03 \x01(\x0b\x32\x17.elasticdl.master.Shard\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x15\n\rmodel_version\x18\x05 \x01(\x03\x12\x0c\n\x04\x64one\x18\x06 \x01(\x03\"7\n\x0eGetTaskRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x12\n\nheld_tasks\x18\x02 \x03(\x03\"\xe7\x01\n\x0fGetTaskResponse\x12\x38\n\x06\x61\x63tion\x18\x01 \x01(\x0e\x32(.elasticdl.master.GetTaskResponse.Action\x12$\n\x04task\x18\x02 \x01(\x0b\x32\x16.elasticdl.master.Task\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x05\x12\x11\n\tps_layout\x18\x04 \x01(\x03\x12\x10\n\x08ps_addrs\x18\x05 \x03(\t\">\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x08\n\x04TASK\x10\x01\x12\x08\n\x04WAIT\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\"\xff\x01\n\x17ReportTaskResultRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12\x17\n\x0f\x63orrupt_records\x18\x05 \x01(\x03\x12\x10\n\x08loss_sum\x18\x06 \x01(\x01\x12\r\n\x05steps\x18\x07 \x01(\x03\x12\x1b\n\x13\x66irst_corrupt_error\x18\x08 \x01(\t\x12\x15\n\rmodel_version\x18\t \x01(\x03\x12\x32\n\x0bpredictions\x18\n \x01(\x0b\x32\x1d.elasticdl.master.Predictions\"h\n\x0bPredictions\x12\x14\n\x0crecord_index\x18\x01 \x03(\x03\x12\x17\n\x0fpredicted_class\x18\x02 \x03(\x05\x12\x13\n\x0bnum_classes\x18\x03 \x01(\x05\x12\x15\n\rprobabilities\x18\x04 \x03(\x02\"\x1a\n\x18ReportTaskResultResponse\"\x9e\x02\n\x1eReportEvaluationMetricsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x15\n\rmodel_version\x18\x03 \x01(\x03\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12H\n\x04sums\x18\x05 \x03(\x0b\x32:.elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry\x12\x39\n\x0fscore_histogram\x18\x06 \x01(\x0b\x32 .elasticdl.master.ScoreHistogram\x1a+\n\tSumsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"4\n\x0eScoreHistogram\x12\x10\n\x08positive\x18\x01 \x03(\x03\x12\x10\n\x08negative\x18\x02 \x03(\x03\"!\n\x1fReportEvaluationMetricsResponse\"\x81\x01\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x15\n\rallreduce_ops\x18\x03 \x01(\x03\x12\x17\n\x0f\x61llreduce_bytes\x18\x04 \x01(\x03\x12\x19\n\x11\x61llreduce_seconds\x18\x05 \x01(\x01\"!\n\x11HeartbeatResponse\x12\x0c\n\x04stop\x18\x01 \x01(\x08\"2\n\x0fJoinRingRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"&\n\x11RingStatusRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\"L\n\x17ReportRingBrokenRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"-\n\nRingMember\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"\xf8\x01\n\x0cRingResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12-\n\x07members\x18\x02 \x03(\x0b\x32\x1c.elasticdl.master.RingMember\x12\x0e\n\x06\x66ormed\x18\x03 \x01(\x08\x12\x0f\n\x07wait_ms\x18\x04 \x01(\x05\x12(\n\x04held\x18\x05 \x03(\x0b\x32\x1a.elasticdl.master.TaskDone\x12\x0f\n\x07lineage\x18\x06 \x01(\x03\x12\x13\n\x0brestore_dir\x18\x07 \x01(\t\x12\x17\n\x0frestore_version\x18\x08 \x01(\x03\x12\x0f\n\x07planned\x18\t \x01(\x08\x12\r\n\x05leave\x18\n \x01(\x08\")\n\x08TaskDone\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x64one\x18\x02 \x01(\x03\"7\n\x11SettleRingRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\"j\n\x11\x43ommitTaskRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x0c\n\x04\x64one\x18\x03 \x01(\x03\x12\x11\n\ton_behalf\x18\x04 \x01(\x08\x12\x10\n\x08owner_id\x18\x05 \x01(\x05\"\x14\n\x12\x43ommitTaskResponse\"\x7f\n\x12UploadModelRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x10\n\x08\x63hecksum\x18\x04 \x01(\x04\"\x15\n\x13UploadModelResponse\"N\n\x0c\x43ontribution\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\r\n\x05start\x18\x03 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x04 \x01(\x03\"`\n\x0b\x41ppliedStep\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12-\n\x05parts\x18\x02 \x03(\x0b\x32\x1e.elasticdl.master.Contribution\x12\x14\n\x0cring_version\x18\x03 \x01(\x03\"|\n\x14ReportAppliedRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12,\n\x05steps\x18\x02 \x03(\x0b\x32\x1d.elasticdl.master.AppliedStep\x12\x0f\n\x07lineage\x18\x03 \x01(\x03\x12\x12\n\ncheckpoint\x18\x04 \x01(\x03\"\x17\n\x15ReportAppliedResponse*S\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x0c\n\x08TRAINING\x10\x01\x12\x0e\n\nEVALUATION\x10\x02\x12\x0e\n\nPREDICTION\x10\x03\x32\x84\x08\n\x06Master\x12N\n\x07GetTask\x12 .elasticdl.master.GetTaskRequest\x1a!.elasticdl.master.GetTaskResponse\x12i\n\x10ReportTaskResult\x12).elasticdl.master.ReportTaskResultRequest\x1a*.elasticdl.master.ReportTaskResultResponse\x12~\n\x17ReportEvaluationMetrics\x12\x30.elasticdl.master.ReportEvaluationMetricsRequest\x1a\x31.elasticdl.master.ReportEvaluationMetricsResponse\x12T\n\tHeartbeat\x12\".elasticdl.master.HeartbeatRequest\x1a#.elasticdl.master.HeartbeatResponse\x12M\n\x08JoinRing\x12!.elasticdl.master.JoinRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12Q\n\nRingStatus\x12#.elasticdl.master.RingStatusRequest\x1a\x1e.elasticdl.master.RingResponse\x12]\n\x10ReportRingBroken\x12).elasticdl.master.ReportRingBrokenRequest\x1a\x1e.elasticdl.master.RingResponse\x12W\n\nCommitTask\x12#.elasticdl.master.CommitTaskRequest\x1a$.elasticdl.master.CommitTaskResponse\x12Q\n\nSettleRing\x12#.elasticdl.master.SettleRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12`\n\rReportApplied\x12&.elasticdl.master.ReportAppliedRequest\x1a\'.elasticdl.master.ReportAppliedResponse\x12Z\n\x0bUploadModel\x12$.elasticdl.master.UploadModelRequest\x1a%.elasticdl.master.UploadModelResponseB\x1aZ\x18\x65lasticdl/proto/masterpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0cmaster.proto\x12\x10\x65lasticdl.master\x1a\rpserver.proto\"1\n\x05Shard\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05start\x18\x02 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x03\"\x98\x01\n\x04Task\x12\n\n\x02id\x18\x01 \x01(\x03\x12(\n\x04type\x18\x02 \x01(\x0e\x32\x1a.elasticdl.master.TaskType\x12&\n\x05shard\x18\x03 \x01(\x0b\x32\x17.elasticdl.master.Shard\x12\r\n\x05\x65poch\x18\x04 \x01(\x05\x12\x15\n\rmodel_version\x18\x05 \x01(\x03\x12\x0c\n\x04\x64one\x18\x06 \x01(\x03\"7\n\x0eGetTaskRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x12\n\nheld_tasks\x18\x02 \x03(\x03\"\xe7\x01\n\x0fGetTaskResponse\x12\x38\n\x06\x61\x63tion\x18\x01 \x01(\x0e\x32(.elasticdl.master.GetTaskResponse.Action\x12$\n\x04task\x18\x02 \x01(\x0b\x32\x16.elasticdl.master.Task\x12\x0f\n\x07wait_ms\x18\x03 \x01(\x05\x12\x11\n\tps_layout\x18\x04 \x01(\x03\x12\x10\n\x08ps_addrs\x18\x05 \x03(\t\">\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x08\n\x04TASK\x10\x01\x12\x08\n\x04WAIT\x10\x02\x12\x08\n\x04\x44ONE\x10\x03\"\xff\x01\n\x17ReportTaskResultRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12\x17\n\x0f\x63orrupt_records\x18\x05 \x01(\x03\x12\x10\n\x08loss_sum\x18\x06 \x01(\x01\x12\r\n\x05steps\x18\x07 \x01(\x03\x12\x1b\n\x13\x66irst_corrupt_error\x18\x08 \x01(\t\x12\x15\n\rmodel_version\x18\t \x01(\x03\x12\x32\n\x0bpredictions\x18\n \x01(\x0b\x32\x1d.elasticdl.master.Predictions\"h\n\x0bPredictions\x12\x14\n\x0crecord_index\x18\x01 \x03(\x03\x12\x17\n\x0fpredicted_class\x18\x02 \x03(\x05\x12\x13\n\x0bnum_classes\x18\x03 \x01(\x05\x12\x15\n\rprobabilities\x18\x04 \x03(\x02\"\x1a\n\x18ReportTaskResultResponse\"\x9e\x02\n\x1eReportEvaluationMetricsRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x15\n\rmodel_version\x18\x03 \x01(\x03\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12H\n\x04sums\x18\x05 \x03(\x0b\x32:.elasticdl.master.ReportEvaluationMetricsRequest.SumsEntry\x12\x39\n\x0fscore_histogram\x18\x06 \x01(\x0b\x32 .elasticdl.master.ScoreHistogram\x1a+\n\tSumsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"4\n\x0eScoreHistogram\x12\x10\n\x08positive\x18\x01 \x03(\x03\x12\x10\n\x08negative\x18\x02 \x03(\x03\"!\n\x1fReportEvaluationMetricsResponse\"\x81\x01\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x15\n\rallreduce_ops\x18\x03 \x01(\x03\x12\x17\n\x0f\x61llreduce_bytes\x18\x04 \x01(\x03\x12\x19\n\x11\x61llreduce_seconds\x18\x05 \x01(\x01\"1\n\x11HeartbeatResponse\x12\x0c\n\x04stop\x18\x01 \x01(\x08\x12\x0e\n\x06let_go\x18\x02 \x01(\x08\"2\n\x0fJoinRingRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"&\n\x11RingStatusRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\"L\n\x17ReportRingBrokenRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\r\n\x05\x65rror\x18\x03 \x01(\t\"-\n\nRingMember\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0c\n\x04\x61\x64\x64r\x18\x02 \x01(\t\"\xf8\x01\n\x0cRingResponse\x12\x0f\n\x07version\x18\x01 \x01(\x03\x12-\n\x07members\x18\x02 \x03(\x0b\x32\x1c.elasticdl.master.RingMember\x12\x0e\n\x06\x66ormed\x18\x03 \x01(\x08\x12\x0f\n\x07wait_ms\x18\x04 \x01(\x05\x12(\n\x04held\x18\x05 \x03(\x0b\x32\x1a.elasticdl.master.TaskDone\x12\x0f\n\x07lineage\x18\x06 \x01(\x03\x12\x13\n\x0brestore_dir\x18\x07 \x01(\t\x12\x17\n\x0frestore_version\x18\x08 \x01(\x03\x12\x0f\n\x07planned\x18\t \x01(\x08\x12\r\n\x05leave\x18\n \x01(\x08\")\n\x08TaskDone\x12\x0f\n\x07task_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x64one\x18\x02 \x01(\x03\"7\n\x11SettleRingRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\"j\n\x11\x43ommitTaskRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\x0c\n\x04\x64one\x18\x03 \x01(\x03\x12\x11\n\ton_behalf\x18\x04 \x01(\x08\x12\x10\n\x08owner_id\x18\x05 \x01(\x05\"\x14\n\x12\x43ommitTaskResponse\"\x7f\n\x12UploadModelRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07version\x18\x02 \x01(\x03\x12\x33\n\x10\x64\x65nse_parameters\x18\x03 \x03(\x0b\x32\x19.elasticdl.pserver.Tensor\x12\x10\n\x08\x63hecksum\x18\x04 \x01(\x04\"\x15\n\x13UploadModelResponse\"N\n\x0c\x43ontribution\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12\x0f\n\x07task_id\x18\x02 \x01(\x03\x12\r\n\x05start\x18\x03 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x04 \x01(\x03\"`\n\x0b\x41ppliedStep\x12\x0c\n\x04step\x18\x01 \x01(\x03\x12-\n\x05parts\x18\x02 \x03(\x0b\x32\x1e.elasticdl.master.Contribution\x12\x14\n\x0cring_version\x18\x03 \x01(\x03\"|\n\x14ReportAppliedRequest\x12\x11\n\tworker_id\x18\x01 \x01(\x05\x12,\n\x05steps\x18\x02 \x03(\x0b\x32\x1d.elasticdl.master.AppliedStep\x12\x0f\n\x07lineage\x18\x03 \x01(\x03\x12\x12\n\ncheckpoint\x18\x04 \x01(\x03\"\x17\n\x15ReportAppliedResponse*S\n\x08TaskType\x12\x19\n\x15TASK_TYPE_UNSPECIFIED\x10\x00\x12\x0c\n\x08TRAINING\x10\x01\x12\x0e\n\nEVALUATION\x10\x02\x12\x0e\n\nPREDICTION\x10\x03\x32\x84\x08\n\x06Master\x12N\n\x07GetTask\x12 .elasticdl.master.GetTaskRequest\x1a!.elasticdl.master.GetTaskResponse\x12i\n\x10ReportTaskResult\x12).elasticdl.master.ReportTaskResultRequest\x1a*.elasticdl.master.ReportTaskResultResponse\x12~\n\x17ReportEvaluationMetrics\x12\x30.elasticdl.master.ReportEvaluationMetricsRequest\x1a\x31.elasticdl.master.ReportEvaluationMetricsResponse\x12T\n\tHeartbeat\x12\".elasticdl.master.HeartbeatRequest\x1a#.elasticdl.master.HeartbeatResponse\x12M\n\x08JoinRing\x12!.elasticdl.master.JoinRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12Q\n\nRingStatus\x12#.elasticdl.master.RingStatusRequest\x1a\x1e.elasticdl.master.RingResponse\x12]\n\x10ReportRingBroken\x12).elasticdl.master.ReportRingBrokenRequest\x1a\x1e.elasticdl.master.RingResponse\x12W\n\nCommitTask\x12#.elasticdl.master.CommitTaskRequest\x1a$.elasticdl.master.CommitTaskResponse\x12Q\n\nSettleRing\x12#.elasticdl.master.SettleRingRequest\x1a\x1e.elasticdl.master.RingResponse\x12`\n\rReportApplied\x12&.elasticdl.master.ReportAppliedRequest\x1a\'.elasticdl.master.ReportAppliedResponse\x12Z\n\x0bUploadModel\x12$.elasticdl.master.UploadModelRequest\x1a%.elasticdl.master.UploadModelResponseB\x1aZ\x18\x65lasticdl/proto/masterpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'master_pb2', globals())
@@ -24,8 +24,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   DESCRIPTOR._serialized_options = b'Z\030elasticdl/proto/masterpb'
   _REPORTEVALUATIONMETRICSREQUEST_SUMSENTRY._options = None
   _REPORTEVALUATIONMETRICSREQUEST_SUMSENTRY._serialized_options = b'8\001'
-  _TASKTYPE._serialized_start=2662
-  _TASKTYPE._serialized_end=2745
+  _TASKTYPE._serialized_start=2678
+  _TASKTYPE._serialized_end=2761
   _SHARD._serialized_start=49
   _SHARD._serialized_end=98
   _TASK._serialized_start=101
@@ -53,37 +53,37 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _HEARTBEATREQUEST._serialized_start=1317
   _HEARTBEATREQUEST._serialized_end=1446
   _HEARTBEATRESPONSE._serialized_start=1448
-  _HEARTBEATRESPONSE._serialized_end=1481
-  _JOINRINGREQUEST._serialized_start=1483
-  _JOINRINGREQUEST._serialized_end=1533
-  _RINGSTATUSREQUEST._serialized_start=1535
-  _RINGSTATUSREQUEST._serialized_end=1573
-  _REPORTRINGBROKENREQUEST._serialized_start=1575
-  _REPORTRINGBROKENREQUEST._serialized_end=1651
-  _RINGMEMBER._serialized_start=1653
-  _RINGMEMBER._serialized_end=1698
-  _RINGRESPONSE._serialized_start=1701
-  _RINGRESPONSE._serialized_end=1949
-  _TASKDONE._serialized_start=1951
-  _TASKDONE._serialized_end=1992
-  _SETTLERINGREQUEST._serialized_start=1994
-  _SETTLERINGREQUEST._serialized_end=2049
-  _COMMITTASKREQUEST._serialized_start=2051
-  _COMMITTASKREQUEST._serialized_end=2157
-  _COMMITTASKRESPONSE._serialized_start=2159
-  _COMMITTASKRESPONSE._serialized_end=2179
-  _UPLOADMODELREQUEST._serialized_start=2181
-  _UPLOADMODELREQUEST._serialized_end=2308
-  _UPLOADMODELRESPONSE._serialized_start=2310
-  _UPLOADMODELRESPONSE._serialized_end=2331
-  _CONTRIBUTION._serialized_start=2333
-  _CONTRIBUTION._serialized_end=2411
-  _APPLIEDSTEP._serialized_start=2413
-  _APPLIEDSTEP._serialized_end=2509
-  _REPORTAPPLIEDREQUEST._serialized_start=2511
-  _REPORTAPPLIEDREQUEST._serialized_end=2635
-  _REPORTAPPLIEDRESPONSE._serialized_start=2637
-  _REPORTAPPLIEDRESPONSE._serialized_end=2660
-  _MASTER._serialized_start=2748
-  _MASTER._serialized_end=3776
+  _HEARTBEATRESPONSE._serialized_end=1497
+  _JOINRINGREQUEST._serialized_start=1499
+  _JOINRINGREQUEST._serialized_end=1549
+  _RINGSTATUSREQUEST._serialized_start=1551
+  _RINGSTATUSREQUEST._serialized_end=1589
+  _REPORTRINGBROKENREQUEST._serialized_start=1591
+  _REPORTRINGBROKENREQUEST._serialized_end=1667
+  _RINGMEMBER._serialized_start=1669
+  _RINGMEMBER._serialized_end=1714
+  _RINGRESPONSE._serialized_start=1717
+  _RINGRESPONSE._serialized_end=1965
+  _TASKDONE._serialized_start=1967
+  _TASKDONE._serialized_end=2008
+  _SETTLERINGREQUEST._serialized_start=2010
+  _SETTLERINGREQUEST._serialized_end=2065
+  _COMMITTASKREQUEST._serialized_start=2067
+  _COMMITTASKREQUEST._serialized_end=2173
+  _COMMITTASKRESPONSE._serialized_start=2175
+  _COMMITTASKRESPONSE._serialized_end=2195
+  _UPLOADMODELREQUEST._serialized_start=2197
+  _UPLOADMODELREQUEST._serialized_end=2324
+  _UPLOADMODELRESPONSE._serialized_start=2326
+  _UPLOADMODELRESPONSE._serialized_end=2347
+  _CONTRIBUTION._serialized_start=2349
+  _CONTRIBUTION._serialized_end=2427
+  _APPLIEDSTEP._serialized_start=2429
+  _APPLIEDSTEP._serialized_end=2525
+  _REPORTAPPLIEDREQUEST._serialized_start=2527
+  _REPORTAPPLIEDREQUEST._serialized_end=2651
+  _REPORTAPPLIEDRESPONSE._serialized_start=2653
+  _REPORTAPPLIEDRESPONSE._serialized_end=2676
+  _MASTER._serialized_start=2764
+  _MASTER._serialized_end=3792
 # @@protoc_insertion_point(module_scope)
