@@ -15,13 +15,7 @@ var tables = []EmbeddingTable{{Name: "user", Dim: 3, Initializer: "uniform:-1,1"
 // by id mod 2, reassembles rows in the caller's order (repeats included),
 // and pushes sparse gradients to the right shards.
 func TestEmbeddingsTwoShards(t *testing.T) {
-	procs, addrs := startCluster(t, 2, 0.5)
-	c := dial(t, addrs)
-	ctx := ctxT(t, 10*time.Second)
-	params := testModel()
-	if err := c.PushModel(ctx, params, tables...); err != nil {
-		t.Fatal(err)
-	}
+	procs, _, c, ctx, params := pushedCluster(t, 2, 0.5, 10*time.Second, tables...)
 	ids := []int64{5, 2, 5, 8, 1, 0}
 	dst := make([]float32, len(ids)*3)
 	if err := c.PullEmbeddings(ctx, "user", ids, dst); err != nil {
@@ -78,13 +72,7 @@ func TestEmbeddingsTwoShards(t *testing.T) {
 // re-initialized by the client, tables included; its rows restart from
 // their deterministic initial values.
 func TestEmbeddingsRelaunchedShard(t *testing.T) {
-	procs, addrs := startCluster(t, 2, 0.5)
-	c := dial(t, addrs)
-	ctx := ctxT(t, 10*time.Second)
-	params := testModel()
-	if err := c.PushModel(ctx, params, tables...); err != nil {
-		t.Fatal(err)
-	}
+	procs, addrs, c, ctx, params := pushedCluster(t, 2, 0.5, 10*time.Second, tables...)
 	before := make([]float32, 6)
 	if err := c.PullEmbeddings(ctx, "user", []int64{1, 3}, before); err != nil {
 		t.Fatal(err)

@@ -16,13 +16,7 @@ import (
 // a PS (of another count) restores with the same rows; GetStatus reports
 // the restore.
 func TestSaveModelWithTables(t *testing.T) {
-	procs, addrs := startCluster(t, 2, 0.5)
-	c := dial(t, addrs)
-	ctx := ctxT(t, 10*time.Second)
-	params := testModel()
-	if err := c.PushModel(ctx, params, tables...); err != nil {
-		t.Fatal(err)
-	}
+	procs, _, c, ctx, params := pushedCluster(t, 2, 0.5, 10*time.Second, tables...)
 	ids := []int64{0, 1, 2, 3, 7}
 	rows := make([]float32, len(ids)*3)
 	if err := c.PullEmbeddings(ctx, "user", ids, rows); err != nil {
