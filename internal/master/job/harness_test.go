@@ -1,7 +1,9 @@
 package job
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
@@ -179,4 +181,30 @@ func (h *harness) wantRefused(ev Event, want error) {
 func equalSnapshots(a, b Snapshot) bool {
 	return a.Progress == b.Progress && a.WorkersRunning == b.WorkersRunning && a.WorkersPending == b.WorkersPending &&
 		a.Summary.Tasks == b.Summary.Tasks && a.Summary.Workers == b.Summary.Workers && a.ModelVersion == b.ModelVersion
+}
+
+// resumeThroughJSON persists j's State as JSON, resumes a core from it, and
+// checks that the resumed core's State is the same; it returns the new
+// core and the State's size.
+func resumeThroughJSON(cfg Config, j *Job) (*Job, int, error) {
+	b, err := json.Marshal(j.State())
+	if err != nil {
+		return nil, 0, fmt.Errorf("persist: %w", err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, 0, fmt.Errorf("reload: %w", err)
+	}
+	n, err := Resume(cfg, st)
+	if err != nil {
+		return nil, 0, fmt.Errorf("resume: %w", err)
+	}
+	again, err := json.Marshal(n.State())
+	if err != nil {
+		return nil, 0, err
+	}
+	if string(again) != string(b) {
+		return nil, 0, fmt.Errorf("resumed core's state differs:\n%s\nwant\n%s", again, b)
+	}
+	return n, len(b), nil
 }

@@ -278,6 +278,31 @@ func Resume(cfg Config, s State) (*Job, error) {
 	if s.Err != "" {
 		j.jobErr = errors.New(s.Err)
 	}
+	j.resumeInstances(s)
+	j.resumeEvaluation(s)
+	j.resumePrediction(s.Prediction)
+	if r := s.Ring; r != nil {
+		j.ring = r.rendezvous()
+	}
+	j.resumeLedger(s)
+	if s.Check != nil {
+		j.check = s.Check.check()
+	}
+	j.uploadingSince, j.liveGen, j.liveSending = s.UploadingSince, s.LiveGen, s.LiveSending
+	j.summary, j.saved, j.pendingSave = s.Summary, s.Saved, s.PendingSave
+	if s.SavedErr != "" {
+		j.saved.Err = errors.New(s.SavedErr)
+	}
+	j.progress = progressMeter{records: s.Progress.Records, lastRecords: s.Progress.LastRecords, lastAt: s.Progress.LastAt,
+		loss: s.Progress.Loss, haveLoss: s.Progress.HaveLoss}
+	j.trainingStart, j.trainingEnd, j.epochsAnnounced = s.TrainingStart, s.TrainingEnd, s.EpochsAnnounced
+	j.ready = Ready{}
+	return j, nil
+}
+
+// resumeInstances restores the workers and PS, their targets, and the
+// changes of size under way.
+func (j *Job) resumeInstances(s State) {
 	j.workers, j.ps = instances(s.Workers, false), instances(s.PS, true)
 	j.nextWorkerID, j.nextPSID = s.NextWorkerID, s.NextPSID
 	if s.Target > 0 {
@@ -298,6 +323,11 @@ func Resume(cfg Config, s State) (*Job, error) {
 			j.draining[id] = at
 		}
 	}
+}
+
+// resumeEvaluation restores the evaluation schedule and the passes whose
+// metrics are being summed.
+func (j *Job) resumeEvaluation(s State) {
 	j.evalScheduled, j.finalKey, j.trainVersion, j.nextEvalAt = s.EvalScheduled, s.FinalKey, s.TrainVersion, s.NextEvalAt
 	j.evalPending = map[int64]evalMetrics{}
 	for id, m := range s.EvalPending {
@@ -307,30 +337,44 @@ func Resume(cfg Config, s State) (*Job, error) {
 	for k, p := range s.Passes {
 		j.passes[k] = &evalPass{version: p.Version, final: p.Final, metrics: p.Metrics.metrics(), minUsed: p.MinUsed, maxUsed: p.MaxUsed, haveUsed: p.HaveUsed}
 	}
-	if p := s.Prediction; p != nil && j.pred != nil {
-		j.pred.total, j.pred.numClasses, j.pred.next, j.pred.corrupt = p.Total, p.NumClasses, p.Next, p.Corrupt
-		for _, rows := range p.Pending {
-			j.pred.pending[rows.Start] = rows
-		}
+}
+
+// resumePrediction restores a predict job's rows not released yet.
+func (j *Job) resumePrediction(p *PredictionState) {
+	if p == nil || j.pred == nil {
+		return
 	}
-	if r := s.Ring; r != nil {
-		j.ring = rendezvous{
-			version: r.Version, members: slices.Clone(r.Members), forming: r.Forming, joined: orEmpty(r.Joined),
-			deadline: r.Deadline, addrs: orEmpty(r.Addrs), formedAt: r.FormedAt, changedAt: r.ChangedAt,
-			maxWorldSize: r.MaxWorldSize, prev: set(r.Prev), everMember: set(r.EverMember), checksums: slices.Clone(r.Checksums),
-			unsettled: maps.Clone(r.Unsettled), lineage: r.Lineage, restore: r.Restore, restores: r.Restores, stepsLost: r.StepsLost,
-			planned: r.Planned, leaving: maps.Clone(r.Leaving), broken: r.Broken, brokenAt: r.BrokenAt,
-			ringTiming: ringTiming{changeStart: r.ChangeStart, changeCause: r.ChangeCause, changeVersion: r.ChangeVersion,
-				recoveries: slices.Clone(r.Recoveries), joins: slices.Clone(r.Joins), committed: set(r.Committed),
-				collective: maps.Clone(r.Collective)},
-		}
-		if j.ring.unsettled == nil {
-			j.ring.unsettled = map[int]time.Time{}
-		}
-		if !r.Forming && r.Joined == nil {
-			j.ring.joined = nil
-		}
+	j.pred.total, j.pred.numClasses, j.pred.next, j.pred.corrupt = p.Total, p.NumClasses, p.Next, p.Corrupt
+	for _, rows := range p.Pending {
+		j.pred.pending[rows.Start] = rows
 	}
+}
+
+// rendezvous rebuilds an AllReduce job's rendezvous (the inverse of
+// rendezvous.state).
+func (r *RingState) rendezvous() rendezvous {
+	rv := rendezvous{
+		version: r.Version, members: slices.Clone(r.Members), forming: r.Forming, joined: orEmpty(r.Joined),
+		deadline: r.Deadline, addrs: orEmpty(r.Addrs), formedAt: r.FormedAt, changedAt: r.ChangedAt,
+		maxWorldSize: r.MaxWorldSize, prev: set(r.Prev), everMember: set(r.EverMember), checksums: slices.Clone(r.Checksums),
+		unsettled: maps.Clone(r.Unsettled), lineage: r.Lineage, restore: r.Restore, restores: r.Restores, stepsLost: r.StepsLost,
+		planned: r.Planned, leaving: maps.Clone(r.Leaving), broken: r.Broken, brokenAt: r.BrokenAt,
+		ringTiming: ringTiming{changeStart: r.ChangeStart, changeCause: r.ChangeCause, changeVersion: r.ChangeVersion,
+			recoveries: slices.Clone(r.Recoveries), joins: slices.Clone(r.Joins), committed: set(r.Committed),
+			collective: maps.Clone(r.Collective)},
+	}
+	if rv.unsettled == nil {
+		rv.unsettled = map[int]time.Time{}
+	}
+	if !r.Forming && r.Joined == nil {
+		rv.joined = nil
+	}
+	return rv
+}
+
+// resumeLedger restores an AllReduce job's applied steps and the
+// unreadable records of done training tasks.
+func (j *Job) resumeLedger(s State) {
 	if a := s.Applied; a != nil {
 		for id, rs := range a.Ranges {
 			for _, r := range rs {
@@ -342,19 +386,6 @@ func Resume(cfg Config, s State) (*Job, error) {
 	if s.Corrupt != nil {
 		j.applied.corrupt = maps.Clone(s.Corrupt)
 	}
-	if s.Check != nil {
-		j.check = s.Check.check()
-	}
-	j.uploadingSince, j.liveGen, j.liveSending = s.UploadingSince, s.LiveGen, s.LiveSending
-	j.summary, j.saved, j.pendingSave = s.Summary, s.Saved, s.PendingSave
-	if s.SavedErr != "" {
-		j.saved.Err = errors.New(s.SavedErr)
-	}
-	j.progress = progressMeter{records: s.Progress.Records, lastRecords: s.Progress.LastRecords, lastAt: s.Progress.LastAt,
-		loss: s.Progress.Loss, haveLoss: s.Progress.HaveLoss}
-	j.trainingStart, j.trainingEnd, j.epochsAnnounced = s.TrainingStart, s.TrainingEnd, s.EpochsAnnounced
-	j.ready = Ready{}
-	return j, nil
 }
 
 // instances rebuilds a map of live instances: workers by ID, PS by shard

@@ -52,3 +52,36 @@ func (c coverage) measure() (once, twice int64) {
 	}
 	return once, twice
 }
+
+// Coverage returns, for each epoch created so far, how many of its training
+// records were reported trained once, twice or more, or (for finished
+// epochs) never. It is an audit independent of task states: it is computed
+// from the record ranges of every successful report, late ones included.
+func (d *Dispatcher) Coverage() []EpochCoverage {
+	out := make([]EpochCoverage, len(d.epochs))
+	for i := range d.epochs {
+		out[i], _ = d.EpochCoverage(i + 1)
+	}
+	return out
+}
+
+// EpochCoverage is Coverage of one epoch (1-based); false if the epoch does
+// not exist yet. It costs a sort of that epoch's reports only.
+func (d *Dispatcher) EpochCoverage(epoch int) (EpochCoverage, bool) {
+	if epoch < 1 || epoch > len(d.epochs) {
+		return EpochCoverage{}, false
+	}
+	ep := d.epochs[epoch-1]
+	once, twice := ep.cov.measure()
+	c := EpochCoverage{
+		Epoch:               epoch,
+		Records:             d.epochTotal,
+		RecordsTrained:      once,
+		RecordsTrainedTwice: twice,
+		Finished:            ep.tasksDone == ep.tasks,
+	}
+	if c.Finished {
+		c.RecordsMissed = d.epochTotal - once
+	}
+	return c, true
+}
