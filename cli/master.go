@@ -21,25 +21,10 @@ import (
 // master pod its Job starts next, and exits with k8s.ExitHandedOver.
 func runMaster(ctx context.Context, env Env, args []string) error {
 	mode, args := jobTypeArg(args)
-	cfg := master.DefaultConfig()
-	var opts jobOptions
-	var localOpts localMasterOptions
-	fs := newFlagSet(env, "master")
-	localOpts.register(fs)
-	switch mode {
-	case master.ModeTrain:
-		addTrainFlags(fs, &cfg, &opts)
-	case master.ModeEvaluate:
-		addEvaluateFlags(fs, &cfg, &opts)
-	case master.ModePredict:
-		addPredictFlags(fs, &cfg, &opts)
-	default:
-		return usageError{fmt.Errorf("--job_type=%s: want train, evaluate or predict", mode)}
-	}
-	if err := parse(fs, args); err != nil {
+	cfg, opts, localOpts, err := parseMasterFlags(env, mode, args)
+	if err != nil {
 		return err
 	}
-	strategyDefaults(fs, &cfg)
 	if localOpts.agent != "" {
 		if err := cfg.Validate(); err != nil {
 			return usageError{err}
@@ -56,9 +41,8 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
-	podName, podIP := os.Getenv("POD_NAME"), os.Getenv("POD_IP")
-	ns := os.Getenv("POD_NAMESPACE")
-	if podName == "" || podIP == "" || ns == "" {
+	pod := podEnv{name: os.Getenv("POD_NAME"), ip: os.Getenv("POD_IP"), namespace: os.Getenv("POD_NAMESPACE")}
+	if pod.name == "" || pod.ip == "" || pod.namespace == "" {
 		return usageError{errors.New("POD_NAME, POD_NAMESPACE and POD_IP must be set (the downward API of the master pod that `elasticdl train --backend=k8s` creates)")}
 	}
 	if !localOpts.supervised {
@@ -67,6 +51,40 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		childArgs := append(append([]string{"master", "--job_type=" + mode}, args...), "--supervised", "--listen_fd=3")
 		return superviseMaster(ctx, env, childArgs, portAddr("", opts.k8s.masterPort))
 	}
+	return runMasterPod(ctx, env, mode, cfg, opts, localOpts, pod)
+}
+
+// podEnv is the master pod as its downward API describes it.
+type podEnv struct{ name, ip, namespace string }
+
+// parseMasterFlags parses the flags of a master of a --job_type=mode job.
+func parseMasterFlags(env Env, mode string, args []string) (master.Config, jobOptions, localMasterOptions, error) {
+	cfg := master.DefaultConfig()
+	var opts jobOptions
+	var localOpts localMasterOptions
+	fs := newFlagSet(env, "master")
+	localOpts.register(fs)
+	switch mode {
+	case master.ModeTrain:
+		addTrainFlags(fs, &cfg, &opts)
+	case master.ModeEvaluate:
+		addEvaluateFlags(fs, &cfg, &opts)
+	case master.ModePredict:
+		addPredictFlags(fs, &cfg, &opts)
+	default:
+		return cfg, opts, localOpts, usageError{fmt.Errorf("--job_type=%s: want train, evaluate or predict", mode)}
+	}
+	if err := parse(fs, args); err != nil {
+		return cfg, opts, localOpts, err
+	}
+	strategyDefaults(fs, &cfg)
+	return cfg, opts, localOpts, nil
+}
+
+// runMasterPod is the supervised master process of a master pod: it runs
+// the job with the state persisted on the API server, and says how it
+// ended, on the pod and by its exit.
+func runMasterPod(ctx context.Context, env Env, mode string, cfg master.Config, opts jobOptions, localOpts localMasterOptions, pod podEnv) error {
 	level := slog.LevelInfo
 	if opts.verbose {
 		level = slog.LevelDebug
@@ -77,7 +95,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	self, err := client.MasterPod(ctx, ns, podName)
+	self, err := client.MasterPod(ctx, pod.namespace, pod.name)
 	if err != nil {
 		return err
 	}
@@ -88,7 +106,7 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		rec.Close(fctx)
 	}()
 	cfg.RunID = self.RunID()
-	holder := fmt.Sprintf("%s/%d/%d", podName, os.Getpid(), time.Now().UnixNano())
+	holder := fmt.Sprintf("%s/%d/%d", pod.name, os.Getpid(), time.Now().UnixNano())
 	store, err := self.OpenStateStore(ctx, cfg.JobName, holder)
 	if err != nil {
 		return stateError(err)
@@ -97,9 +115,9 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	summary, runErr := runMasterJob(ctx, self, podIP, cfg, opts, rec, env, logger, store, lis)
+	summary, runErr := runMasterJob(ctx, self, pod.ip, cfg, opts, rec, env, logger, store, lis)
 	if errors.Is(runErr, master.ErrHandedOver) {
-		rec.Notify(true, "MasterHandedOver", fmt.Sprintf("master pod %s was stopped (deleted, evicted or preempted): its state is saved, and the next master pod resumes the job", podName))
+		rec.Notify(true, "MasterHandedOver", fmt.Sprintf("master pod %s was stopped (deleted, evicted or preempted): its state is saved, and the next master pod resumes the job", pod.name))
 		return restartable(runErr)
 	}
 	if errors.Is(runErr, master.ErrStateLost) {
@@ -107,6 +125,13 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		// one already has).
 		return stateError(runErr)
 	}
+	reportJobEnd(self, rec, logger, cfg, mode, summary, runErr)
+	return runErr
+}
+
+// reportJobEnd leaves how the job ended where users look for it: the log,
+// the pod's events, and its result (publishResult).
+func reportJobEnd(self *k8s.MasterPod, rec *k8s.Recorder, logger *slog.Logger, cfg master.Config, mode string, summary *master.Summary, runErr error) {
 	if summary == nil && runErr != nil {
 		// Failed before the job started (bad data, forbidden, ...): the
 		// summary still says why, where users look for it.
@@ -122,43 +147,21 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 	if err := publishResult(self, cfg.JobName, summary, runErr); err != nil {
 		logger.Warn("publishing the job result", "err", err)
 	}
-	return runErr
 }
 
 // runMasterJob builds the backend and the master and runs the job.
 func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg master.Config, opts jobOptions,
 	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, lis net.Listener) (*master.Summary, error) {
 	o := opts.k8s
-	workerPods, err := o.podSettings("", o.workerRequest, o.workerLimit)
+	workerPods, psPods, workerPriorities, err := jobPodSettings(o, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	workerPriorities, err := k8s.WorkerPriorities(o.workerPriority, cfg.NumWorkers, o.highClass, o.lowClass)
+	host, err := masterHost(ctx, self, podIP, cfg.JobName, o)
 	if err != nil {
 		return nil, err
 	}
-	psPods, err := o.podSettings(o.psPriority, o.psRequest, o.psLimit)
-	if err != nil {
-		return nil, err
-	}
-	masterReq, err := k8s.ParseResources(o.masterRequest)
-	if err != nil {
-		return nil, err
-	}
-	cfg.RequestedCPU = master.RequestedCPU{Master: masterReq.Cpu().AsApproximateFloat64(),
-		Worker: workerPods.Resources.Requests.Cpu().AsApproximateFloat64(), PS: psPods.Resources.Requests.Cpu().AsApproximateFloat64()}
-	masterHost := podIP
-	if self.Replaced() {
-		// Master pods come and go; the job's pods reach whichever runs,
-		// through its Service (or --master_host).
-		if masterHost, err = self.EnsureService(ctx, cfg.JobName, o.masterPort); err != nil {
-			return nil, err
-		}
-		if o.masterHost != "" {
-			masterHost = o.masterHost
-		}
-	}
-	k8sAddrs(&cfg, o, masterHost)
+	k8sAddrs(&cfg, o, host)
 	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
 		return nil, fmt.Errorf("--output: %w", err)
 	}
@@ -178,28 +181,10 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	if err != nil {
 		return nil, err
 	}
-	targets := make(chan master.Target, 16)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go func() {
-		err := self.WatchTarget(wctx, map[string]k8s.TargetWatch{
-			k8s.AnnotationTargetWorkers: {Set: sendTarget(wctx, targets, "annotation "+k8s.AnnotationTargetWorkers), Bad: func(v string) {
-				logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
-				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
-			}},
-			k8s.AnnotationTargetPS: {Set: sendPSTarget(wctx, targets, "annotation "+k8s.AnnotationTargetPS), Bad: func(v string) {
-				logger.Warn("ignoring a target that is not a number of PS", "annotation", k8s.AnnotationTargetPS, "value", v)
-				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of PS: ignored", k8s.AnnotationTargetPS, v))
-			}},
-		})
-		if err != nil {
-			// The job runs on, at the target it has.
-			logger.Warn("the job cannot be scaled", "err", err)
-			rec.Notify(true, "TargetUnwatched", err.Error()+": the job keeps its worker target")
-		}
-	}()
 	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
-		HandOver: self.Replaced(), Targets: targets}
+		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger)}
 	if o.gang {
 		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)
 	}
@@ -217,6 +202,68 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 		return nil, err
 	}
 	return m.Run(ctx)
+}
+
+// jobPodSettings are the settings of the job's worker and PS pods, and the
+// workers' priority classes; cfg learns the CPU the job's pods request.
+func jobPodSettings(o k8sOptions, cfg *master.Config) (worker, ps k8s.PodSettings, workerPriorities []string, err error) {
+	if worker, err = o.podSettings("", o.workerRequest, o.workerLimit); err != nil {
+		return
+	}
+	if workerPriorities, err = k8s.WorkerPriorities(o.workerPriority, cfg.NumWorkers, o.highClass, o.lowClass); err != nil {
+		return
+	}
+	if ps, err = o.podSettings(o.psPriority, o.psRequest, o.psLimit); err != nil {
+		return
+	}
+	masterReq, err := k8s.ParseResources(o.masterRequest)
+	if err != nil {
+		return
+	}
+	cfg.RequestedCPU = master.RequestedCPU{Master: masterReq.Cpu().AsApproximateFloat64(),
+		Worker: worker.Resources.Requests.Cpu().AsApproximateFloat64(), PS: ps.Resources.Requests.Cpu().AsApproximateFloat64()}
+	return
+}
+
+// masterHost is where the job's pods reach the master: its pod IP, or,
+// since master pods come and go when something replaces them, its Service
+// (or --master_host).
+func masterHost(ctx context.Context, self *k8s.MasterPod, podIP, job string, o k8sOptions) (string, error) {
+	if !self.Replaced() {
+		return podIP, nil
+	}
+	host, err := self.EnsureService(ctx, job, o.masterPort)
+	if err != nil {
+		return "", err
+	}
+	if o.masterHost != "" {
+		host = o.masterHost
+	}
+	return host, nil
+}
+
+// watchTargets passes on the targets users set on the master pod's
+// annotations (elasticdl scale, an autoscaler) until ctx ends.
+func watchTargets(ctx context.Context, self *k8s.MasterPod, rec *k8s.Recorder, logger *slog.Logger) <-chan master.Target {
+	targets := make(chan master.Target, 16)
+	go func() {
+		err := self.WatchTarget(ctx, map[string]k8s.TargetWatch{
+			k8s.AnnotationTargetWorkers: {Set: sendTarget(ctx, targets, "annotation "+k8s.AnnotationTargetWorkers), Bad: func(v string) {
+				logger.Warn("ignoring a target that is not a number of workers", "annotation", k8s.AnnotationTargetWorkers, "value", v)
+				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of workers: ignored", k8s.AnnotationTargetWorkers, v))
+			}},
+			k8s.AnnotationTargetPS: {Set: sendPSTarget(ctx, targets, "annotation "+k8s.AnnotationTargetPS), Bad: func(v string) {
+				logger.Warn("ignoring a target that is not a number of PS", "annotation", k8s.AnnotationTargetPS, "value", v)
+				rec.Notify(true, "TargetInvalid", fmt.Sprintf("annotation %s=%q is not a number of PS: ignored", k8s.AnnotationTargetPS, v))
+			}},
+		})
+		if err != nil {
+			// The job runs on, at the target it has.
+			logger.Warn("the job cannot be scaled", "err", err)
+			rec.Notify(true, "TargetUnwatched", err.Error()+": the job keeps its worker target")
+		}
+	}()
+	return targets
 }
 
 // k8sAddrs sets where the master pod listens and how the job's pods reach

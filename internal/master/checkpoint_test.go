@@ -202,7 +202,7 @@ func TestSaveModelWritesACheckpoint(t *testing.T) {
 	stale := filepath.Join(m.cfg.Output, "model")
 	writeMLPCheckpoint(t, stale, 999, nil)
 
-	m.ps = psRoutes{dial: []string{lis.Addr().String()}, listen: []string{lis.Addr().String()}, n: 1}
+	m.routes.ps = psRoutes{dial: []string{lis.Addr().String()}, listen: []string{lis.Addr().String()}, n: 1}
 	saved := m.saveModel(ctx, &job.Save{Model: true})
 	path, version, err := saved.ModelPath, saved.ModelVersion, saved.Err
 	if err != nil {

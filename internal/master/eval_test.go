@@ -238,7 +238,7 @@ func TestPredictJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	m.pred = pf
+	m.output.pred = pf
 	m.mu.Unlock()
 	ctx := context.Background()
 	p1, p2 := getTask(t, m, 0), getTask(t, m, 1)
@@ -275,7 +275,7 @@ func TestPredictJob(t *testing.T) {
 	default:
 		t.Fatal("predict job not finished")
 	}
-	m.step(ctx, m.carryOutSave(ctx, m.save)) // commits the predictions
+	m.step(ctx, m.carryOutSave(ctx, m.output.save)) // commits the predictions
 	if s := summaryOf(m); s.Status != "succeeded" {
 		t.Fatal(s.Error)
 	}

@@ -46,7 +46,7 @@ func newBatchMaster(t *testing.T, bb *batchBackend) *Master {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.masterAddr = "127.0.0.1:2"
+	m.routes.master = "127.0.0.1:2"
 	if err := m.setPSLayout(2, 0); err != nil {
 		t.Fatal(err)
 	}

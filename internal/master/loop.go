@@ -38,7 +38,7 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			return err
 		case <-tick.C:
 			m.tick(ctx)
-		case t := <-m.targets:
+		case t := <-m.control.targets:
 			if t.PS > 0 {
 				m.step(ctx, job.SetPSTarget{PS: t.PS, Source: t.Source})
 			} else {
@@ -52,7 +52,7 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			}
 			return nil
 		case <-ctx.Done():
-			if m.handOver {
+			if m.failover.handOver {
 				return ErrHandedOver
 			}
 			m.step(ctx, job.Fail{Err: fmt.Errorf("job stopped: %w", context.Cause(ctx))})

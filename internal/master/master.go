@@ -89,7 +89,8 @@ type nopNotifier struct{}
 
 func (nopNotifier) Notify(bool, string, string) {}
 
-// Master runs one job. Build it with New, then call Run once.
+// Master runs one job. Build it with New, then call Run once. It holds the
+// core and the I/O handles that carry out its decisions, grouped.
 type Master struct {
 	masterpb.UnimplementedMasterServer
 
@@ -102,40 +103,63 @@ type Master struct {
 	optimizer string
 
 	// mu serialises the core's Steps and what is carried out under them.
-	mu   sync.Mutex
-	job  *job.Job
+	mu     sync.Mutex
+	job    *job.Job
+	output jobOutput // under mu
+	// ended is closed when the core says the workers are done.
+	ended chan struct{}
+
+	routes   jobRoutes
+	failover failover
+	listener net.Listener
+	control  clusterControl
+
+	live *liveSender
+	// runCtx is Run's context, for work the shell starts in the background
+	// (asking the PS what they applied); set before the first Step.
+	runCtx  context.Context
+	metrics shellMetrics
+}
+
+// jobOutput is what the job writes out, when and as the core decides.
+type jobOutput struct {
 	pred *predictionFile // predict jobs, opened by Run
 	save *job.Save       // what the core asked to save, carried out by Run
 	// uploads are AllReduce workers' final parameters, by worker, until
 	// the core says whose to save.
 	uploads map[int]*masterpb.UploadModelRequest
-	// ended is closed when the core says the workers are done.
-	ended chan struct{}
+}
 
-	// Where the job's processes reach each other; set in Run before any
-	// launch, read-only after.
-	masterAddr string
+// jobRoutes is where the job's processes reach each other (launch flags).
+type jobRoutes struct {
+	// master is the master's address; set in Run before any launch,
+	// read-only after.
+	master string
 	// ps: where the PS shards are, and how many the layout has.
 	ps psRoutes
+}
 
-	store    StateStore
-	listener net.Listener
-	handOver bool
-	targets  <-chan Target
-	// resuming: the core was rebuilt from persisted state (failover).
+// failover is what lets the next master resume the job from its state.
+type failover struct {
+	store   StateStore
+	persist *persister // nil without a store; started by Run
+	seq     uint64     // steps so far (under mu): what the persister covers
+	// resuming: the core was rebuilt from persisted state.
 	resuming bool
-	admit    func(ctx context.Context) (time.Duration, error)
-	persist  *persister
-	seq      uint64 // steps so far (under mu): what the persister covers
+	handOver bool // Deps.HandOver
+}
 
-	live *liveSender
-	// runCtx is Run's context, for work the shell starts in the background
-	// (asking the PS what they applied); set before the first Step.
-	runCtx context.Context
-	// getTaskLatency is nil until RegisterMetrics (called before Run).
+// clusterControl is the cluster's say over when the job starts and its size.
+type clusterControl struct {
+	admit   func(ctx context.Context) (time.Duration, error)
+	targets <-chan Target
+}
+
+// shellMetrics are the histograms the shell observes (nil until RegisterMetrics).
+type shellMetrics struct {
 	getTaskLatency prometheus.Histogram
 	// ringRecovery: AllReduce, from a membership change to the next
-	// committed step (nil until RegisterMetrics).
+	// committed step.
 	ringRecovery prometheus.Histogram
 	// resizeTime: from a worker lost or a target change to training at
 	// the job's new size, by cause.
@@ -160,18 +184,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	optSpec := cfg.Optimizer
-	if optSpec == "" {
-		optSpec = spec.Optimizer
-	}
-	if optSpec == "" && cfg.external() {
-		optSpec = "sgd" // evaluate and predict jobs: the PS apply no update
-	}
-	if _, err := optimizer.Parse(optSpec); err != nil {
-		return nil, fmt.Errorf("optimizer %q: %w", optSpec, err)
-	}
-	if cfg.allReduce() && spec.IsSparse() {
-		return nil, fmt.Errorf("--distribution_strategy=AllreduceStrategy: model %s has embedding tables, which live on parameter servers: use ParameterServerStrategy", spec.Name)
+	optSpec, err := resolveOptimizer(&cfg, spec)
+	if err != nil {
+		return nil, err
 	}
 	if deps.HandOver && deps.Store == nil {
 		return nil, errors.New("a master that hands over needs a state store")
@@ -184,30 +199,11 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if err != nil {
 		return nil, err
 	}
-	core, err := job.New(jcfg)
+	core, resuming, err := openCore(&cfg, jcfg, deps.Store, logger)
 	if err != nil {
 		return nil, err
 	}
-	resuming := false
-	if deps.Store != nil && cfg.RunID != "" {
-		st, err := loadState(context.Background(), deps.Store, cfg.RunID, cfg.JobName)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			if core, err = job.Resume(jcfg, *st); err != nil {
-				return nil, fmt.Errorf("resume the job from its persisted state: %w", err)
-			}
-			resuming = true
-			logger.Info("resuming the job from its persisted state", "run", cfg.RunID, "phase", core.Phase())
-		}
-	}
-	var trainN int64
-	for _, sh := range jcfg.Tasks.Training {
-		trainN += sh.Records
-	}
-	logger.Info("data checked", "model", spec.Name, "training_records", trainN, "validation_records", jcfg.ValidationRecords,
-		"prediction_records", jcfg.PredictionRecords, "init_version", jcfg.InitVersion)
+	logDataChecked(logger, spec, jcfg)
 	m := &Master{
 		cfg:       cfg,
 		backend:   deps.Backend,
@@ -218,12 +214,9 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		optimizer: optSpec,
 		job:       core,
 		ended:     make(chan struct{}),
-		store:     deps.Store,
-		handOver:  deps.HandOver,
-		targets:   deps.Targets,
-		admit:     deps.Admit,
 		listener:  deps.Listener,
-		resuming:  resuming,
+		failover:  failover{store: deps.Store, handOver: deps.HandOver, resuming: resuming},
+		control:   clusterControl{admit: deps.Admit, targets: deps.Targets},
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -233,6 +226,55 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	}
 	m.live = newLiveSender(logger)
 	return m, nil
+}
+
+// resolveOptimizer is the job's optimizer spec (--optimizer, else the
+// model's), checked, and checks the model fits the distribution strategy.
+func resolveOptimizer(cfg *Config, spec model.Spec) (string, error) {
+	optSpec := cfg.Optimizer
+	if optSpec == "" {
+		optSpec = spec.Optimizer
+	}
+	if optSpec == "" && cfg.external() {
+		optSpec = "sgd" // evaluate and predict jobs: the PS apply no update
+	}
+	if _, err := optimizer.Parse(optSpec); err != nil {
+		return "", fmt.Errorf("optimizer %q: %w", optSpec, err)
+	}
+	if cfg.allReduce() && spec.IsSparse() {
+		return "", fmt.Errorf("--distribution_strategy=AllreduceStrategy: model %s has embedding tables, which live on parameter servers: use ParameterServerStrategy", spec.Name)
+	}
+	return optSpec, nil
+}
+
+// openCore builds the core: a new one, or, when store holds state of
+// cfg's run (failover), the one that state describes (resuming).
+func openCore(cfg *Config, jcfg job.Config, store StateStore, logger *slog.Logger) (core *job.Job, resuming bool, err error) {
+	if core, err = job.New(jcfg); err != nil {
+		return nil, false, err
+	}
+	if store == nil || cfg.RunID == "" {
+		return core, false, nil
+	}
+	st, err := loadState(context.Background(), store, cfg.RunID, cfg.JobName)
+	if err != nil || st == nil {
+		return core, false, err
+	}
+	if core, err = job.Resume(jcfg, *st); err != nil {
+		return nil, false, fmt.Errorf("resume the job from its persisted state: %w", err)
+	}
+	logger.Info("resuming the job from its persisted state", "run", cfg.RunID, "phase", core.Phase())
+	return core, true, nil
+}
+
+// logDataChecked logs what coreConfig counted.
+func logDataChecked(logger *slog.Logger, spec model.Spec, jcfg job.Config) {
+	var trainN int64
+	for _, sh := range jcfg.Tasks.Training {
+		trainN += sh.Records
+	}
+	logger.Info("data checked", "model", spec.Name, "training_records", trainN, "validation_records", jcfg.ValidationRecords,
+		"prediction_records", jcfg.PredictionRecords, "init_version", jcfg.InitVersion)
 }
 
 // resolveModel is the job's model: the registry's, or, for a worker
@@ -336,66 +378,91 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
-	var persistDone chan error
-	if m.store != nil {
-		m.persist = newPersister(m.store, m.encodeState)
-		persistDone = make(chan error, 1)
-		go func() { persistDone <- m.persist.run(context.Background()) }()
-	}
+	persisted := m.startPersister()
 	if err := m.resolveAddresses(lis.Addr().String()); err != nil {
 		m.step(ctx, job.Fail{Err: err})
-	} else {
-		m.log.Info("job starting", "job", m.cfg.JobName, "mode", m.cfg.Mode, "model", m.spec.Name, "optimizer", m.optimizer,
-			"evaluation_steps", m.cfg.EvaluationSteps,
-			"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.masterAddr, "resuming", m.resuming)
-		if m.resuming {
-			m.resume(ctx)
-		} else if m.admit == nil {
-			m.step(ctx, job.Start{})
-		} else if waited, err := m.admit(ctx); err != nil {
-			// Stopped while waiting: the loop below stops the job or, for
-			// a master that hands over, leaves it (not started, nothing
-			// persisted) to the next master, which asks again.
-			if ctx.Err() == nil {
-				m.step(ctx, job.Fail{Err: fmt.Errorf("admission: %w", err)})
-			}
-		} else {
-			m.log.Info("job admitted: every pod fits at once", "waited", waited.Round(time.Millisecond))
-			m.notify.Notify(false, "GangAdmitted", fmt.Sprintf("all the job's pods fit at once after %.1fs: launching them", waited.Seconds()))
-			m.step(ctx, job.Start{AdmissionWait: waited})
-		}
-		// Serving only now: a worker's request (one retried from a dead
-		// master's time, say) finds the core resumed and the prediction
-		// file open. Until then, connections wait in the backlog.
-		gs := m.serve(lis)
-		defer gs.Stop()
-		if err := m.loop(ctx, persistDone); err != nil {
-			if errors.Is(err, ErrHandedOver) {
-				// Requests under way are answered (a worker whose report
-				// is lost in between has it refused as done by the next
-				// master); nothing is answered after the last state written.
-				stopGracefully(gs, handOverGrace)
-				m.persist.close()
-				if perr := m.persist.failed(); perr != nil {
-					return nil, errors.Join(err, perr)
-				}
-				m.log.Info("handed the job over to the next master", "why", context.Cause(ctx))
-			}
-			// The state can no longer be persisted (or another master took
-			// the store over, or this one handed over): this master must
-			// stop acting at once, and leave the instances to the next one.
-			return nil, err
-		}
+		return m.conclude(start)
 	}
+	m.startJob(ctx)
+	// Serving only now: a worker's request (one retried from a dead
+	// master's time, say) finds the core resumed and the prediction
+	// file open. Until then, connections wait in the backlog.
+	gs := m.serve(lis)
+	defer gs.Stop()
+	if err := m.loop(ctx, persisted); err != nil {
+		// The state can no longer be persisted (or another master took
+		// the store over, or this one handed over): this master must
+		// stop acting at once, and leave the instances to the next one.
+		return nil, m.leave(ctx, gs, err)
+	}
+	return m.conclude(start)
+}
+
+// startPersister starts writing the job's state to the store, if any; the
+// channel (nil without a store) gets the persister's error.
+func (m *Master) startPersister() <-chan error {
+	if m.failover.store == nil {
+		return nil
+	}
+	m.failover.persist = newPersister(m.failover.store, m.encodeState)
+	done := make(chan error, 1)
+	go func() { done <- m.failover.persist.run(context.Background()) }()
+	return done
+}
+
+// startJob resumes the job (failover) or starts it, once admitted.
+func (m *Master) startJob(ctx context.Context) {
+	m.log.Info("job starting", "job", m.cfg.JobName, "mode", m.cfg.Mode, "model", m.spec.Name, "optimizer", m.optimizer,
+		"evaluation_steps", m.cfg.EvaluationSteps,
+		"epochs", m.cfg.NumEpochs, "workers", m.cfg.NumWorkers, "ps", m.cfg.NumPS, "master", m.routes.master, "resuming", m.failover.resuming)
+	if m.failover.resuming {
+		m.resume(ctx)
+	} else if m.control.admit == nil {
+		m.step(ctx, job.Start{})
+	} else if waited, err := m.control.admit(ctx); err != nil {
+		// Stopped while waiting: the loop stops the job or, for a master
+		// that hands over, leaves it (not started, nothing persisted) to
+		// the next master, which asks again.
+		if ctx.Err() == nil {
+			m.step(ctx, job.Fail{Err: fmt.Errorf("admission: %w", err)})
+		}
+	} else {
+		m.log.Info("job admitted: every pod fits at once", "waited", waited.Round(time.Millisecond))
+		m.notify.Notify(false, "GangAdmitted", fmt.Sprintf("all the job's pods fit at once after %.1fs: launching them", waited.Seconds()))
+		m.step(ctx, job.Start{AdmissionWait: waited})
+	}
+}
+
+// leave stops a master that must stop acting (loop's err): one handing
+// over answers the requests under way and persists its last state first.
+func (m *Master) leave(ctx context.Context, gs *grpc.Server, err error) error {
+	if !errors.Is(err, ErrHandedOver) {
+		return err
+	}
+	// Requests under way are answered (a worker whose report is lost in
+	// between has it refused as done by the next master); nothing is
+	// answered after the last state written.
+	stopGracefully(gs, handOverGrace)
+	m.failover.persist.close()
+	if perr := m.failover.persist.failed(); perr != nil {
+		return errors.Join(err, perr)
+	}
+	m.log.Info("handed the job over to the next master", "why", context.Cause(ctx))
+	return err
+}
+
+// conclude ends the job begun at start: carries out what the core asked,
+// stops what remains, and writes the summary.
+func (m *Master) conclude(start time.Time) (*Summary, error) {
 	m.finish()
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
-	if m.persist != nil {
-		m.persist.close()
+	if m.failover.persist != nil {
+		m.failover.persist.close()
 	}
-	if m.pred != nil && runErr == nil && (m.persist == nil || m.persist.failed() == nil) {
+	if m.output.pred != nil && runErr == nil && (m.failover.persist == nil || m.failover.persist.failed() == nil) {
 		// The state that says the predictions are committed is durable.
-		if err := m.pred.release(); err != nil {
+		if err := m.output.pred.release(); err != nil {
 			m.log.Warn("removing the predictions' temp file", "err", err)
 		}
 	}
@@ -410,7 +477,7 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 // had ended (its output committed or given up).
 func (m *Master) openPredictions() error {
 	resume := int64(-1)
-	if m.resuming {
+	if m.failover.resuming {
 		if p := m.job.Phase(); p == job.Succeeded || p == job.Failed {
 			return removeLeftoverPredictions(m.cfg.PredictionOutputs, m.cfg.RunID)
 		}
@@ -421,7 +488,7 @@ func (m *Master) openPredictions() error {
 		return err
 	}
 	m.mu.Lock()
-	m.pred = pf
+	m.output.pred = pf
 	m.mu.Unlock()
 	return nil
 }
@@ -472,13 +539,13 @@ func (m *Master) resume(ctx context.Context) {
 func (m *Master) encodeState() ([]byte, uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pred != nil {
-		if err := m.pred.sync(); err != nil {
+	if m.output.pred != nil {
+		if err := m.output.pred.sync(); err != nil {
 			return nil, 0, fmt.Errorf("write predictions: %w", err)
 		}
 	}
 	data, err := json.Marshal(persistedState{Format: stateFormat, RunID: m.cfg.RunID, Job: m.cfg.JobName, SavedAt: m.now().UTC(), State: m.job.State()})
-	return data, m.seq, err
+	return data, m.failover.seq, err
 }
 
 // finish carries out the core's Save, gives workers told DONE a moment to
@@ -487,7 +554,7 @@ func (m *Master) finish() {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.mu.Lock()
-	save, pf := m.save, m.pred
+	save, pf := m.output.save, m.output.pred
 	m.mu.Unlock()
 	if save != nil {
 		m.step(stopCtx, m.carryOutSave(stopCtx, save))
@@ -511,7 +578,7 @@ func (m *Master) finish() {
 // asked, and says how it went.
 func (m *Master) carryOutSave(ctx context.Context, s *job.Save) job.Saved {
 	if s.Predictions {
-		if err := m.pred.commit(s.Records); err != nil {
+		if err := m.output.pred.commit(s.Records); err != nil {
 			return job.Saved{Err: fmt.Errorf("write predictions: %w", err)}
 		}
 		return job.Saved{}
@@ -519,8 +586,8 @@ func (m *Master) carryOutSave(ctx context.Context, s *job.Save) job.Saved {
 	var saved job.Saved
 	if m.cfg.allReduce() {
 		m.mu.Lock()
-		up := m.uploads[s.Uploaded]
-		m.uploads = nil
+		up := m.output.uploads[s.Uploaded]
+		m.output.uploads = nil
 		m.mu.Unlock()
 		saved = m.saveUploadedModel(up)
 	} else {
@@ -582,9 +649,9 @@ func (m *Master) serve(lis net.Listener) *grpc.Server {
 
 // resolveAddresses learns where the master and each PS shard are reached.
 func (m *Master) resolveAddresses(listenAddr string) error {
-	m.masterAddr = m.cfg.AdvertiseAddr
-	if m.masterAddr == "" {
-		m.masterAddr = listenAddr
+	m.routes.master = m.cfg.AdvertiseAddr
+	if m.routes.master == "" {
+		m.routes.master = listenAddr
 	}
 	m.mu.Lock()
 	n, layout := m.job.NumPS() // a resumed core may have re-sharded

@@ -120,8 +120,8 @@ func newTestMaster(t *testing.T, mutate func(*Config)) (*Master, *fakeBackend, *
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.masterAddr = "127.0.0.1:2"
-	m.ps = psRoutes{dial: []string{"127.0.0.1:1"}, listen: []string{"127.0.0.1:1"}, n: 1}
+	m.routes.master = "127.0.0.1:2"
+	m.routes.ps = psRoutes{dial: []string{"127.0.0.1:1"}, listen: []string{"127.0.0.1:1"}, n: 1}
 	m.step(context.Background(), job.Start{})
 	return m, fb, clk
 }

@@ -105,7 +105,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	m.getTaskLatency, m.ringRecovery, m.resizeTime, m.reshardTime = lat, rec, resize, reshard
+	m.metrics = shellMetrics{getTaskLatency: lat, ringRecovery: rec, resizeTime: resize, reshardTime: reshard}
 	return nil
 }
 

@@ -352,7 +352,7 @@ func TestRunHandsOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !next.resuming {
+	if !next.failover.resuming {
 		t.Fatal("the next master does not resume from the state handed over")
 	}
 	if st := next.job.State(); len(st.Workers) != 2 || len(st.PS) != 1 {
@@ -404,7 +404,7 @@ func TestAdmissionHandedOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next.resuming {
+	if next.failover.resuming {
 		t.Errorf("the next master resumes a job that never started (phase %v): it must ask for admission again", next.job.Phase())
 	}
 }
@@ -426,14 +426,14 @@ func TestPredictMasterDiesAroundTheCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m.save == nil || !m.save.Predictions {
-		t.Fatalf("all predicted, no commit asked: %+v", m.save)
+	if m.output.save == nil || !m.output.save.Predictions {
+		t.Fatalf("all predicted, no commit asked: %+v", m.output.save)
 	}
 	saving, _, err := m.encodeState()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.step(ctx, m.carryOutSave(ctx, m.save))
+	m.step(ctx, m.carryOutSave(ctx, m.output.save))
 	succeeded, _, err := m.encodeState()
 	if err != nil {
 		t.Fatal(err)
@@ -530,7 +530,7 @@ func runNextMaster(t *testing.T, cfg Config, state []byte) (*Summary, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !next.resuming {
+	if !next.failover.resuming {
 		t.Fatal("the next master does not resume")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

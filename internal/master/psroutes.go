@@ -30,7 +30,7 @@ type psRoutes struct {
 
 // resolvePS makes sure the endpoints of shards 0..n-1 are known.
 func (m *Master) resolvePS(n int) error {
-	r := &m.ps
+	r := &m.routes.ps
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.dial); i < n; i++ {
@@ -48,26 +48,26 @@ func (m *Master) setPSLayout(n int, layout int64) error {
 	if err := m.resolvePS(n); err != nil {
 		return err
 	}
-	m.ps.mu.Lock()
-	m.ps.n, m.ps.layout = n, layout
-	m.ps.mu.Unlock()
+	m.routes.ps.mu.Lock()
+	m.routes.ps.n, m.routes.ps.layout = n, layout
+	m.routes.ps.mu.Unlock()
 	return nil
 }
 
 // psAddrs are the dial addresses of the current layout's shards, and its
 // number.
 func (m *Master) psAddrs() ([]string, int64) {
-	m.ps.mu.Lock()
-	defer m.ps.mu.Unlock()
-	return slices.Clone(m.ps.dial[:m.ps.n]), m.ps.layout
+	m.routes.ps.mu.Lock()
+	defer m.routes.ps.mu.Unlock()
+	return slices.Clone(m.routes.ps.dial[:m.routes.ps.n]), m.routes.ps.layout
 }
 
 // psListen is where shard index binds; resolved by resolvePS.
 func (m *Master) psListen(index int) string {
-	m.ps.mu.Lock()
-	defer m.ps.mu.Unlock()
-	if index < len(m.ps.listen) {
-		return m.ps.listen[index]
+	m.routes.ps.mu.Lock()
+	defer m.routes.ps.mu.Unlock()
+	if index < len(m.routes.ps.listen) {
+		return m.routes.ps.listen[index]
 	}
 	return ""
 }
@@ -102,10 +102,10 @@ func (m *Master) moveShards(ctx context.Context, r job.Reshard) (committed bool,
 	if err := m.resolvePS(max(r.From, r.To)); err != nil {
 		return false, err
 	}
-	m.ps.mu.Lock()
-	sources := slices.Clone(m.ps.dial[:r.From])
-	targets := slices.Clone(m.ps.dial[:r.To])
-	m.ps.mu.Unlock()
+	m.routes.ps.mu.Lock()
+	sources := slices.Clone(m.routes.ps.dial[:r.From])
+	targets := slices.Clone(m.routes.ps.dial[:r.To])
+	m.routes.ps.mu.Unlock()
 	conns := make([]pserverpb.PserverClient, len(targets))
 	for i, addr := range targets {
 		conn, err := grpc.NewClient(addr, rpc.DialOptions()...)

@@ -104,14 +104,14 @@ func (m *Master) UploadModel(ctx context.Context, req *masterpb.UploadModelReque
 		return nil, rpcError(fmt.Errorf("%w: worker %d's model: %v", job.ErrInvalid, req.WorkerId, err))
 	}
 	m.mu.Lock()
-	if m.uploads == nil {
-		m.uploads = map[int]*masterpb.UploadModelRequest{}
+	if m.output.uploads == nil {
+		m.output.uploads = map[int]*masterpb.UploadModelRequest{}
 	}
-	m.uploads[int(req.WorkerId)] = req
+	m.output.uploads[int(req.WorkerId)] = req
 	m.mu.Unlock()
 	if _, err := m.step(ctx, job.ModelUploaded{Worker: int(req.WorkerId), Version: req.Version, Checksum: sum}); err != nil {
 		m.mu.Lock()
-		delete(m.uploads, int(req.WorkerId))
+		delete(m.output.uploads, int(req.WorkerId))
 		m.mu.Unlock()
 		return nil, rpcError(err)
 	}

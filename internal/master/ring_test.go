@@ -105,7 +105,7 @@ func TestAllReduceJobThroughTheShell(t *testing.T) {
 	if _, err := m.UploadModel(ctx, up); err != nil {
 		t.Fatal(err)
 	}
-	m.step(ctx, m.carryOutSave(ctx, m.save))
+	m.step(ctx, m.carryOutSave(ctx, m.output.save))
 	s := summaryOf(m)
 	if s.Status != "succeeded" || s.ModelVersion != 4 || s.Ring == nil || len(s.Ring.Checksums) != 2 || s.Ring.Checksums[0].Checksum != s.Ring.Checksums[1].Checksum {
 		t.Fatalf("summary %+v, ring %+v", s, s.Ring)

@@ -53,13 +53,13 @@ func (m *Master) steps(ctx context.Context, evs []job.Event) ([]job.Reply, []err
 		}
 		urgent = urgent || !lazy(ev) || len(todo) > n
 	}
-	m.seq++
-	seq := m.seq
+	m.failover.seq++
+	seq := m.failover.seq
 	m.mu.Unlock()
-	if m.persist != nil {
-		m.persist.changed(seq, urgent)
+	if m.failover.persist != nil {
+		m.failover.persist.changed(seq, urgent)
 		if urgent {
-			if perr := m.persist.wait(seq); perr != nil {
+			if perr := m.failover.persist.wait(seq); perr != nil {
 				for i := range errs {
 					replies[i], errs[i] = job.Reply{}, perr
 				}
@@ -112,7 +112,7 @@ func (m *Master) applyLocked(rd job.Ready) error {
 		m.live.send(liveUpdate{LiveWorkers: u, addrs: addrs})
 	}
 	if rd.Save != nil {
-		m.save = rd.Save
+		m.output.save = rd.Save
 	}
 	if rd.CheckApplied != nil && m.runCtx != nil {
 		go m.checkApplied(m.runCtx, *rd.CheckApplied)
@@ -120,20 +120,20 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	if rd.Reshard != nil && m.runCtx != nil {
 		go m.reshardPS(m.runCtx, *rd.Reshard)
 	}
-	if m.ringRecovery != nil {
+	if m.metrics.ringRecovery != nil {
 		for _, d := range rd.RingRecovered {
-			m.ringRecovery.Observe(d.Seconds())
+			m.metrics.ringRecovery.Observe(d.Seconds())
 		}
 	}
-	if m.resizeTime != nil {
+	if m.metrics.resizeTime != nil {
 		for _, r := range rd.Resized {
-			m.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
+			m.metrics.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
 		}
 	}
-	if m.reshardTime != nil {
+	if m.metrics.reshardTime != nil {
 		for _, r := range rd.Resharded {
-			m.reshardTime.WithLabelValues("total").Observe(r.Seconds)
-			m.reshardTime.WithLabelValues("paused").Observe(r.PausedSeconds)
+			m.metrics.reshardTime.WithLabelValues("total").Observe(r.Seconds)
+			m.metrics.reshardTime.WithLabelValues("paused").Observe(r.PausedSeconds)
 		}
 	}
 	if rd.Ended {
@@ -144,10 +144,10 @@ func (m *Master) applyLocked(rd job.Ready) error {
 		}
 	}
 	for _, r := range rd.PredictionRows {
-		if m.pred == nil {
+		if m.output.pred == nil {
 			break // a core test without a file
 		}
-		if err := m.pred.write(r); err != nil {
+		if err := m.output.pred.write(r); err != nil {
 			return fmt.Errorf("write predictions: %w", err)
 		}
 	}
@@ -231,7 +231,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		return cluster.InstanceSpec{Role: cluster.PS, ID: l.ID, Index: l.Index, Args: m.psFlags(l).Args()}
 	}
 	w := roleflags.DefaultWorker()
-	w.WorkerID, w.MasterAddr = l.ID, m.masterAddr
+	w.WorkerID, w.MasterAddr = l.ID, m.routes.master
 	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.ModelParams, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.ModelParams, m.cfg.MinibatchSize, m.cfg.Seed
 	w.UseAsync, w.OverlapPush, w.TransportDType, w.PSTransport = m.cfg.UseAsync, m.cfg.OverlapPush, m.cfg.TransportDType, m.cfg.PSTransport
@@ -282,7 +282,7 @@ func (m *Master) psFlags(l job.Launch) roleflags.PS {
 	if p.NumPS == 0 {
 		p.NumPS = m.cfg.NumPS
 	}
-	p.Optimizer, p.MasterAddr = m.optimizer, m.masterAddr
+	p.Optimizer, p.MasterAddr = m.optimizer, m.routes.master
 	p.UseAsync, p.LRStalenessModulation = m.cfg.UseAsync, m.cfg.LRStalenessModulation
 	if !m.cfg.UseAsync {
 		p.GradsToWait, p.SyncVersionTolerance, p.LiveWorkers = m.cfg.GradsToWait, m.cfg.SyncVersionTolerance, l.LiveWorkers
