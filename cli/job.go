@@ -36,6 +36,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.IntVar(&cfg.MaxTaskAttempts, "max_task_attempts", cfg.MaxTaskAttempts, "a task that fails this many times fails the job")
 	fs.DurationVar(&cfg.TaskTimeout, "task_timeout", cfg.TaskTimeout, "a task held longer than this goes back to the queue (0: never)")
 	fs.DurationVar(&cfg.HeartbeatTimeout, "worker_heartbeat_timeout", cfg.HeartbeatTimeout, "a running worker silent for this long is stopped and replaced")
+	fs.DurationVar(&cfg.WorkerMasterTimeout, "worker_master_timeout", cfg.WorkerMasterTimeout, "a worker that cannot reach the master retries this long, then exits saying why; a job none of whose workers ever reached the master fails after max(3, --num_workers) such exits")
 	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
 	fs.IntVar(&cfg.MetricsPort, "metrics_port", 0, "serve Prometheus metrics (/metrics) on this port: the master's, and PS shard i's on metrics_port+1+i (0: none)")

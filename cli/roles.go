@@ -52,6 +52,7 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		TransportDType:           pserverpb.DType_FLOAT32,
 		PSOverGRPC:               f.PSTransport == roleflags.PSTransportGRPC,
 		PreloadData:              f.PreloadData,
+		MasterTimeout:            f.MasterTimeout,
 	}
 	if f.TransportDType == roleflags.DTypeBFloat16 {
 		cfg.TransportDType = pserverpb.DType_BFLOAT16

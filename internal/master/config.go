@@ -65,9 +65,12 @@ type Config struct {
 	// instead of computed, on the worker's requested CPUs (1 locally).
 	ModelledSecondsPerRecord float64
 
-	MaxTaskAttempts         int
-	TaskTimeout             time.Duration
-	HeartbeatTimeout        time.Duration
+	MaxTaskAttempts  int
+	TaskTimeout      time.Duration
+	HeartbeatTimeout time.Duration
+	// WorkerMasterTimeout is the workers' --master_timeout: how long one
+	// retries a master it cannot reach before it exits with the cause.
+	WorkerMasterTimeout     time.Duration
 	RelaunchOnWorkerFailure int
 	MaxPSRelaunches         int
 
@@ -150,6 +153,7 @@ func DefaultConfig() Config {
 		MaxTaskAttempts:         3,
 		TaskTimeout:             5 * time.Minute,
 		HeartbeatTimeout:        time.Minute,
+		WorkerMasterTimeout:     roleflags.DefaultWorkerMasterTimeout,
 		RelaunchOnWorkerFailure: 1,
 		MaxPSRelaunches:         10,
 		UseAsync:                true,
@@ -283,6 +287,9 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)
+	}
+	if c.WorkerMasterTimeout <= 0 {
+		bad("worker_master_timeout", "must be positive, got %s", c.WorkerMasterTimeout)
 	}
 	if roleflags.CheckModelled(c.ModelledSecondsPerRecord) != nil {
 		bad("modelled_seconds_per_record", "must be 0 (compute for real) or a positive time, got %v", c.ModelledSecondsPerRecord)

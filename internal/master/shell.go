@@ -235,7 +235,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	w.PSAddrs, _ = m.psAddrs()
 	w.ModelDef, w.ModelParams, w.MinibatchSize, w.Seed = m.cfg.ModelDef, m.cfg.ModelParams, m.cfg.MinibatchSize, m.cfg.Seed
 	w.UseAsync, w.OverlapPush, w.TransportDType, w.PSTransport = m.cfg.UseAsync, m.cfg.OverlapPush, m.cfg.TransportDType, m.cfg.PSTransport
-	w.PreloadData = m.cfg.dataSources()
+	w.PreloadData, w.MasterTimeout = m.cfg.dataSources(), m.cfg.WorkerMasterTimeout
 	if m.cfg.ModelledSecondsPerRecord > 0 {
 		w.ModelledSecondsPerRecord, w.ModelledCPUs = m.cfg.ModelledSecondsPerRecord, 1
 		if req := m.cfg.RequestedCPU.Worker; req > 0 {

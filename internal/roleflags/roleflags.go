@@ -98,7 +98,16 @@ type Worker struct {
 	// task does not wait for them (a gzipped IDX file takes a third of a
 	// second to decompress); the master passes the job's.
 	PreloadData []string
+	// MasterTimeout (--master_timeout) is how long the worker retries a
+	// master it cannot reach before it exits with the cause; the master
+	// judges a worker that never reached it silent only after this much
+	// more than its heartbeat timeout, so the worker's cause is what ends
+	// it.
+	MasterTimeout time.Duration
 }
+
+// DefaultWorkerMasterTimeout is the worker's --master_timeout default.
+const DefaultWorkerMasterTimeout = time.Minute
 
 // What carries a worker's pushes and pulls (--ps_transport).
 const (
@@ -124,7 +133,8 @@ func CheckTransportDType(d string) error {
 
 // DefaultWorker is a Worker with every flag at its default.
 func DefaultWorker() Worker {
-	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect}
+	return Worker{WorkerID: -1, MinibatchSize: 64, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect,
+		MasterTimeout: DefaultWorkerMasterTimeout}
 }
 
 // Register declares the worker's flags on fs, bound to w's fields, and
@@ -153,6 +163,7 @@ func (w *Worker) Register(fs *flag.FlagSet) {
 	fs.StringVar(&w.PSTransport, "ps_transport", d.PSTransport, "what carries pushes and pulls to the PS: direct (plain TCP connections on the PS's port, with a fraction of gRPC's copies) or grpc")
 	w.PreloadData = d.PreloadData
 	fs.Var((*repeatedList)(&w.PreloadData), "preload_data", "a data source (as --training_data) to open while the worker starts, before its first task; repeatable")
+	fs.DurationVar(&w.MasterTimeout, "master_timeout", d.MasterTimeout, "exit when the master has been unreachable this long, with the cause (a worker that never reached it says why)")
 	fs.BoolVar(&w.OverlapPush, "overlap_push", d.OverlapPush, "async SGD: compute the next minibatch while the last one's gradients are pushed (they are then computed on parameters one update older)")
 }
 
@@ -206,6 +217,9 @@ func (w Worker) Args() []string {
 	for _, d := range w.PreloadData {
 		args = append(args, "--preload_data="+d)
 	}
+	if w.MasterTimeout != DefaultWorkerMasterTimeout {
+		args = append(args, "--master_timeout="+w.MasterTimeout.String())
+	}
 	return args
 }
 
@@ -231,6 +245,9 @@ func (w Worker) Validate() error {
 	}
 	if err := CheckPSTransport(w.PSTransport); err != nil {
 		return err
+	}
+	if w.MasterTimeout <= 0 {
+		return fmt.Errorf("--master_timeout: must be positive, got %s", w.MasterTimeout)
 	}
 	if w.GlobalBatchSize < 0 {
 		return fmt.Errorf("--global_batch_size: must be at least 0, got %d", w.GlobalBatchSize)

@@ -41,7 +41,8 @@ func TestRegisterSetsTheDefaults(t *testing.T) {
 
 func TestWorkerRoundTrip(t *testing.T) {
 	full := Worker{WorkerID: 7, MasterAddr: "10.0.0.1:50001", PSAddrs: []string{"ps-0:2222", "ps-1:2223"},
-		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect}
+		ModelDef: "fashion_mnist.cnn", MinibatchSize: 32, Seed: -3, DistributionStrategy: StrategyPS, ModelledCPUs: 1, UseAsync: true, TransportDType: DTypeFloat32, PSTransport: PSTransportDirect,
+		MasterTimeout: DefaultWorkerMasterTimeout}
 	modelled := full
 	modelled.ModelledSecondsPerRecord, modelled.ModelledCPUs = 0.00025, 2.5
 	oneNoPS := full
@@ -58,7 +59,9 @@ func TestWorkerRoundTrip(t *testing.T) {
 	overGRPC.PSTransport = PSTransportGRPC
 	preload := full
 	preload.PreloadData = []string{"/data/train-images-idx3-ubyte.gz", "csv:///data/v.csv?schema=y:label,x:num"}
-	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap, overGRPC, preload} {
+	patient := full
+	patient.MasterTimeout = 90 * time.Second
+	for _, w := range []Worker{DefaultWorker(), full, modelled, oneNoPS, allReduce, withParams, sync, overlap, overGRPC, preload, patient} {
 		args := w.Args()
 		if got := parse[Worker](t, args); !reflect.DeepEqual(got, w) {
 			t.Errorf("%q parsed to %+v, want %+v", args, got, w)
@@ -70,7 +73,7 @@ func TestWorkerRoundTrip(t *testing.T) {
 // has always built.
 func TestWorkerArgsAsTheMasterWrites(t *testing.T) {
 	w := Worker{WorkerID: 3, MasterAddr: "127.0.0.1:4000", PSAddrs: []string{"127.0.0.1:4001", "127.0.0.1:4002"},
-		ModelDef: "fashion_mnist.mlp", MinibatchSize: 64, Seed: 0, UseAsync: true}
+		ModelDef: "fashion_mnist.mlp", MinibatchSize: 64, Seed: 0, UseAsync: true, MasterTimeout: DefaultWorkerMasterTimeout}
 	want := "--worker_id=3 --master_addr=127.0.0.1:4000 --ps_addrs=127.0.0.1:4001,127.0.0.1:4002 --model_def=fashion_mnist.mlp --minibatch_size=64 --seed=0"
 	if got := strings.Join(w.Args(), " "); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -196,6 +199,11 @@ func TestWorkerValidate(t *testing.T) {
 	w.WorkerID, w.PSTransport = 0, "http"
 	if err := w.Validate(); err == nil || err.Error() != `--ps_transport: "http" is not direct or grpc` {
 		t.Errorf("unknown PS transport: %v", err)
+	}
+	w = DefaultWorker()
+	w.WorkerID, w.MasterTimeout = 0, 0
+	if err := w.Validate(); err == nil || err.Error() != "--master_timeout: must be positive, got 0s" {
+		t.Errorf("no master timeout: %v", err)
 	}
 }
 

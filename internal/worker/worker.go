@@ -21,8 +21,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/rpc"
@@ -46,7 +44,8 @@ type Config struct {
 	// HeartbeatInterval is how often the worker tells the master it lives.
 	HeartbeatInterval time.Duration
 	// MasterTimeout is how long the worker keeps retrying an unreachable
-	// master before giving up.
+	// master before giving up (--master_timeout); a worker that never
+	// reached it then exits with the cause (see masterLink).
 	MasterTimeout time.Duration
 	// AllReduce: no PS; the worker averages gradients with the others in a
 	// ring (see allreduce.go), listening for its peers on CollectiveAddr.
@@ -181,7 +180,8 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 // worker cannot go on (an error; the process then exits non-zero and the
 // master decides whether to relaunch it).
 func (w *Worker) Run(ctx context.Context) error {
-	opts := append(rpc.DialOptions(), grpc.WithChainUnaryInterceptor(retryUnavailable(w.cfg.MasterTimeout, w.log)))
+	link := &masterLink{addr: w.cfg.MasterAddr, timeout: w.cfg.MasterTimeout, log: w.log}
+	opts := append(rpc.DialOptions(), grpc.WithChainUnaryInterceptor(link.retryUnavailable))
 	conn, err := grpc.NewClient(w.cfg.MasterAddr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)
@@ -212,39 +212,6 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("push initial model: %w", err)
 	}
 	return w.withHeartbeat(ctx, w.loop)
-}
-
-// retryUnavailable retries a call the master could not take — it is down,
-// or a new master is taking over after a crash — with backoff, for up to
-// timeout from the first failure; then the call fails with a clear error.
-// (A request the dead master had taken is safe to repeat: the master
-// answers a repeated GetTask with the same task, and a repeated report of
-// a done task is refused without effect.)
-func retryUnavailable(timeout time.Duration, log *slog.Logger) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		var deadline time.Time
-		backoff := 100 * time.Millisecond
-		for {
-			err := invoker(ctx, method, req, reply, cc, opts...)
-			if status.Code(err) != codes.Unavailable {
-				return err
-			}
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(timeout)
-				log.Warn("master unavailable, retrying", "call", method, "for_up_to", timeout, "err", err)
-			}
-			if now.After(deadline) {
-				return fmt.Errorf("master unavailable for %s, the worker's limit: %w", timeout, err)
-			}
-			select {
-			case <-ctx.Done():
-				return err
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, time.Second)
-		}
-	}
 }
 
 // fatalError marks a failure of the worker itself, not of the task's data.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"elasticdl/data"
+	"elasticdl/internal/rpc"
+	"elasticdl/proto/masterpb"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -75,11 +77,19 @@ func TestAppendSoftmax(t *testing.T) {
 }
 
 // TestRetryUnavailable: a call the master cannot take (it is down, or a
-// new master is taking over) is retried until it goes through, up to the
-// worker's limit, then fails saying so; other errors are not retried.
+// new master is taking over) is retried until the limit, then fails with
+// a clear error that keeps the Unavailable status; a refusal is not
+// retried. A worker that never reached the master says so, and why.
 func TestRetryUnavailable(t *testing.T) {
-	retry := retryUnavailable(300*time.Millisecond, slog.New(slog.DiscardHandler))
+	link := &masterLink{addr: "127.0.0.1:1", timeout: 300 * time.Millisecond, log: slog.New(slog.DiscardHandler)}
 	unavailable := status.Error(codes.Unavailable, "connection refused")
+	down := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		return unavailable
+	}
+	err := link.retryUnavailable(context.Background(), "/m/GetTask", nil, nil, nil, down)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "cannot reach the master at 127.0.0.1:1: no answer in 300ms since the worker started: connection refused") {
+		t.Errorf("a master never reached: %v, want the cause and the Unavailable status", err)
+	}
 	calls := 0
 	flaky := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
 		calls++
@@ -88,13 +98,10 @@ func TestRetryUnavailable(t *testing.T) {
 		}
 		return nil
 	}
-	if err := retry(context.Background(), "/m/GetTask", nil, nil, nil, flaky); err != nil || calls != 3 {
-		t.Errorf("a master back after two refusals: %v after %d calls, want success after 3", err, calls)
+	if err := link.retryUnavailable(context.Background(), "/m/GetTask", nil, nil, nil, flaky); err != nil || calls != 3 || !link.reached.Load() {
+		t.Errorf("a master back after two refusals: %v after %d calls (reached %v), want success after 3", err, calls, link.reached.Load())
 	}
-	down := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
-		return unavailable
-	}
-	err := retry(context.Background(), "/m/GetTask", nil, nil, nil, down)
+	err = link.retryUnavailable(context.Background(), "/m/GetTask", nil, nil, nil, down)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "master unavailable for 300ms") {
 		t.Errorf("a master that stays down: %v, want a clear Unavailable error", err)
 	}
@@ -103,7 +110,31 @@ func TestRetryUnavailable(t *testing.T) {
 		calls++
 		return status.Error(codes.NotFound, "unknown worker")
 	}
-	if err := retry(context.Background(), "/m/GetTask", nil, nil, nil, refused); status.Code(err) != codes.NotFound || calls != 1 {
+	if err := link.retryUnavailable(context.Background(), "/m/GetTask", nil, nil, nil, refused); status.Code(err) != codes.NotFound || calls != 1 {
 		t.Errorf("a refusal: %v after %d calls, want it at once", err, calls)
 	}
+}
+
+// TestMasterNameThatDoesNotResolve: gRPC reports a failed lookup as
+// "produced zero addresses"; the worker names the host and the lookup's
+// own error instead, against a real gRPC client.
+func TestMasterNameThatDoesNotResolve(t *testing.T) {
+	const addr = "elasticdl-test-master.invalid:50001" // .invalid never resolves (RFC 2606)
+	link := &masterLink{addr: addr, timeout: 200 * time.Millisecond, log: slog.New(slog.DiscardHandler)}
+	conn, err := grpc.NewClient(addr, append(rpc.DialOptions(), grpc.WithChainUnaryInterceptor(link.retryUnavailable))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = masterpb.NewMasterClient(conn).GetTask(ctx, &masterpb.GetTaskRequest{WorkerId: 0})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "cannot reach the master at "+addr) ||
+		!strings.Contains(err.Error(), "lookup elasticdl-test-master.invalid") {
+		t.Errorf("got %v, want the worker's cause: the lookup of the master's name", err)
+	}
+	if link.reached.Load() {
+		t.Errorf("reached after no answer")
+	}
+	t.Logf("the worker's error: %v", err)
 }

@@ -82,8 +82,8 @@ func observe(p *corev1.Pod, gone bool) podState {
 		if term.Reason != "" && term.Reason != "Error" {
 			st.Message += " (" + term.Reason + ")"
 		}
-		if term.Message != "" {
-			st.Message += ": " + term.Message
+		if why := lastLine(term.Message); why != "" {
+			st.Message += ": " + why
 		}
 	case p.Status.Message != "":
 		st.Message = p.Status.Message
@@ -91,6 +91,14 @@ func observe(p *corev1.Pod, gone bool) podState {
 		st.Message = "pod failed"
 	}
 	return st
+}
+
+// lastLine is the last non-empty line of a termination message: with
+// FallbackToLogsOnError the message is the log's tail (up to 80 lines),
+// and a failed elasticdl process ends its log with its cause.
+func lastLine(msg string) string {
+	lines := strings.Split(strings.TrimSpace(msg), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 func terminatedState(p *corev1.Pod) *corev1.ContainerStateTerminated {

@@ -85,6 +85,27 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestFailedMessageIsTheLogsLastLine: with FallbackToLogsOnError the
+// termination message is the log's tail; the exit names the last line,
+// where an elasticdl process writes its cause.
+func TestFailedMessageIsTheLogsLastLine(t *testing.T) {
+	for _, c := range []struct{ termination, want string }{
+		{"", "exit 1"},
+		{"elasticdl worker: cannot reach the master\n", "exit 1: elasticdl worker: cannot reach the master"},
+		{"time=1 level=WARN msg=retrying\nelasticdl worker: cannot reach the master\n\n", "exit 1: elasticdl worker: cannot reach the master"},
+	} {
+		p := pod(corev1.PodFailed, exited(1, "Error"), func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State.Terminated.Message = c.termination
+		})
+		if got := observe(p, false).Message; got != c.want {
+			t.Errorf("termination message %q: exit message %q, want %q", c.termination, got, c.want)
+		}
+	}
+	if got := NewPod("w", "ns", nil, PodSettings{}, nil, nil).Spec.Containers[0].TerminationMessagePolicy; got != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("the pod's termination message policy is %q, want the log's tail on error", got)
+	}
+}
+
 func TestPendingMessageSaysWhy(t *testing.T) {
 	p := pod(corev1.PodPending, func(p *corev1.Pod) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,

@@ -218,6 +218,11 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 				Env:             append(downwardEnv(), s.Env...),
 				Resources:       s.Resources,
 				SecurityContext: containerSec,
+				// A process that fails says why in its last log line
+				// (`elasticdl ROLE: cause`): the kubelet puts the log's tail
+				// in the container's termination message, which the master
+				// reads into the exit's message (classify.go).
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 			}},
 		},
 	}

@@ -80,7 +80,8 @@ func (j *Job) seen(id int, now time.Time) error {
 	if !ok {
 		return fmt.Errorf("%w %d: not launched by this master or already lost", ErrUnknownWorker, id)
 	}
-	w.lastSeen = now
+	w.lastSeen, w.talked = now, true
+	j.reach.Reached = true
 	if !w.running {
 		w.running, w.startedAt = true, now
 		j.noteRunning(cluster.Worker)
@@ -176,6 +177,10 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 		}
 		j.notice(true, noticeReason(ev.Role, ev.Reason), msg)
 	}
+	if err := j.neverReached(ev, in); err != nil {
+		j.fail(err)
+		return
+	}
 	switch {
 	case decision.FailJob:
 		j.fail(fmt.Errorf("%s %s: %s", name, ev.Reason, decision.Reason))
@@ -261,7 +266,7 @@ func (j *Job) tick(now time.Time) {
 	if !j.phase.over() {
 		var silent []int
 		for id, w := range j.workers {
-			if w.running && now.Sub(w.lastSeen) > j.cfg.HeartbeatTimeout {
+			if w.running && now.Sub(w.lastSeen) > j.silentAfter(w) {
 				silent = append(silent, id)
 			}
 		}
@@ -270,7 +275,7 @@ func (j *Job) tick(now time.Time) {
 			j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
 			j.exited(now, cluster.Event{
 				Role: cluster.Worker, ID: id, Index: j.workers[id].index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed,
-				Message: fmt.Sprintf("silent for over %s: stopped by the master", j.cfg.HeartbeatTimeout),
+				Message: fmt.Sprintf("silent for over %s: stopped by the master", j.silentAfter(j.workers[id])),
 			})
 		}
 	}

@@ -119,8 +119,12 @@ type Config struct {
 	// they must be told how many workers are live (Ready.LiveWorkers).
 	SyncSGD bool
 	// HeartbeatTimeout: a running worker silent this long is stopped and
-	// replaced.
-	HeartbeatTimeout time.Duration
+	// replaced. WorkerMasterTimeout is how long a worker retries a master
+	// it cannot reach before it exits with the cause (its
+	// --master_timeout): a worker that never talked is judged silent only
+	// after both, so that its own cause, not the master's stop, ends it.
+	HeartbeatTimeout    time.Duration
+	WorkerMasterTimeout time.Duration
 	// AllReduce: workers average gradients in a ring whose rendezvous the
 	// core keeps (see ring.go); RingGrace bounds how long a re-forming ring
 	// waits for a member that does not check in.
@@ -186,6 +190,8 @@ type Job struct {
 	// released are the workers the job let go (not lost): told to stop,
 	// not refused, when they call again before they exit.
 	released map[int]bool
+	// reach: whether any worker has ever reached the master (reach.go).
+	reach reachState
 	// numPS and psLayout are the PS the job has and the layout they
 	// serve; psTarget the number asked for; reshard the change under way
 	// (reshard.go).
@@ -235,6 +241,7 @@ type instance struct {
 	lastSeen  time.Time
 	running   bool
 	startedAt time.Time // when it was seen running
+	talked    bool      // it made a request of this master (workers)
 }
 
 // New builds the core of a job: the dispatcher with its tasks, and the

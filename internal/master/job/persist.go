@@ -33,7 +33,9 @@ type State struct {
 	Target   int               `json:"target,omitempty"`
 	Draining map[int]time.Time `json:"draining,omitempty"`
 	Released []int             `json:"released,omitempty"`
-	NextPSID int               `json:"next_ps_id"`
+	// Reach: whether a worker has reached the master yet (reach.go).
+	Reach    reachState `json:"reach,omitzero"`
+	NextPSID int        `json:"next_ps_id"`
 	// NumPS, PSLayout, PSTarget and Reshard: the PS the job has, their
 	// layout, the number asked for, and a re-shard under way (0, 0, 0,
 	// nil in states written before re-sharding: NumPS of the config).
@@ -184,6 +186,7 @@ func (j *Job) State() State {
 		s.Reshard = &op
 	}
 	s.Released = slices.Sorted(maps.Keys(j.released))
+	s.Reach = j.reach
 	if len(j.draining) > 0 {
 		s.Draining = maps.Clone(j.draining)
 	}
@@ -317,6 +320,7 @@ func (j *Job) resumeInstances(s State) {
 		j.reshard = &op
 	}
 	j.released = set(s.Released)
+	j.reach = s.Reach
 	j.draining = map[int]time.Time{}
 	for id, at := range s.Draining {
 		if _, ok := j.workers[id]; ok {

@@ -63,6 +63,9 @@ func TestSimulatedJobs(t *testing.T) {
 		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 || total.ScaledDown < simJobs {
 		t.Errorf("too few faults: %+v", total)
 	}
+	if total.NeverReached > simJobs/100 {
+		t.Errorf("%d jobs failed because no worker reached the master: the faults end too many jobs before they start", total.NeverReached)
+	}
 }
 
 // simStats sums what happened in the simulated jobs.
@@ -73,6 +76,9 @@ type simStats struct {
 	RolledBack, Reopened int64
 	// ScaledDown: workers let go because the target dropped.
 	ScaledDown int64
+	// NeverReached: jobs failed, rightly, because their first workers all
+	// died before any made a request (reach.go).
+	NeverReached int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -89,6 +95,7 @@ func (a *simStats) add(b simStats) {
 	a.Resent += b.Resent
 	a.RolledBack += b.RolledBack
 	a.Reopened += b.Reopened
+	a.NeverReached += b.NeverReached
 }
 
 // restart replaces the core by one resumed from its State, through JSON
@@ -140,12 +147,14 @@ type sim struct {
 	// from its persisted State (a master failover between two events).
 	restarts  *rand.Rand
 	restarted int64
-	cfg       Config
-	now       time.Time
-	trace     func(string, ...any)
-	workers   map[int]*simWorker // processes alive, by ID
-	ps        []int              // PS instance IDs alive
-	ghosts    []*simWorker       // processes the master gave up on, with what they held
+	// reached: a worker's request was taken (the sim's own count).
+	reached bool
+	cfg     Config
+	now     time.Time
+	trace   func(string, ...any)
+	workers map[int]*simWorker // processes alive, by ID
+	ps      []int              // PS instance IDs alive
+	ghosts  []*simWorker       // processes the master gave up on, with what they held
 	// accepted[taskID] counts the simulator's accepted training reports;
 	// ranges[epoch] the records of those reports, late[epoch] those of
 	// successful reports refused because the task had timed out.
@@ -260,6 +269,10 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		case Succeeded:
 			return st, s.check()
 		case Failed:
+			if errors.Is(s.j.Err(), ErrNoWorkerReached) && !s.reached {
+				st.NeverReached++ // the workers died before any talked: failing is right
+				return st, nil
+			}
 			return st, fmt.Errorf("job failed: %v", s.j.Err())
 		}
 		if err := s.act(); err != nil {
@@ -289,6 +302,10 @@ func (s *sim) step(ev Event) (Reply, error) {
 func (s *sim) apply(ev Event) (Reply, error) {
 	r, err := s.j.Step(s.now, ev)
 	s.log("%v %T%+v -> %+v %v", s.now.Unix(), ev, ev, r.Assignment, err)
+	switch ev.(type) {
+	case GetTask, ReportTask, Heartbeat, ReportEval, ReportApplied:
+		s.reached = s.reached || err == nil // a worker's request was taken
+	}
 	if n := len(s.j.workers); n > s.cfg.NumWorkers {
 		return r, fmt.Errorf("%d workers live, more than NumWorkers %d", n, s.cfg.NumWorkers)
 	}
