@@ -206,12 +206,6 @@ func (a *layerArgs) done() error {
 // declaredLayer makes one layer for records of shape in, and says the
 // shape it gives.
 func declaredLayer(kind, name string, a layerArgs, in []int, rng *rand.Rand) (nn.Layer, []int, error) {
-	image := func() error {
-		if len(in) != 3 {
-			return fmt.Errorf("needs [height, width, channels] records, gets %v", in)
-		}
-		return nil
-	}
 	switch kind {
 	case "relu":
 		return nn.NewReLU(name), in, a.done()
@@ -222,70 +216,101 @@ func declaredLayer(kind, name string, a layerArgs, in []int, rng *rand.Rand) (nn
 		}
 		return nn.NewFlatten(name), []int{n}, a.done()
 	case "standardize":
-		mean, std := a.num("mean", 0, true), a.num("std", 1, true)
-		if err := a.done(); err != nil {
-			return nil, nil, err
-		}
-		if !(std > 0) {
-			return nil, nil, fmt.Errorf("std: want a positive number, got %v", std)
-		}
-		return nn.NewStandardize(name, float32(mean), float32(std)), in, nil
+		return declaredStandardize(name, &a, in)
 	case "dense":
-		units := a.count("units", 0, true)
-		init := a.str("init", "he_uniform")
-		if err := a.done(); err != nil {
-			return nil, nil, err
-		}
-		if len(in) != 1 {
-			return nil, nil, fmt.Errorf("needs flat records, gets %v: put a flatten layer before it", in)
-		}
-		d := nn.NewDense(name, in[0], units, rng)
-		switch init {
-		case "he_uniform":
-		case "glorot_uniform":
-			d.Initialize(nn.GlorotUniform, rng)
-		default:
-			return nil, nil, fmt.Errorf("init: %q is not he_uniform or glorot_uniform", init)
-		}
-		return d, []int{units}, nil
+		return declaredDense(name, &a, in, rng)
 	case "conv2d":
-		filters, kernel := a.count("filters", 0, true), a.count("kernel", 0, true)
-		stride := a.count("stride", 1, false)
-		padding := a.str("padding", "same")
-		if err := a.done(); err != nil {
-			return nil, nil, err
-		}
-		if err := image(); err != nil {
-			return nil, nil, err
-		}
-		var p nn.Padding
-		var h, w int
-		switch padding {
-		case "same":
-			p, h, w = nn.Same, (in[0]+stride-1)/stride, (in[1]+stride-1)/stride
-		case "valid":
-			p, h, w = nn.Valid, (in[0]-kernel)/stride+1, (in[1]-kernel)/stride+1
-		default:
-			return nil, nil, fmt.Errorf("padding: %q is not same or valid", padding)
-		}
-		if h < 1 || w < 1 {
-			return nil, nil, fmt.Errorf("a %dx%d kernel does not fit %v records", kernel, kernel, in)
-		}
-		return nn.NewConv2D(name, in[2], filters, kernel, kernel, stride, p, rng), []int{h, w, filters}, nil
+		return declaredConv2D(name, &a, in, rng)
 	case "maxpool2d":
-		size := a.count("size", 0, true)
-		stride := a.count("stride", size, false)
-		if err := a.done(); err != nil {
-			return nil, nil, err
-		}
-		if err := image(); err != nil {
-			return nil, nil, err
-		}
-		h, w := (in[0]-size)/stride+1, (in[1]-size)/stride+1
-		if in[0] < size || in[1] < size {
-			return nil, nil, fmt.Errorf("a %dx%d window does not fit %v records", size, size, in)
-		}
-		return nn.NewMaxPool2D(name, size, stride), []int{h, w, in[2]}, nil
+		return declaredMaxPool2D(name, &a, in)
 	}
 	return nil, nil, fmt.Errorf("unknown layer kind (want standardize, conv2d, maxpool2d, flatten, dense or relu)")
+}
+
+// needImage checks that records of shape in are images.
+func needImage(in []int) error {
+	if len(in) != 3 {
+		return fmt.Errorf("needs [height, width, channels] records, gets %v", in)
+	}
+	return nil
+}
+
+// declaredStandardize is a standardize layer: mean and std, both required.
+func declaredStandardize(name string, a *layerArgs, in []int) (nn.Layer, []int, error) {
+	mean, std := a.num("mean", 0, true), a.num("std", 1, true)
+	if err := a.done(); err != nil {
+		return nil, nil, err
+	}
+	if !(std > 0) {
+		return nil, nil, fmt.Errorf("std: want a positive number, got %v", std)
+	}
+	return nn.NewStandardize(name, float32(mean), float32(std)), in, nil
+}
+
+// declaredDense is a dense layer on flat records: units, and init
+// (he_uniform, the default, or glorot_uniform).
+func declaredDense(name string, a *layerArgs, in []int, rng *rand.Rand) (nn.Layer, []int, error) {
+	units := a.count("units", 0, true)
+	init := a.str("init", "he_uniform")
+	if err := a.done(); err != nil {
+		return nil, nil, err
+	}
+	if len(in) != 1 {
+		return nil, nil, fmt.Errorf("needs flat records, gets %v: put a flatten layer before it", in)
+	}
+	d := nn.NewDense(name, in[0], units, rng)
+	switch init {
+	case "he_uniform":
+	case "glorot_uniform":
+		d.Initialize(nn.GlorotUniform, rng)
+	default:
+		return nil, nil, fmt.Errorf("init: %q is not he_uniform or glorot_uniform", init)
+	}
+	return d, []int{units}, nil
+}
+
+// declaredConv2D is a square-kernel convolution on images: filters and
+// kernel, stride (1) and padding (same or valid).
+func declaredConv2D(name string, a *layerArgs, in []int, rng *rand.Rand) (nn.Layer, []int, error) {
+	filters, kernel := a.count("filters", 0, true), a.count("kernel", 0, true)
+	stride := a.count("stride", 1, false)
+	padding := a.str("padding", "same")
+	if err := a.done(); err != nil {
+		return nil, nil, err
+	}
+	if err := needImage(in); err != nil {
+		return nil, nil, err
+	}
+	var p nn.Padding
+	var h, w int
+	switch padding {
+	case "same":
+		p, h, w = nn.Same, (in[0]+stride-1)/stride, (in[1]+stride-1)/stride
+	case "valid":
+		p, h, w = nn.Valid, (in[0]-kernel)/stride+1, (in[1]-kernel)/stride+1
+	default:
+		return nil, nil, fmt.Errorf("padding: %q is not same or valid", padding)
+	}
+	if h < 1 || w < 1 {
+		return nil, nil, fmt.Errorf("a %dx%d kernel does not fit %v records", kernel, kernel, in)
+	}
+	return nn.NewConv2D(name, in[2], filters, kernel, kernel, stride, p, rng), []int{h, w, filters}, nil
+}
+
+// declaredMaxPool2D is a square max-pooling on images: size, and stride
+// (size).
+func declaredMaxPool2D(name string, a *layerArgs, in []int) (nn.Layer, []int, error) {
+	size := a.count("size", 0, true)
+	stride := a.count("stride", size, false)
+	if err := a.done(); err != nil {
+		return nil, nil, err
+	}
+	if err := needImage(in); err != nil {
+		return nil, nil, err
+	}
+	h, w := (in[0]-size)/stride+1, (in[1]-size)/stride+1
+	if in[0] < size || in[1] < size {
+		return nil, nil, fmt.Errorf("a %dx%d window does not fit %v records", size, size, in)
+	}
+	return nn.NewMaxPool2D(name, size, stride), []int{h, w, in[2]}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,22 +188,45 @@ func (r *podRec) backoff(c *container) bool {
 	}
 }
 
+// errStopped says the pod is terminating: the container is not started.
+var errStopped = errors.New("pod terminating")
+
 // runOnce starts the container's process and waits for it to exit. ok is
 // false if it was not started because the pod is terminating.
 func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bool) {
 	log := r.p.log.With("pod", r.key, "container", c.spec.Name)
-	var argv []string
+	argv, err := r.prepareRetrying(c, saEnv)
+	if errors.Is(err, errStopped) {
+		return 0, false
+	}
+	if err != nil {
+		return r.startFailed(c, "StartError", err), true
+	}
+	cmd, started, err := r.start(c, argv, log)
+	if errors.Is(err, errStopped) {
+		return 0, false
+	}
+	if err != nil {
+		return r.startFailed(c, "StartError", err), true
+	}
+	return r.waitExit(c, cmd, started, log), true
+}
+
+// prepareRetrying runs prepareContainer until it succeeds, every second
+// while the container's configuration is incomplete (a ConfigMap or Secret
+// may still be created), as a kubelet does; errStopped if the pod is
+// terminated meanwhile.
+func (r *podRec) prepareRetrying(c *container, saEnv map[string]string) ([]string, error) {
 	for {
-		var err error
-		argv, err = r.prepareContainer(c, saEnv)
+		argv, err := r.prepareContainer(c, saEnv)
 		if err == nil {
-			break
+			return argv, nil
 		}
 		var ce configError
 		if !errors.As(err, &ce) {
 			// Not retryable (e.g. unmapped image without command): the
 			// container fails to start, as with a broken image.
-			return r.startFailed(c, "StartError", err), true
+			return nil, err
 		}
 		r.mu.Lock()
 		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: err.Error()}}
@@ -211,14 +235,23 @@ func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bo
 		select {
 		case <-time.After(time.Second):
 		case <-r.stopCtx.Done():
-			return 0, false
+			return nil, errStopped
 		}
 	}
+}
 
+// pgidFile is where the container's process group id is kept while it
+// runs, for procnodes.sh --stop: it finds groups left behind by a killed
+// procnode.
+func pgidFile(c *container) string { return strings.TrimSuffix(c.logPath, ".log") + ".pgid" }
+
+// start starts the container's process for argv, output to its log file,
+// and marks the container Running; errStopped if the pod is terminating.
+func (r *podRec) start(c *container, argv []string, log *slog.Logger) (*exec.Cmd, metav1.Time, error) {
 	r.mu.Lock()
 	if r.terminating {
 		r.mu.Unlock()
-		return 0, false
+		return nil, metav1.Time{}, errStopped
 	}
 	// The previous run's output goes to NAME.previous.log (kubectl logs --previous).
 	if c.restarts > 0 {
@@ -227,7 +260,7 @@ func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bo
 	f, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		r.mu.Unlock()
-		return r.startFailed(c, "StartError", err), true
+		return nil, metav1.Time{}, err
 	}
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Env: c.env, Dir: c.cwd, Stdout: f, Stderr: f}
 	if filepath.Base(argv[0]) == argv[0] {
@@ -245,12 +278,10 @@ func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bo
 	if err != nil {
 		r.mu.Unlock()
 		log.Warn("container failed to start", "argv", argv, "err", err)
-		return r.startFailed(c, "StartError", err), true
+		return nil, metav1.Time{}, err
 	}
 	pid := cmd.Process.Pid
-	// For procnodes.sh --stop: finds groups left behind by a killed procnode.
-	pidFile := strings.TrimSuffix(c.logPath, ".log") + ".pgid"
-	_ = os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", pid)), 0o644)
+	_ = os.WriteFile(pgidFile(c), []byte(fmt.Sprintf("%d\n", pid)), 0o644)
 	c.proc = cmd.Process
 	c.id = fmt.Sprintf("procnode://%d", pid)
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now()}}
@@ -258,12 +289,18 @@ func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bo
 	r.mu.Unlock()
 	r.changed()
 	log.Info("container started", "pid", pid, "argv", argv, "log", c.logPath)
+	return cmd, started, nil
+}
 
+// waitExit waits for the container's process, started at started, to
+// exit, marks the container Terminated and returns its exit code.
+func (r *podRec) waitExit(c *container, cmd *exec.Cmd, started metav1.Time, log *slog.Logger) int {
+	pid := cmd.Process.Pid
 	werr := cmd.Wait()
-	code = exitCode(cmd.ProcessState, werr)
+	code := exitCode(cmd.ProcessState, werr)
 	// The container is its main process: what is left of the group goes too.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	_ = os.Remove(pidFile)
+	_ = os.Remove(pgidFile(c))
 
 	reason := "Completed"
 	if code != 0 {
@@ -280,7 +317,7 @@ func (r *podRec) runOnce(c *container, saEnv map[string]string) (code int, ok bo
 	r.mu.Unlock()
 	r.changed()
 	log.Info("container exited", "pid", pid, "exit-code", code)
-	return code, true
+	return code
 }
 
 // exitCode maps a wait status as container runtimes do: the exit status, or
@@ -315,8 +352,41 @@ func (r *podRec) prepareContainer(c *container, saEnv map[string]string) ([]stri
 	r.mu.Lock()
 	pod := r.pod.DeepCopy()
 	r.mu.Unlock()
-	// Base: variables passed through from procnode's environment, the
-	// kubelet-like and procnode ones, --env; the pod's own override them.
+	base, order := r.baseEnv(pod, saEnv)
+	res := &envResolver{pod: pod, podIP: r.podIP(), nodeName: cfg.NodeName, allocCPU: r.p.allocCPU, allocMem: r.p.allocMem, configMaps: r.p.configMaps, secrets: r.p.secrets}
+	podEnv, vals, err := res.containerEnv(&c.spec, base)
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	for _, k := range order {
+		if _, own := vals[k]; !own {
+			env = append(env, k+"="+base[k])
+		}
+	}
+	env = append(env, podEnv...)
+
+	argv, err := expandArgv(cfg.Images, &c.spec, base, vals)
+	if err != nil {
+		return nil, err
+	}
+	cwd := r.dir
+	if wd := c.spec.WorkingDir; wd != "" {
+		if st, err := os.Stat(wd); err == nil && st.IsDir() {
+			cwd = wd
+		}
+	}
+	r.mu.Lock()
+	c.env, c.cwd = env, cwd
+	r.mu.Unlock()
+	return argv, nil
+}
+
+// baseEnv is the environment every container of pod starts from, and its
+// keys in order: variables passed through from procnode's environment, the
+// kubelet-like and procnode ones, --env. The pod's own override them.
+func (r *podRec) baseEnv(pod *corev1.Pod, saEnv map[string]string) (map[string]string, []string) {
+	cfg := &r.p.cfg
 	base := map[string]string{}
 	var order []string
 	add := func(k, v string) {
@@ -349,19 +419,12 @@ func (r *podRec) prepareContainer(c *container, saEnv map[string]string) ([]stri
 	for _, k := range cfg.FixedEnvOrder {
 		add(k, cfg.FixedEnv[k])
 	}
-	res := &envResolver{pod: pod, podIP: r.podIP(), nodeName: cfg.NodeName, allocCPU: r.p.allocCPU, allocMem: r.p.allocMem, configMaps: r.p.configMaps, secrets: r.p.secrets}
-	podEnv, vals, err := res.containerEnv(&c.spec, base)
-	if err != nil {
-		return nil, err
-	}
-	var env []string
-	for _, k := range order {
-		if _, own := vals[k]; !own {
-			env = append(env, k+"="+base[k])
-		}
-	}
-	env = append(env, podEnv...)
+	return base, order
+}
 
+// expandArgv expands $(VAR) in the container's command and args, the
+// pod's own variables (vals) first, then base, and resolves the argv to run.
+func expandArgv(images imageMap, spec *corev1.Container, base, vals map[string]string) ([]string, error) {
 	mapping := func(k string) (string, bool) {
 		if v, ok := vals[k]; ok {
 			return v, true
@@ -369,28 +432,15 @@ func (r *podRec) prepareContainer(c *container, saEnv map[string]string) ([]stri
 		v, ok := base[k]
 		return v, ok
 	}
-	command := make([]string, len(c.spec.Command))
-	for i, s := range c.spec.Command {
+	command := make([]string, len(spec.Command))
+	for i, s := range spec.Command {
 		command[i] = expand(s, mapping)
 	}
-	args := make([]string, len(c.spec.Args))
-	for i, s := range c.spec.Args {
+	args := make([]string, len(spec.Args))
+	for i, s := range spec.Args {
 		args[i] = expand(s, mapping)
 	}
-	argv, err := cfg.Images.resolveArgv(&c.spec, command, args)
-	if err != nil {
-		return nil, err
-	}
-	cwd := r.dir
-	if wd := c.spec.WorkingDir; wd != "" {
-		if st, err := os.Stat(wd); err == nil && st.IsDir() {
-			cwd = wd
-		}
-	}
-	r.mu.Lock()
-	c.env, c.cwd = env, cwd
-	r.mu.Unlock()
-	return argv, nil
+	return images.resolveArgv(spec, command, args)
 }
 
 // prepareServiceAccount writes the pod's ServiceAccount token (bound to the

@@ -38,23 +38,42 @@ func (r *podRec) mergedStatus(base *corev1.PodStatus) corev1.PodStatus {
 	st.Phase = r.phase(terminal)
 
 	done := st.Phase == corev1.PodSucceeded || st.Phase == corev1.PodFailed
-	var conds []corev1.PodCondition
-	cond := func(t corev1.PodConditionType, ok bool, reason, msg string) {
-		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
-		if ok {
-			c = corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
-		}
-		conds = append(conds, c)
+	containersReady, podReady := r.readyConditions(base.Conditions, done)
+	conds := []corev1.PodCondition{
+		podCondition(corev1.PodReadyToStartContainers, r.sandboxUp && !terminal, "", ""),
+		r.initializedCondition(),
+		containersReady,
+		podReady,
 	}
-	cond(corev1.PodReadyToStartContainers, r.sandboxUp && !terminal, "", "")
+	st.Conditions = mergeConditions(base.Conditions, conds)
+	return st
+}
+
+// podCondition is condition t, True when ok, else False for reason.
+func podCondition(t corev1.PodConditionType, ok bool, reason, msg string) corev1.PodCondition {
+	if ok {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue}
+	}
+	return corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, Reason: reason, Message: msg}
+}
+
+// initializedCondition is PodInitialized: True once every init container
+// has succeeded.
+func (r *podRec) initializedCondition() corev1.PodCondition {
 	var initPending []string
 	for _, c := range r.inits {
 		if !(c.state.Terminated != nil && c.state.Terminated.ExitCode == 0) {
 			initPending = append(initPending, c.spec.Name)
 		}
 	}
-	cond(corev1.PodInitialized, r.initsDone, "ContainersNotInitialized",
+	return podCondition(corev1.PodInitialized, r.initsDone, "ContainersNotInitialized",
 		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(initPending, " ")))
+}
+
+// readyConditions are ContainersReady (every container running, never
+// once the pod is done) and PodReady (that, and every readiness gate's
+// condition True in conds, the API server's).
+func (r *podRec) readyConditions(conds []corev1.PodCondition, done bool) (containersReady, podReady corev1.PodCondition) {
 	var unready []string
 	for _, c := range r.ctrs {
 		if c.state.Running == nil {
@@ -65,59 +84,67 @@ func (r *podRec) mergedStatus(base *corev1.PodStatus) corev1.PodStatus {
 	if done {
 		ready, reason, msg = false, "PodCompleted", ""
 	}
-	cond(corev1.ContainersReady, ready, reason, msg)
-	podReady := ready
+	containersReady = podCondition(corev1.ContainersReady, ready, reason, msg)
+	isPodReady := ready
 	if ready {
-		var gates []string
-		for _, g := range r.pod.Spec.ReadinessGates {
-			ok := false
-			for _, c := range base.Conditions {
-				if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
-					ok = true
-				}
-			}
-			if !ok {
-				gates = append(gates, string(g.ConditionType))
-			}
-		}
-		if len(gates) > 0 {
-			podReady, reason, msg = false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gates[0])
+		if gates := r.unmetReadinessGates(conds); len(gates) > 0 {
+			isPodReady, reason, msg = false, "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist.", gates[0])
 		}
 	}
-	cond(corev1.PodReady, podReady, reason, msg)
+	return containersReady, podCondition(corev1.PodReady, isPodReady, reason, msg)
+}
 
-	// Merge: replace owned conditions in place (keeping the transition time
-	// when the status did not change), keep all others.
+// unmetReadinessGates are the pod's readiness gates whose condition is not
+// True in conds.
+func (r *podRec) unmetReadinessGates(conds []corev1.PodCondition) []string {
+	var gates []string
+	for _, g := range r.pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range conds {
+			if c.Type == g.ConditionType && c.Status == corev1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			gates = append(gates, string(g.ConditionType))
+		}
+	}
+	return gates
+}
+
+// mergeConditions replaces the owned conditions of old by mine in place
+// (keeping the transition time when the status did not change), keeps all
+// others, and appends those of mine that old lacks.
+func mergeConditions(old, mine []corev1.PodCondition) []corev1.PodCondition {
 	t := now()
-	mine := map[corev1.PodConditionType]corev1.PodCondition{}
-	for _, c := range conds {
-		mine[c.Type] = c
+	byType := map[corev1.PodConditionType]corev1.PodCondition{}
+	for _, c := range mine {
+		byType[c.Type] = c
 	}
 	var out []corev1.PodCondition
 	seen := map[corev1.PodConditionType]bool{}
-	for _, old := range base.Conditions {
-		if !ownedConditions[old.Type] {
-			out = append(out, old)
+	for _, o := range old {
+		if !ownedConditions[o.Type] {
+			out = append(out, o)
 			continue
 		}
-		c := mine[old.Type]
-		c.ObservedGeneration = old.ObservedGeneration
-		if c.Status == old.Status {
-			c.LastTransitionTime = old.LastTransitionTime
+		c := byType[o.Type]
+		c.ObservedGeneration = o.ObservedGeneration
+		if c.Status == o.Status {
+			c.LastTransitionTime = o.LastTransitionTime
 		} else {
 			c.LastTransitionTime = t
 		}
 		out = append(out, c)
-		seen[old.Type] = true
+		seen[o.Type] = true
 	}
-	for _, c := range conds {
+	for _, c := range mine {
 		if !seen[c.Type] {
 			c.LastTransitionTime = t
 			out = append(out, c)
 		}
 	}
-	st.Conditions = out
-	return st
+	return out
 }
 
 func (r *podRec) statuses(cs []*container) []corev1.ContainerStatus {

@@ -96,25 +96,16 @@ func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	_ = c[(m-1)*ldc+n-1]
 	if k <= 0 || alpha == 0 || (beta != 0 && beta != 1) {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-				continue
-			}
-			for j := range row {
-				row[j] *= beta
-			}
-		}
+		scaleC(m, n, beta, c, ldc)
 		beta = 1
 	}
 	if k <= 0 || alpha == 0 {
 		return
 	}
 	// Element (i, p) of op(A) is a[i*ars + p*acs].
-	ars, acs := lda, 1
+	g := gemmOp{m: m, alpha: alpha, a: a, ars: lda, acs: 1, b: b, ldb: ldb, c: c, ldc: ldc, bias: bias}
 	if transA {
-		ars, acs = 1, lda
+		g.ars, g.acs = 1, lda
 		_ = a[(k-1)*lda+m-1]
 	} else {
 		_ = a[(m-1)*lda+k-1]
@@ -125,7 +116,6 @@ func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		_ = b[(k-1)*ldb+n-1]
 	}
 	bufs := getGemmBufs()
-	var tile [gemmMR * gemmNR]float32
 	for jc := 0; jc < n; jc += gemmNC {
 		nc := min(gemmNC, n-jc)
 		// A B not transposed is read in place but for its last, partial
@@ -136,72 +126,119 @@ func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 		}
 		for pc := 0; pc < k; pc += gemmKC {
 			kc := min(gemmKC, k-pc)
-			over := beta == 0 && pc == 0
 			if packed > 0 {
 				packB(bufs.b[:], b, ldb, transB, pc, jc+nc-packed, kc, packed)
 			}
-			for ir := 0; ir < m; ir += gemmMR {
-				mh := min(gemmMR, m-ir)
-				ap, rs, cs := &a[ir*ars+pc*acs], ars, acs
-				// The last rows' sliver is read in place too while all 6
-				// rows' elements lie inside a (the extra rows' products
-				// are computed and dropped).
-				if mh < gemmMR && (ir+gemmMR-1)*ars+(pc+kc-1)*acs >= len(a) {
-					// Copy the last rows, zero-padded, so the kernel reads
-					// nothing past A: element (r, q) at r + 6q.
-					pa := bufs.a[:gemmMR*kc]
-					clear(pa)
-					for r := 0; r < mh; r++ {
-						for q := 0; q < kc; q++ {
-							pa[r+gemmMR*q] = a[(ir+r)*ars+(pc+q)*acs]
-						}
-					}
-					ap, rs, cs = &pa[0], 1, gemmMR
-				}
-				for jr := 0; jr < nc; jr += gemmNR {
-					var bp *float32
-					bs := gemmNR
-					if p := jr - (nc - packed); p >= 0 {
-						bp = &bufs.b[p*kc]
-					} else {
-						bp, bs = &b[pc*ldb+jc+jr], ldb
-					}
-					nw := min(gemmNR, nc-jr)
-					ci := ir*ldc + jc + jr
-					var bb []float32 // this panel's bias, on the first pass
-					if over && bias != nil {
-						bb = bias[jc+jr : jc+jr+nw]
-					}
-					if mh == gemmMR && nw == gemmNR {
-						var bptr *float32
-						if bb != nil {
-							bptr = &bb[0]
-						}
-						sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &c[ci], ldc, alpha, over, bptr)
-						continue
-					}
-					sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &tile[0], gemmNR, alpha, true, nil)
-					for r := 0; r < mh; r++ {
-						row := c[ci+r*ldc : ci+r*ldc+nw]
-						t := tile[r*gemmNR : r*gemmNR+nw]
-						switch {
-						case bb != nil:
-							for j := range row {
-								row[j] = t[j] + bb[j]
-							}
-						case over:
-							copy(row, t)
-						default:
-							for j := range row {
-								row[j] += t[j]
-							}
-						}
-					}
-				}
-			}
+			g.block(bufs, jc, nc, packed, pc, kc, beta == 0 && pc == 0)
 		}
 	}
 	putGemmBufs(bufs)
+}
+
+// scaleC does C *= beta on C's m×n elements (clearing them for beta 0, so
+// that NaNs in C do not survive).
+func scaleC(m, n int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// gemmOp holds one sgemm call's operands, fixed across its blocks.
+type gemmOp struct {
+	m        int
+	alpha    float32
+	a        []float32
+	ars, acs int // element (i, p) of op(A) is a[i*ars + p*acs]
+	b        []float32
+	ldb      int
+	c        []float32
+	ldc      int
+	bias     []float32
+}
+
+// block adds alpha*op(A)[:, pc:pc+kc]*op(B)[pc:pc+kc, jc:jc+nc] to C's
+// columns jc:jc+nc (stores it, with the bias if any, when over), 6x16
+// tiles at a time; B's last packed columns are in bufs.b.
+func (g *gemmOp) block(bufs *gemmBufs, jc, nc, packed, pc, kc int, over bool) {
+	var tile [gemmMR * gemmNR]float32
+	for ir := 0; ir < g.m; ir += gemmMR {
+		mh := min(gemmMR, g.m-ir)
+		ap, rs, cs := g.sliverA(bufs, ir, mh, pc, kc)
+		for jr := 0; jr < nc; jr += gemmNR {
+			var bp *float32
+			bs := gemmNR
+			if p := jr - (nc - packed); p >= 0 {
+				bp = &bufs.b[p*kc]
+			} else {
+				bp, bs = &g.b[pc*g.ldb+jc+jr], g.ldb
+			}
+			nw := min(gemmNR, nc-jr)
+			ci := ir*g.ldc + jc + jr
+			var bb []float32 // this panel's bias, on the first pass
+			if over && g.bias != nil {
+				bb = g.bias[jc+jr : jc+jr+nw]
+			}
+			if mh == gemmMR && nw == gemmNR {
+				var bptr *float32
+				if bb != nil {
+					bptr = &bb[0]
+				}
+				sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &g.c[ci], g.ldc, g.alpha, over, bptr)
+				continue
+			}
+			sgemm6x16(kc, ap, rs*4, cs*4, bp, bs*4, &tile[0], gemmNR, g.alpha, true, nil)
+			g.storeEdge(&tile, ci, mh, nw, bb, over)
+		}
+	}
+}
+
+// sliverA returns the kernel's view of op(A)[ir:ir+6, pc:pc+kc]: its
+// start and its row and column strides in elements.
+func (g *gemmOp) sliverA(bufs *gemmBufs, ir, mh, pc, kc int) (ap *float32, rs, cs int) {
+	// The last rows' sliver is read in place too while all 6 rows'
+	// elements lie inside a (the extra rows' products are computed and
+	// dropped).
+	if mh == gemmMR || (ir+gemmMR-1)*g.ars+(pc+kc-1)*g.acs < len(g.a) {
+		return &g.a[ir*g.ars+pc*g.acs], g.ars, g.acs
+	}
+	// Copy the last rows, zero-padded, so the kernel reads nothing past
+	// A: element (r, q) at r + 6q.
+	pa := bufs.a[:gemmMR*kc]
+	clear(pa)
+	for r := 0; r < mh; r++ {
+		for q := 0; q < kc; q++ {
+			pa[r+gemmMR*q] = g.a[(ir+r)*g.ars+(pc+q)*g.acs]
+		}
+	}
+	return &pa[0], 1, gemmMR
+}
+
+// storeEdge moves a partial tile's mh×nw corner of tile into C at ci:
+// stored with the bias bb when there is one, stored when over, else added.
+func (g *gemmOp) storeEdge(tile *[gemmMR * gemmNR]float32, ci, mh, nw int, bb []float32, over bool) {
+	for r := 0; r < mh; r++ {
+		row := g.c[ci+r*g.ldc : ci+r*g.ldc+nw]
+		t := tile[r*gemmNR : r*gemmNR+nw]
+		switch {
+		case bb != nil:
+			for j := range row {
+				row[j] = t[j] + bb[j]
+			}
+		case over:
+			copy(row, t)
+		default:
+			for j := range row {
+				row[j] += t[j]
+			}
+		}
+	}
 }
 
 // packB copies op(B)[pc:pc+kc, jc:jc+nc] into dst as 16-column panels,
