@@ -41,7 +41,10 @@ experiments:
 
 # A test control plane for people (hack/k8s-rig/README.md): 2 process nodes
 # whose pods of image elasticdl[:any tag] run bin/elasticdl, the PriorityClasses,
-# and deploy/rbac.yaml in namespace default. Prints the KUBECONFIG line.
+# and deploy/rbac.yaml in namespace default. Prints the KUBECONFIG line. The
+# rig has no cluster DNS: its jobs name the master's and the PS's host
+# (--master_host, --ps_host; TestK8sMasterUnreachable shows what happens
+# without).
 k8s-up: build
 	@hack/deps.sh
 	@hack/k8s-rig/build.sh >/dev/null
@@ -52,7 +55,8 @@ k8s-up: build
 	  K8S_RIG_PROCNODE_IMAGE_MAP=elasticdl=$(CURDIR)/bin/elasticdl hack/k8s-rig/procnodes.sh 2 4 8Gi; \
 	  echo; \
 	  echo "# the rig is up; kubectl is $$(cat "$(K8S_RIG_STATE)/bin-dir")/kubectl. Then for example:"; \
-	  echo "#   bin/elasticdl train --backend=k8s --image=elasticdl --ps_host=127.0.0.1 --model_def=fashion_mnist.mlp \\"; \
+	  echo "#   bin/elasticdl train --backend=k8s --image=elasticdl --master_host=127.0.0.1 --ps_host=127.0.0.1 \\"; \
+	  echo "#     --model_def=fashion_mnist.mlp \\"; \
 	  echo "#     --training_data=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz --output=$$PWD/out/k8s"; \
 	  echo "export KUBECONFIG=$$kc"
 

@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# README command 2: the whole test suite, as CI runs it.
+# README command 2: the whole test suite, as CI runs it. Each phase prints
+# its time ("== phase: N s"), and go test each package's, so that CI's log
+# says where the time goes (docs/development.md keeps the table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$SECONDS
+ts=$SECONDS
+phase() { echo "== $1 took $((SECONDS - ts)) s (total $((SECONDS - t0)) s)"; ts=$SECONDS; }
 hack/deps.sh --pytorch
 # deps.sh installed PyTorch: its tests must run, not skip.
 export ELASTICDL_REQUIRE_PYTORCH=1
+phase "dependencies"
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
 if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
+echo "== size rules (hack/housecheck)"
+go run ./hack/housecheck
 echo "== go vet"
 go vet ./...
 go vet -tags openblas ./nn/... ./model/...
+phase "gofmt, size rules, go vet"
 echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 30m ./...
+phase "unit and integration tests (race detector)"
+echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"
+(cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 ./...)
+phase "process node"
 echo "== OpenBLAS build"
 go test -tags openblas -count=1 -timeout 10m ./nn/... ./model/...
+phase "OpenBLAS build"
 echo "== e2e: Kubernetes backend on a real control plane (hack/e2e.sh)"
 hack/e2e.sh
+phase "e2e"

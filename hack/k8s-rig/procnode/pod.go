@@ -310,6 +310,7 @@ func (r *podRec) waitExit(c *container, cmd *exec.Cmd, started metav1.Time, log 
 	c.proc = nil
 	c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 		ExitCode: int32(code), Reason: reason, StartedAt: started, FinishedAt: now(), ContainerID: c.id,
+		Message: terminationMessage(c.spec.TerminationMessagePolicy, code, c.logPath),
 	}}
 	if st, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && st.Signaled() {
 		c.state.Terminated.Signal = int32(st.Signal())

@@ -276,3 +276,45 @@ func TestPodIPInStatusAndEnv(t *testing.T) {
 		t.Errorf("env %q, %v; want %q", env, err, want)
 	}
 }
+
+// TestTerminationMessage: with FallbackToLogsOnError a failed container's
+// message is its log's tail, bounded as the kubelet bounds it; otherwise
+// none.
+func TestTerminationMessage(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	short := write("short.log", "starting\nelasticdl worker: cannot reach the master\n")
+	var many strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&many, "line %d\n", i)
+	}
+	long := write("long.log", many.String())
+	wide := write("wide.log", strings.Repeat("x", 3000)+"\nlast\n")
+	fallback := corev1.TerminationMessageFallbackToLogsOnError
+	for _, c := range []struct {
+		name   string
+		policy corev1.TerminationMessagePolicy
+		code   int
+		path   string
+		want   func(string) bool
+	}{
+		{"failed: the log", fallback, 1, short, func(m string) bool { return m == "starting\nelasticdl worker: cannot reach the master\n" }},
+		{"succeeded: none", fallback, 0, short, func(m string) bool { return m == "" }},
+		{"the default policy: none", corev1.TerminationMessageReadFile, 1, short, func(m string) bool { return m == "" }},
+		{"no log: none", fallback, 1, filepath.Join(dir, "missing.log"), func(m string) bool { return m == "" }},
+		{"the last 80 lines", fallback, 1, long, func(m string) bool {
+			return strings.Count(m, "\n") == 80 && strings.HasPrefix(m, "line 20\n") && strings.HasSuffix(m, "line 99\n")
+		}},
+		{"the last 2048 bytes", fallback, 1, wide, func(m string) bool { return len(m) == 2048 && strings.HasSuffix(m, "\nlast\n") }},
+	} {
+		if got := terminationMessage(c.policy, c.code, c.path); !c.want(got) {
+			t.Errorf("%s: %q", c.name, got)
+		}
+	}
+}

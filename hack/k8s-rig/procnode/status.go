@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -237,4 +239,43 @@ func (r *podRec) phase(podIsTerminal bool) corev1.PodPhase {
 		return corev1.PodFailed
 	}
 	return corev1.PodPending
+}
+
+// The kubelet's bounds on a termination message taken from the log.
+const (
+	terminationLogBytes = 2048
+	terminationLogLines = 80
+)
+
+// terminationMessage is what the kubelet reports as a terminated
+// container's message. Processes here share the node's file system, so
+// there is no per-container terminationMessagePath file to read; with
+// FallbackToLogsOnError a failed container's message is its log's tail
+// (at most 80 lines and 2048 bytes, as the kubelet takes it).
+func terminationMessage(policy corev1.TerminationMessagePolicy, code int, logPath string) string {
+	if policy != corev1.TerminationMessageFallbackToLogsOnError || code == 0 {
+		return ""
+	}
+	f, err := os.Open(logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	from := max(st.Size()-terminationLogBytes, 0)
+	b := make([]byte, st.Size()-from)
+	if _, err := f.ReadAt(b, from); err != nil && err != io.EOF {
+		return ""
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	if len(lines) > terminationLogLines {
+		lines = lines[len(lines)-terminationLogLines:]
+	}
+	return strings.Join(lines, "")
 }
