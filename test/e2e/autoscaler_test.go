@@ -172,8 +172,27 @@ func watchPodWaits(t *testing.T, ns, selector string) *podWaits {
 			w.waited[p.Name] = now.Sub(w.created[p.Name])
 		}
 	}
+	// A pod deleted before it ran (the Deployment scaled down while it
+	// waited: the ReplicaSet removes pending pods first) waited until then;
+	// it must not count as waiting for ever.
+	gone := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if at, seen := w.created[p.Name]; seen {
+			if _, ran := w.waited[p.Name]; !ran {
+				w.waited[p.Name] = time.Since(at)
+			}
+		}
+	}
 	inf := f.Core().V1().Pods().Informer()
-	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }})
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) }, DeleteFunc: gone})
 	stop := make(chan struct{})
 	f.Start(stop)
 	t.Cleanup(func() { close(stop); f.Shutdown() })
@@ -185,8 +204,8 @@ func watchPodWaits(t *testing.T, ns, selector string) *podWaits {
 	return w
 }
 
-// waits returns how long the pods that ran waited, and how many pods have
-// not run yet.
+// waits returns how long the pods that ran waited (a pod deleted before it
+// ran: until then), and how many pods wait still.
 func (w *podWaits) waits() (ran []time.Duration, waiting int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

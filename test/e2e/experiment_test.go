@@ -354,6 +354,21 @@ func TestExperimentBesideServices(t *testing.T) {
 	report(t, full, "beside-services", e)
 }
 
+// secondly is the timeline, one sample a second, for the log: where the
+// CPUs went when a run falls short.
+func secondly(samples []experiment.Sample) string {
+	var b strings.Builder
+	next := 0.0
+	for _, s := range samples {
+		if s.T < next || len(s.CPU) < 2 {
+			continue
+		}
+		fmt.Fprintf(&b, " %.0fs:%.1f+%.1f(%d)", s.T, s.CPU[0], s.CPU[1], s.Workers[1])
+		next = math.Floor(s.T) + 1
+	}
+	return b.String()
+}
+
 // serviceReplicas is the load curve: ServiceMin at the day's start and
 // end, ServiceMax at noon (a raised cosine).
 func serviceReplicas(e experiment.BesideServices, at float64) int {
@@ -387,6 +402,11 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 	for _, j := range jobs {
 		j.waitTraining(60 * time.Second)
 	}
+	size := e.FixedWorkers
+	if mode == "elastic" {
+		size = 0 // the autoscaler's targets
+	}
+	waitSized(t, jobs, size, 90*time.Second)
 	recordsDone := func() (n int64) {
 		for _, j := range jobs {
 			n += j.recordsDone()
@@ -417,6 +437,7 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 	after := recordsDone()
 	stop()
 	samples, _, _ := tl.result()
+	t.Logf("%s run %d, CPUs requested each second (service + training, workers): %s", mode, index, secondly(samples))
 	servicePods(t, ns, true) // each answers HTTP
 	waitFor(t, 30*time.Second, "every service pod to have run", func() (bool, string) {
 		_, waiting := waits.waits()

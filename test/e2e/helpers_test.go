@@ -82,6 +82,7 @@ type objectMeta struct {
 	Namespace         string
 	UID               string `json:"uid"`
 	Labels            map[string]string
+	Annotations       map[string]string
 	CreationTimestamp string
 	DeletionTimestamp string
 	OwnerReferences   []ownerRef

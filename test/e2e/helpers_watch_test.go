@@ -217,3 +217,37 @@ func (j *job) waitTraining(timeout time.Duration) {
 	})
 	j.t.Logf("%.1fs after submission: training in progress", time.Since(j.submitted).Seconds())
 }
+
+// waitSized waits until every job of jobs runs as many workers as it is
+// asked for, none pending: size workers each, or (size 0) its master Job's
+// target annotation, which an autoscaler sets. An experiment's clock
+// starts from there, so that it measures the jobs' answer to the load and
+// not how long they took to start on a busy machine.
+func waitSized(t *testing.T, jobs []*job, size int, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "every job at its size", func() (bool, string) {
+		var b strings.Builder
+		ok := true
+		for _, j := range jobs {
+			want := size
+			if size == 0 {
+				var mj masterJobState
+				if getJSON(t, &mj, "job", "-n", j.ns, j.masterJob()) {
+					want, _ = strconv.Atoi(mj.Metadata.Annotations["elasticdl.io/target-workers"])
+				}
+			}
+			running, pending := 0, 0
+			for _, p := range j.pods("worker") {
+				switch {
+				case p.running():
+					running++
+				case p.Status.Phase == "Pending":
+					pending++
+				}
+			}
+			fmt.Fprintf(&b, "%s %d of %d running, %d pending; ", j.name, running, want, pending)
+			ok = ok && want > 0 && running == want && pending == 0
+		}
+		return ok, b.String()
+	})
+}

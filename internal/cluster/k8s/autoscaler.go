@@ -1,9 +1,11 @@
 package k8s
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -224,6 +226,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 	if err != nil {
 		return s, nil, usage, err
 	}
+	byName(nodes)
 	for _, n := range nodes {
 		node := snapshotNode(n)
 		s.Nodes = append(s.Nodes, node)
@@ -233,6 +236,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 	if err != nil {
 		return s, nil, usage, err
 	}
+	byName(all)
 	var jobs []*batchv1.Job
 	index := map[string]int{}
 	for _, j := range all {
@@ -252,6 +256,7 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 	if err != nil {
 		return s, nil, usage, err
 	}
+	byName(pods)
 	seen := make([]bool, len(s.Jobs)) // a worker's priority known
 	for _, p := range pods {
 		ap, ok := snapshotPod(p)
@@ -273,6 +278,18 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 		usage.addPod(ap, p.Labels[LabelApp] == AppName)
 	}
 	return s, jobs, usage, nil
+}
+
+// byName sorts what a lister returned (in its cache's map order, new at
+// every call) by namespace and name. The decision depends on the order of
+// the nodes (first fit) and of the jobs (who gets a worker two jobs tie
+// for): the same cluster must get the same targets, or the odd worker
+// moves between jobs from round to round, each move a worker let go in
+// one job and launched in the other.
+func byName[T metav1.Object](items []T) {
+	slices.SortFunc(items, func(a, b T) int {
+		return cmp.Or(cmp.Compare(a.GetNamespace(), b.GetNamespace()), cmp.Compare(a.GetName(), b.GetName()))
+	})
 }
 
 // autoscaledJob reads an elastic job's bounds from its master Job; ok is

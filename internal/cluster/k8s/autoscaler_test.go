@@ -3,6 +3,7 @@ package k8s
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -149,6 +151,56 @@ func TestAutoscalerRound(t *testing.T) {
 		mj, _ := cs.BatchV1().Jobs("ns").Get(ctx, MasterName(job), metav1.GetOptions{})
 		if _, ok := mj.Annotations[AnnotationTargetWorkers]; ok {
 			t.Errorf("job %s was given a target", job)
+		}
+	}
+}
+
+// TestAutoscalerIsStable: the same cluster gets the same targets in every
+// round, whatever order the listers return it in. Two equal jobs share 5
+// workers' room: the odd worker stays with one job (before the snapshot
+// was sorted it moved between them, a worker let go and one launched at
+// each move).
+func TestAutoscalerIsStable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	objs := []runtime.Object{testNode("n0", "2", true), testNode("n1", "2", true), testNode("n2", "1", true)}
+	for _, name := range []string{"d", "a", "c", "b", "e", "f"} {
+		objs = append(objs, autoscaledMasterJob("ns-"+name, name, 0, 8, "cpu=1"))
+	}
+	cs := fake.NewClientset(objs...)
+	all := informers.NewSharedInformerFactory(cs, 0)
+	a := &autoscaler{c: NewClient(cs, 5*time.Second), log: slog.New(slog.DiscardHandler), warned: map[string]bool{},
+		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: all.Batch().V1().Jobs().Lister()}
+	stop := make(chan struct{})
+	all.Start(stop)
+	defer all.Shutdown()
+	defer close(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), all.Core().V1().Nodes().Informer().HasSynced, all.Batch().V1().Jobs().Informer().HasSynced, all.Core().V1().Pods().Informer().HasSynced) {
+		t.Fatal("informers not synced")
+	}
+	var first []autoscale.Decision
+	for round := range 50 {
+		s, _, _, err := a.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(s.Jobs); i++ {
+			if s.Jobs[i-1].Key >= s.Jobs[i].Key {
+				t.Fatalf("round %d: jobs out of order: %s before %s", round, s.Jobs[i-1].Key, s.Jobs[i].Key)
+			}
+		}
+		for i := 1; i < len(s.Nodes); i++ {
+			if s.Nodes[i-1].Name >= s.Nodes[i].Name {
+				t.Fatalf("round %d: nodes out of order: %s before %s", round, s.Nodes[i-1].Name, s.Nodes[i].Name)
+			}
+		}
+		ds := autoscale.Decide(s)
+		if first == nil {
+			first = ds
+			continue
+		}
+		if !slices.Equal(ds, first) {
+			t.Fatalf("round %d: targets %+v, round 0 %+v: the same cluster, other targets", round, ds, first)
 		}
 	}
 }
