@@ -23,6 +23,9 @@ phase "gofmt, size rules, go vet"
 echo "== unit and integration tests (race detector)"
 go test -race -count=1 -timeout 30m ./...
 phase "unit and integration tests (race detector)"
+echo "== the job core's simulations, without the race detector (one goroutine each: nothing to race)"
+go test -count=1 -timeout 10m -run '^(TestSimulatedJobs|TestRingRendezvousRandomized)$' ./internal/master/job
+phase "simulations"
 echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"
 (cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 ./...)
 phase "process node"
