@@ -152,17 +152,18 @@ func TestAllReduceAcceptance(t *testing.T) {
 	if err := syscall.Kill(frozen.Pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	// The second kill: the victim's replacement, once both train again.
-	time.Sleep(3 * time.Second)
+	// The second kill: the victim's replacement, once it runs.
 	var replacement int
-	for _, w := range proctest.Children(j.cmd.Process.Pid, "worker") {
-		if w.Pid != frozen.Pid {
-			replacement = w.Pid
+	waitFor(t, time.Minute, "the killed worker's replacement", func() bool {
+		for _, w := range proctest.Children(j.cmd.Process.Pid, "worker") {
+			if w.Pid != frozen.Pid && w.Pid != victim {
+				replacement = w.Pid
+			}
 		}
-	}
-	if replacement == 0 {
-		t.Fatal("no replacement worker runs")
-	}
+		return replacement != 0
+	})
+	trained := j.recordsDone()
+	waitFor(t, time.Minute, "training again with the replacement", func() bool { return j.recordsDone() > trained })
 	kill(replacement)
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)

@@ -30,10 +30,10 @@ func TestScaleLocalJob(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(j.out, "master", "target-workers"), []byte("lots"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	if after := j.recordsDone(); after <= before {
-		t.Errorf("no training progress with one worker: %d records, %d 3 s later", before, after)
-	}
+	waitFor(t, time.Minute, "the master to refuse the target written by hand", func() bool {
+		return strings.Contains(j.stderr.String(), "ignoring a target that is not a number of workers")
+	})
+	waitFor(t, time.Minute, "training progress with one worker", func() bool { return j.recordsDone() > before })
 	scale("2")
 	waitFor(t, time.Minute, "2 workers", func() bool { return len(j.children("worker")) == 2 })
 	if code := j.wait(5 * time.Minute); code != 0 {
@@ -67,10 +67,7 @@ func TestScaleAllReduceJob(t *testing.T) {
 	scale("1")
 	waitFor(t, time.Minute, "1 worker left", func() bool { return len(j.children("worker")) == 1 })
 	before := j.recordsDone()
-	time.Sleep(3 * time.Second)
-	if after := j.recordsDone(); after <= before {
-		t.Errorf("no training progress with one worker: %d records, %d 3 s later", before, after)
-	}
+	waitFor(t, time.Minute, "training progress with one worker", func() bool { return j.recordsDone() > before })
 	scale("3")
 	waitFor(t, time.Minute, "3 workers again", func() bool { return len(j.children("worker")) == 3 })
 	s := j.succeeded(5 * time.Minute)
