@@ -3,9 +3,9 @@ package job
 import (
 	"errors"
 	"fmt"
-	"os"
 	"maps"
 	"math/rand"
+	"os"
 	"slices"
 	"testing"
 	"time"
