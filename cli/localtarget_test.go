@@ -34,7 +34,7 @@ func TestWatchTargetFile(t *testing.T) {
 		})
 	}()
 	seen := func(n int) bool {
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(30 * time.Second) // a hang guard
 		for time.Now().Before(deadline) {
 			mu.Lock()
 			got := len(targets) + len(bad)
@@ -46,15 +46,19 @@ func TestWatchTargetFile(t *testing.T) {
 		}
 		return false
 	}
-	time.Sleep(20 * time.Millisecond) // no file yet
-	for _, v := range []string{"3\n", "3", "many", "1"} {
-		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+	time.Sleep(20 * time.Millisecond) // no file yet: a chance to report something wrongly
+	// Each write waits for the watcher's report of it (reports so far):
+	// "3" after "3\n" is the same target, no report of its own.
+	for _, w := range []struct {
+		v       string
+		reports int
+	}{{"3\n", 1}, {"3", 1}, {"many", 2}, {"1", 3}} {
+		if err := os.WriteFile(path, []byte(w.v), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(30 * time.Millisecond)
-	}
-	if !seen(3) {
-		t.Fatal("the watcher reported nothing")
+		if !seen(w.reports) {
+			t.Fatalf("the watcher did not report %q", w.v)
+		}
 	}
 	cancel()
 	<-done

@@ -401,7 +401,7 @@ func TestServeOverGRPC(t *testing.T) {
 		if err != nil {
 			t.Errorf("Serve returned %v after cancel, want nil", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a hang guard: a loaded CI run is slow
 		t.Fatal("Serve did not return after cancel")
 	}
 }
