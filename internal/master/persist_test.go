@@ -90,7 +90,9 @@ func TestCommitDelay(t *testing.T) {
 	store := &memStore{}
 	var seq atomicSeq
 	p := newPersister(store, func() ([]byte, uint64, error) { return []byte(`{}`), seq.load(), nil })
-	p.delay = 50 * time.Millisecond
+	// Long enough that the second change comes within it even when a
+	// loaded machine deschedules this goroutine between the two.
+	p.delay = time.Second
 	go p.run(context.Background())
 	defer p.close()
 	start := time.Now()
