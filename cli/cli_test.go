@@ -76,6 +76,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--keep_checkpoint_max=-1"}, 2, "", "--keep_checkpoint_max"},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--checkpoint_dir_for_init=/nonexistent/ckpt"}, 1, "", "checkpoint_dir_for_init: checkpoint: read /nonexistent/ckpt"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--checkpoint_steps=-1", "--checkpoint_dir=c"}, 2, "", "--checkpoint_steps: must not be negative"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--worker_master_timeout=0s"}, 2, "", "--worker_master_timeout: must be positive, got 0s"},
 		{[]string{"help"}, 0, "predict", ""},
 		{[]string{"ps", "--ps_id=0", "--num_ps_pods=1", "--addr=127.0.0.1:0", "--use_async=false", "--grads_to_wait=0"}, 2, "", "--grads_to_wait=0"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--use_async=false", "--sync_version_tolerance=-1"}, 2, "", "--sync_version_tolerance=-1"},
