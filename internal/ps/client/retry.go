@@ -20,7 +20,7 @@ func (c *Client) call(ctx context.Context, s *shardConn, op string, rpc func(con
 		if err == nil {
 			return nil
 		}
-		if cerr := ctx.Err(); cerr != nil {
+		if cerr := callerEnded(ctx, err, time.Now()); cerr != nil {
 			// The caller's deadline or cancellation ended the call: say so
 			// in a way errors.Is sees, whatever status gRPC reported.
 			return fmt.Errorf("ps shard %d (%s): %s: %w (%w)", s.index, s.addr, op, cerr, err)
@@ -36,6 +36,21 @@ func (c *Client) call(ctx context.Context, s *shardConn, op string, rpc func(con
 			return fmt.Errorf("ps shard %d (%s): %s: gave up retrying: %w (last error: %w)", s.index, s.addr, op, werr, err)
 		}
 	}
+}
+
+// callerEnded is the caller's context error when its deadline or
+// cancellation ended a call. A deadline can strike first on the
+// connection (the direct transport sets the context's deadline on its
+// socket) and come back as DeadlineExceeded a moment before the context's
+// own timer fires: that is the caller's deadline too.
+func callerEnded(ctx context.Context, err error, now time.Time) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if dl, ok := ctx.Deadline(); ok && status.Code(err) == codes.DeadlineExceeded && !now.Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // expBackoff is capped exponential backoff with ±20% jitter, so workers
