@@ -12,13 +12,19 @@ hack/deps.sh --pytorch
 export ELASTICDL_REQUIRE_PYTORCH=1
 phase "dependencies"
 # The rig's binaries (hack/k8s-rig/build.sh: instant when cached, 12-15 min
-# cold) build at the lowest priority beside the unit tests, on the CPU they
-# leave idle; e2e waits for them. A failed build fails the run there.
+# cold) and its process node (procnodes.sh --build, and the compile of its
+# tests: 4 min cold) build at the lowest priority beside the unit tests, on
+# the CPU they leave idle; e2e waits for them. A failed build fails the run
+# there. Its own session, so that one kill stops go build too; Linux
+# schedules a session as one autogroup, fair against the others whatever the
+# nice of its processes, so the group's own nice is lowered as well.
 rig_log=$(mktemp -t elasticdl-rig-build.XXXXXX)
-# Its own session, so that one kill stops go build too; Linux schedules a
-# session as one autogroup, fair against the others whatever the nice of its
-# processes, so the group's own nice is lowered as well.
-setsid bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 hack/k8s-rig/build.sh' >"$rig_log" 2>&1 &
+setsid nice -n 19 bash -c '
+  echo 19 >/proc/self/autogroup 2>/dev/null || true
+  set -e
+  hack/k8s-rig/build.sh
+  hack/k8s-rig/procnodes.sh --build
+  cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 -run "^$" ./... >/dev/null' >"$rig_log" 2>&1 &
 rig_pid=$!
 trap 'kill -- -$rig_pid 2>/dev/null || true' EXIT
 echo "== gofmt"
@@ -36,19 +42,19 @@ phase "unit and integration tests (race detector)"
 echo "== the job core's simulations, without the race detector (one goroutine each: nothing to race)"
 go test -count=1 -timeout 10m -run '^(TestSimulatedJobs|TestRingRendezvousRandomized)$' ./internal/master/job
 phase "simulations"
+echo "== the rig's binaries and process node (built beside the unit tests)"
+if ! wait $rig_pid; then
+  echo "building the rig failed:"; cat "$rig_log"; exit 1
+fi
+grep -E '^(build|procnodes)\.sh:' "$rig_log" || true
+rm -f "$rig_log"
+phase "waiting for the rig's binaries"
 echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"
 (cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 ./...)
 phase "process node"
 echo "== OpenBLAS build"
 go test -tags openblas -count=1 -timeout 10m ./nn/... ./model/...
 phase "OpenBLAS build"
-echo "== the rig's binaries (hack/k8s-rig/build.sh, started with the unit tests)"
-if ! wait $rig_pid; then
-  echo "hack/k8s-rig/build.sh failed:"; cat "$rig_log"; exit 1
-fi
-grep 'build.sh:' "$rig_log" || true
-rm -f "$rig_log"
-phase "waiting for the rig's binaries"
 echo "== e2e: Kubernetes backend on a real control plane (hack/e2e.sh)"
 hack/e2e.sh
 phase "e2e"

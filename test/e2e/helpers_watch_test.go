@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
 )
 
@@ -233,7 +234,7 @@ func waitSized(t *testing.T, jobs []*job, size int, timeout time.Duration) {
 			if size == 0 {
 				var mj masterJobState
 				if getJSON(t, &mj, "job", "-n", j.ns, j.masterJob()) {
-					want, _ = strconv.Atoi(mj.Metadata.Annotations["elasticdl.io/target-workers"])
+					want, _ = strconv.Atoi(mj.Metadata.Annotations[k8s.AnnotationTargetWorkers])
 				}
 			}
 			running, pending := 0, 0
