@@ -30,9 +30,14 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 		t.Fatal(err)
 	}
 	manifest := string(raw)
+	// Pods on process nodes share the machine's network: a fixed metrics
+	// port collides with anything else there (another e2e run's autoscaler
+	// held 9090 once), so the port comes from the run's free block.
+	port := freePortBlock(1)
 	for old, new := range map[string]string{
 		"image: registry.example.com/team/elasticdl:v1": "image: elasticdl:e2e",
 		`"--interval=5s"`:                          `"--interval=1s"`,
+		`"--metrics_port=9090"`:                    fmt.Sprintf(`"--metrics_port=%d"`, port),
 		"serviceAccountName: elasticdl-autoscaler": "serviceAccountName: elasticdl-autoscaler\n      nodeSelector: {e2e: " + label + "}",
 	} {
 		if !strings.Contains(manifest, old) {
@@ -60,7 +65,7 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 		return false
 	}
 	waitFor(t, 30*time.Second, "the autoscaler's pod to run", func() (bool, string) { return runningPod(), p.String() })
-	a := &autoscalerPod{t: t, pod: p}
+	a := &autoscalerPod{t: t, pod: p, metricsPort: port}
 	waitFor(t, 30*time.Second, "the autoscaler to watch the cluster", func() (bool, string) {
 		l := a.logs()
 		return strings.Contains(l, "autoscaler watching the cluster"), tail(l, 3)
@@ -70,8 +75,9 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 
 // autoscalerPod is the running autoscaler.
 type autoscalerPod struct {
-	t   *testing.T
-	pod pod
+	t           *testing.T
+	pod         pod
+	metricsPort int
 }
 
 // checkKept fails the test if the autoscaler's pod is gone or restarted:
@@ -99,11 +105,11 @@ func (a *autoscalerPod) logs() string {
 }
 
 // metric reads one sample of the autoscaler's metrics (served on its pod's
-// port 9090): the line that starts with series, e.g.
+// metrics port): the line that starts with series, e.g.
 // `elasticdl_autoscaler_utilization{resource="cpu"}`.
 func (a *autoscalerPod) metric(series string) (float64, bool) {
 	client := &http.Client{Timeout: 2 * time.Second}
-	resp, err := client.Get("http://" + a.pod.Status.PodIP + ":9090/metrics")
+	resp, err := client.Get(fmt.Sprintf("http://%s:%d/metrics", a.pod.Status.PodIP, a.metricsPort))
 	if err != nil {
 		return 0, false
 	}
