@@ -5,10 +5,18 @@
 
 Both read Fashion-MNIST with the SDK's reader, minibatches of 64, Adam
 (lr 0.001), one thread. Plain: forward, backward, optimizer step. Under
-the SDK: the same forward and backward, then job.step (push the gradients,
-the PS applies Adam) and the next batch's pull. The first 20 steps are
-warm-up; the rest are timed. Prints (or writes to $ELASTICDL_BENCH_OUT) a
-JSON line {"steps": N, "seconds": S}.
+the SDK: the same forward and backward, then job.step: with parameter
+servers it pushes the gradients (the PS applies Adam) and the next batch
+pulls; with --distribution_strategy=AllreduceStrategy the ring sums the
+gradients and every worker steps its own Adam. The first 20 steps are
+warm-up; the rest are timed, to the end of the last applied step. Prints
+(or appends to $ELASTICDL_BENCH_OUT) a JSON line {"steps": N, "seconds":
+S}: one per worker of a job ("worker" is its id; in a ring, steps are the
+ring's, each of the global batch, and "batches" this worker's).
+
+With $ELASTICDL_BENCH_STEPS set, a worker also appends a line per applied
+step to that file, "UNIX_TIME PID 0 WORKER_ID STEP" (torchrun_ddp.py's
+format): the recovery benchmark waits on them.
 """
 
 import argparse
@@ -44,8 +52,8 @@ def build(name):
     return {"cnn": CNN, "mlp": MLP}[name]()
 
 
-def report(steps, seconds):
-    line = json.dumps({"steps": steps, "seconds": seconds})
+def report(steps, seconds, **extra):
+    line = json.dumps(dict({"steps": steps, "seconds": seconds}, **extra))
     out = os.environ.get("ELASTICDL_BENCH_OUT")
     if out:
         with open(out, "a") as f:
@@ -67,19 +75,36 @@ def plain(model, steps):
     report(steps, time.perf_counter() - start)
 
 
+def step_log():
+    """The per-step event file's writer, or None."""
+    path = os.environ.get("ELASTICDL_BENCH_STEPS")
+    return open(path, "a", buffering=1) if path else None
+
+
 def with_sdk(model):
     job = elasticdl.connect()
     job.register(model)
-    n, start = 0, None
+    # In a ring, batch.index is the ring's step it is applied as: a worker
+    # idle in a step (no records left in its task) still takes part in it,
+    # so the ring's steps, not this worker's batches, are what is timed.
+    ring = job.strategy == "AllreduceStrategy"
+    log = step_log()
+    n, start, end, first, last = 0, None, None, 0, 0
     for batch in job.batches():
-        if n == WARMUP:
-            start = time.perf_counter()
+        if n == WARMUP and start is None:
+            start, first = time.perf_counter(), batch.index - 1
         loss = F.cross_entropy(model(batch.x), batch.y)
         loss.backward()
-        job.step(loss)
-        n += 1
-    # The last step's time ends at its push; the job's end is not timed.
-    report(n - WARMUP, time.perf_counter() - start)
+        if job.step(loss) is False:
+            continue  # a ring step not applied: its records come again
+        n, end, last = n + 1, time.perf_counter(), batch.index
+        if log:
+            log.write("%.6f %d 0 %d %d\n" % (time.time(), os.getpid(), job.worker_id, n))
+    # Timed to the last applied step: the job's end (the model's upload,
+    # the last task's report) is not.
+    if start is not None:
+        steps = last - first if ring else n - WARMUP
+        report(steps, end - start, worker=job.worker_id, batches=n - WARMUP)
 
 
 def main():

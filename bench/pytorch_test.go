@@ -19,17 +19,7 @@ import (
 //
 //	go test ./bench -run '^$' -bench PyTorchWorker -benchtime 1x -count 3
 func BenchmarkPyTorchWorker(b *testing.B) {
-	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
-		b.Skip("Fashion-MNIST not installed")
-	}
-	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import torch, grpc").Run(); err != nil {
-		b.Skip("no python3-torch and python3-grpcio")
-	}
-	sdk, _ := filepath.Abs("../python")
-	b.Setenv("PYTHONPATH", sdk)
-	b.Setenv("OMP_NUM_THREADS", "1")
-	bin := buildBinary(b, benchTags())
+	py, bin := pytorchSetup(b)
 	for _, model := range []string{"cnn", "mlp"} {
 		b.Run(model, func(b *testing.B) {
 			var plain, job float64
@@ -49,9 +39,45 @@ func BenchmarkPyTorchWorker(b *testing.B) {
 	}
 }
 
+// pytorchSetup skips b without Fashion-MNIST or python3 with torch and
+// grpcio, points python at the SDK (one thread), and builds the binary; it
+// returns python3's path and the binary's.
+func pytorchSetup(b *testing.B) (py, bin string) {
+	b.Helper()
+	if _, err := os.Stat(filepath.Join(dataDir, "train-images-idx3-ubyte.gz")); err != nil {
+		b.Skip("Fashion-MNIST not installed")
+	}
+	py = "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import torch, grpc").Run(); err != nil {
+		b.Skip("no python3-torch and python3-grpcio")
+	}
+	sdk, _ := filepath.Abs("../python")
+	b.Setenv("PYTHONPATH", sdk)
+	b.Setenv("OMP_NUM_THREADS", "1")
+	return py, buildBinary(b, benchTags())
+}
+
+// loopResult is one line a timed loop (pytorch_loop.py, torchrun_ddp.py)
+// writes: a process's timed steps.
+type loopResult struct {
+	Steps, Seconds float64
+	Worker         *int // a job's worker
+}
+
 // loopStepsPerSecond runs cmd, whose loop writes {"steps", "seconds"} to
-// $ELASTICDL_BENCH_OUT, and returns its steps/s.
+// $ELASTICDL_BENCH_OUT, and returns its steps/s (over every line).
 func loopStepsPerSecond(b *testing.B, cmd *exec.Cmd) float64 {
+	b.Helper()
+	var steps, seconds float64
+	for _, r := range loopResults(b, cmd) {
+		steps, seconds = steps+r.Steps, seconds+r.Seconds
+	}
+	return steps / seconds
+}
+
+// loopResults runs cmd and returns the lines its loops wrote to
+// $ELASTICDL_BENCH_OUT.
+func loopResults(b *testing.B, cmd *exec.Cmd) []loopResult {
 	b.Helper()
 	res := filepath.Join(b.TempDir(), "loop.json")
 	cmd.Env = append(os.Environ(), "ELASTICDL_BENCH_OUT="+res)
@@ -64,13 +90,16 @@ func loopStepsPerSecond(b *testing.B, cmd *exec.Cmd) float64 {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	var steps, seconds float64
+	var out []loopResult
 	for sc.Scan() {
-		var r struct{ Steps, Seconds float64 }
+		var r loopResult
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			b.Fatal(err)
 		}
-		steps, seconds = steps+r.Steps, seconds+r.Seconds
+		out = append(out, r)
 	}
-	return steps / seconds
+	if len(out) == 0 {
+		b.Fatalf("%s wrote no result", strings.Join(cmd.Args, " "))
+	}
+	return out
 }

@@ -81,6 +81,7 @@ func commands() []command {
 		{name: "master", summary: "a job's master (the command of the master pod that train --backend=k8s creates)", run: runMaster, hidden: true},
 		{name: "worker", summary: "a job's training process (launched by the master)", run: runWorker, hidden: true},
 		{name: "ps", summary: "a job's parameter server (launched by the master)", run: runPS, hidden: true},
+		{name: "ringd", summary: "a Python worker's helper that runs the Go collective ring for it (started by the SDK)", run: runRingd, hidden: true},
 		{name: "zoo", summary: "list the built-in models", run: runZoo},
 		{name: "data", summary: "export a data source as CSV that any reader takes (the Python SDK's too)", run: runData, args: "export"},
 		{name: "version", summary: "print the version, commit, Go version and BLAS backend", run: runVersion},

@@ -56,7 +56,7 @@ func TestCommands(t *testing.T) {
 		{[]string{"train", "--worker_command=python3 'x", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", "--worker_command: unterminated ' quote"},
 		{[]string{"train", "--worker_command=python3 x.py", "--model_def=fashion_mnist.mlp", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", "--model_def: must be empty with --worker_command"},
 		{[]string{"train", "--worker_command=python3 x.py", "--training_data=x", "--output=o"}, 2, "", "--optimizer: required with --worker_command"},
-		{[]string{"train", "--worker_command=python3 x.py", "--optimizer=sgd", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy"}, 2, "", "speak the parameter-server protocol"},
+		{[]string{"train", "--worker_command=python3 x.py", "--optimizer=sgd", "--training_data=x", "--output=o", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=0", "--checkpoint_dir=c", "--checkpoint_steps=10"}, 2, "", "--checkpoint_steps: --checkpoint_steps and --checkpoint_dir_for_init are not supported yet for worker programs with AllreduceStrategy"},
 		{[]string{"train", "--worker_command=nosuchprogram x.py", "--optimizer=sgd", "--training_data=x", "--output=o"}, 2, "", `--worker_command: exec: "nosuchprogram": executable file not found`},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--num_classes=3", "--training_data=x", "--output=o"}, 2, "", "--num_classes: is for --worker_command jobs"},
 		{[]string{"predict", "--worker_command=python3 x.py", "--prediction_data=x", "--prediction_outputs=p.csv", "--checkpoint_dir_for_init=c"}, 2, "", "--num_classes: required for a predict job with --worker_command"},

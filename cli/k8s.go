@@ -132,6 +132,10 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 	if err != nil {
 		return k8s.PodSettings{}, err
 	}
+	res, err := k8s.Requirements(req, lim)
+	if err != nil {
+		return k8s.PodSettings{}, err
+	}
 	sel, _, err := k8s.ParseKeyValues(o.nodeSelector)
 	if err != nil {
 		return k8s.PodSettings{}, err
@@ -148,7 +152,7 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 		Image:           o.image,
 		ImagePullPolicy: corev1.PullPolicy(o.imagePullPolicy),
 		PriorityClass:   priority,
-		Resources:       corev1.ResourceRequirements{Requests: req, Limits: lim},
+		Resources:       res,
 		NodeSelector:    sel,
 		Volumes:         vols,
 	}

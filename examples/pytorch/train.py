@@ -7,6 +7,13 @@
       --validation_data=/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz \
       --num_workers=2 --num_ps_pods=1 --num_epochs=2 --output=out/
 
+The same script runs on elastic AllReduce, with no parameter server:
+
+    bin/elasticdl train --distribution_strategy=AllreduceStrategy \
+      --worker_command='python3 examples/pytorch/train.py' \
+      --optimizer='adam:learning_rate=0.001' \
+      --training_data=... --validation_data=... --num_workers=3 --num_epochs=2 --output=out/
+
 The master starts this script as each worker; the loop below is all it
 does. Workers may be killed, preempted or added while it runs: the master
 hands their tasks to others, and every record is trained once per epoch.
@@ -39,7 +46,7 @@ def main():
     job = elasticdl.connect()
     hidden = int(job.model_params.get("hidden", "128"))
     torch.manual_seed(job.seed)
-    model = CNN(hidden=hidden)
+    model = CNN(hidden=hidden).to(job.device)  # a GPU when the worker has one; batches arrive there
     job.register(model)
     for batch in job.batches():
         loss = F.cross_entropy(model(batch.x), batch.y)

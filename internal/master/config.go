@@ -324,11 +324,13 @@ func (c *Config) validateWorkerCommand(bad func(flag, format string, args ...any
 	if c.ModelDef != "" {
 		bad("model_def", "must be empty with --worker_command: the worker program defines the model (got %q)", c.ModelDef)
 	}
-	if c.Optimizer == "" && c.training() {
+	if c.Optimizer == "" && c.training() && !c.allReduce() {
+		// With AllReduce the program may pass its own torch optimizer.
 		bad("optimizer", "required with --worker_command: the parameter servers apply the updates, e.g. --optimizer='adam:learning_rate=0.001'")
 	}
-	if c.allReduce() {
-		bad("worker_command", "worker programs speak the parameter-server protocol: use --distribution_strategy=%s", roleflags.StrategyPS)
+	if c.allReduce() && (c.CheckpointSteps > 0 || c.CheckpointDirForInit != "") {
+		bad("checkpoint_steps", "--checkpoint_steps and --checkpoint_dir_for_init are not supported yet for worker programs with %s; "+
+			"a lost ring restarts from the initial model", roleflags.StrategyAllReduce)
 	}
 	if c.TransportDType != roleflags.DTypeFloat32 {
 		bad("transport_dtype", "the Python SDK sends and takes float32; %s is for elasticdl workers", c.TransportDType)

@@ -129,6 +129,14 @@ func (m *Master) checkParams(tensors []*pserverpb.Tensor) error {
 		}
 		dims[t.GetName()] = t.GetDims()
 	}
+	if m.cfg.external() {
+		// The master never builds a worker program's model: the members'
+		// checksums are what says they hold the same one.
+		if len(dims) != len(tensors) {
+			return fmt.Errorf("%d tensors with %d names: a name is repeated", len(tensors), len(dims))
+		}
+		return nil
+	}
 	return fitsParams(dims, len(tensors), m.spec.Build(rand.New(rand.NewSource(m.cfg.Seed))).Params())
 }
 

@@ -257,7 +257,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 			Command: argv,
 			// One thread each (torch, OpenMP, BLAS): the job's parallelism
 			// is its workers.
-			Env: append(w.CommandEnv(m.cfg.JobName, m.optimizer, m.cfg.UseAsync),
+			Env: append(w.CommandEnv(m.cfg.JobName, m.commandOptimizer(), m.cfg.UseAsync),
 				"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONUNBUFFERED=1"),
 		}
 	}
@@ -273,6 +273,16 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		// 2 mlp workers on 2 cores trained 6-15% faster with one.
 		Env: []string{"OPENBLAS_NUM_THREADS=1", "GOMAXPROCS=1"},
 	}
+}
+
+// commandOptimizer is the optimizer a worker program is told: the job's;
+// with AllReduce only the one --optimizer names (the program's own may
+// stand in for it).
+func (m *Master) commandOptimizer() string {
+	if m.cfg.allReduce() {
+		return m.cfg.Optimizer
+	}
+	return m.optimizer
 }
 
 // psFlags are the flags of PS shard l.Index.

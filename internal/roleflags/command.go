@@ -85,6 +85,11 @@ const (
 	EnvModelParams   = "ELASTICDL_MODEL_PARAMS"
 	EnvJobName       = "ELASTICDL_JOB_NAME"
 	EnvUseAsync      = "ELASTICDL_USE_ASYNC"
+	// AllreduceStrategy: the strategy, where the worker's ring helper
+	// listens for its peers, and the records of one step across the ring.
+	EnvStrategy       = "ELASTICDL_STRATEGY"
+	EnvCollectiveAddr = "ELASTICDL_COLLECTIVE_ADDR"
+	EnvGlobalBatch    = "ELASTICDL_GLOBAL_BATCH_SIZE"
 )
 
 // CommandEnv renders w as the environment of a --worker_command process
@@ -100,5 +105,8 @@ func (w Worker) CommandEnv(jobName, optimizer string, useAsync bool) []string {
 		EnvModelParams + "=" + w.ModelParams,
 		EnvJobName + "=" + jobName,
 		EnvUseAsync + "=" + strconv.FormatBool(useAsync),
+		EnvStrategy + "=" + w.DistributionStrategy,
+		EnvCollectiveAddr + "=" + w.CollectiveAddr,
+		EnvGlobalBatch + "=" + strconv.Itoa(w.GlobalBatchSize),
 	}
 }

@@ -11,6 +11,7 @@ pushed: a task redone after its worker died trains each record once.
 
 import math
 import os
+import shutil
 import sys
 import threading
 
@@ -24,6 +25,8 @@ from ._proto import pserver_pb2 as ppb
 from ._ps import PSClient, holds
 from ._rpc import ElasticDLError, channel, methods, retry_unavailable
 
+PS_STRATEGY = "ParameterServerStrategy"
+ALLREDUCE_STRATEGY = "AllreduceStrategy"
 # Buckets of the score histogram of two-class models (data.AUCBuckets).
 AUC_BUCKETS = 10000
 # Redos of one minibatch whose gradients sync SGD rejected as stale.
@@ -84,16 +87,40 @@ def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
                model_params=parse_model_params(env.get("ELASTICDL_MODEL_PARAMS", "")),
                job_name=env.get("ELASTICDL_JOB_NAME", ""),
                use_async=env.get("ELASTICDL_USE_ASYNC", "true") == "true",
+               strategy=env.get("ELASTICDL_STRATEGY") or PS_STRATEGY,
+               collective_addr=env.get("ELASTICDL_COLLECTIVE_ADDR") or "127.0.0.1:0",
+               global_batch_size=int(env.get("ELASTICDL_GLOBAL_BATCH_SIZE") or "0"),
                timeout=timeout)
 
 
+def pick_device():
+    """The device a worker trains on: $ELASTICDL_DEVICE (cpu, cuda, cuda:N),
+    else the GPU when torch sees one (the pod's: Kubernetes gives it the
+    devices it requested), else the CPU."""
+    name = os.environ.get("ELASTICDL_DEVICE", "")
+    if name:
+        try:
+            dev = torch.device(name)
+        except RuntimeError as e:
+            raise ElasticDLError("ELASTICDL_DEVICE=%r: %s" % (name, e)) from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ElasticDLError("ELASTICDL_DEVICE=%r: torch sees no CUDA device" % name)
+        return dev
+    return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+
+
 class Job:
-    """This worker's side of a job. Use :func:`connect`."""
+    """This worker's side of a job. Use :func:`connect`. job.device is where
+    to put the model (model.to(job.device)); batches arrive there."""
 
     def __init__(self, master_addr, worker_id, ps_addrs, minibatch_size=64, seed=0, optimizer="",
-                 model_params=None, job_name="", use_async=True, timeout=60.0, heartbeat_interval=2.0):
+                 model_params=None, job_name="", use_async=True, timeout=60.0, heartbeat_interval=2.0,
+                 strategy=PS_STRATEGY, collective_addr="127.0.0.1:0", global_batch_size=0):
         if minibatch_size < 1:
             raise ElasticDLError("minibatch_size: must be at least 1, got %d" % minibatch_size)
+        if strategy not in (PS_STRATEGY, ALLREDUCE_STRATEGY):
+            raise ElasticDLError("strategy: want %s or %s, got %r" % (PS_STRATEGY, ALLREDUCE_STRATEGY, strategy))
+        self.strategy, self.collective_addr, self.global_batch_size = strategy, collective_addr, global_batch_size
         self.master_addr, self.worker_id = master_addr, worker_id
         self.minibatch_size, self.seed, self.optimizer = minibatch_size, seed, optimizer
         self.model_params, self.job_name, self.use_async = model_params or {}, job_name, use_async
@@ -104,6 +131,12 @@ class Job:
             "_report": ("ReportTaskResult", mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse),
             "_report_eval": ("ReportEvaluationMetrics", mpb.ReportEvaluationMetricsRequest, mpb.ReportEvaluationMetricsResponse),
             "_heartbeat": ("Heartbeat", mpb.HeartbeatRequest, mpb.HeartbeatResponse),
+            "_join_ring": ("JoinRing", mpb.JoinRingRequest, mpb.RingResponse),
+            "_ring_status": ("RingStatus", mpb.RingStatusRequest, mpb.RingResponse),
+            "_ring_broken": ("ReportRingBroken", mpb.ReportRingBrokenRequest, mpb.RingResponse),
+            "_settle_ring": ("SettleRing", mpb.SettleRingRequest, mpb.RingResponse),
+            "_report_applied": ("ReportApplied", mpb.ReportAppliedRequest, mpb.ReportAppliedResponse),
+            "_upload_model": ("UploadModel", mpb.UploadModelRequest, mpb.UploadModelResponse),
         }))
         self.ps = PSClient(ps_addrs, timeout) if ps_addrs else None
         self.model = None
@@ -115,48 +148,106 @@ class Job:
         self._stop = threading.Event()
         self._fatal = None
         self._pending = None    # the minibatch step() pushes
+        self._member = None     # AllReduce: this worker's ring state
+        self._shadow = False    # the model is on a GPU: pulls land in host copies
+        self._arrays = {}       # name -> the host array the PS client fills
+        self.device = pick_device()
+        self._let_go = False
         self.rejected = 0
         self._hb = threading.Thread(target=self._beat, args=(heartbeat_interval,), daemon=True, name="elasticdl-heartbeat")
         self._hb.start()
 
     # -- model -------------------------------------------------------------
 
-    def register(self, model, forward=None):
-        """Registers model: its dense parameters go to the parameter servers
-        (the first worker's values win: every worker then trains the same
-        model), and its :class:`elasticdl.Embedding` layers look their rows
-        up there. forward(model, batch) -> logits runs it on a minibatch for
-        evaluation and prediction (default: model(batch.x), or
+    def register(self, model, forward=None, optimizer=None):
+        """Registers model. With parameter servers its dense parameters go
+        to the PS (the first worker's values win: every worker then trains
+        the same model), and its :class:`elasticdl.Embedding` layers look
+        their rows up there. With AllReduce every worker holds the model and
+        optimizer (a torch.optim optimizer over model's parameters, or, by
+        default, the job's --optimizer), and the ring starts them all from
+        one worker's. forward(model, batch) -> logits runs it on a minibatch
+        for evaluation and prediction (default: model(batch.x), or
         model(batch.x, batch.ids) when the data has categorical ids)."""
         from .embedding import Embedding
         if self.model is not None:
             raise ElasticDLError("register: a model is registered already; one model per job")
+        if self.strategy == ALLREDUCE_STRATEGY:
+            return self._register_ring(model, forward, optimizer)
+        if optimizer is not None:
+            raise ElasticDLError("register: optimizer= is for AllreduceStrategy; with parameter servers the PS apply "
+                                 "the job's --optimizer")
         if self.ps is None:
             raise ElasticDLError("register: this job has no parameter servers (ELASTICDL_PS_ADDRS is empty)")
         if not isinstance(model, torch.nn.Module):
             raise ElasticDLError("register: want a torch.nn.Module, got %s" % type(model).__name__)
         params, arrays = {}, {}
         for name, p in model.named_parameters():
-            if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise ElasticDLError("register: parameter %r is %s on %s; the parameter servers hold float32 on the CPU"
-                                     % (name, p.dtype, p.device))
+            if p.dtype != torch.float32:
+                raise ElasticDLError("register: parameter %r is %s; the parameter servers hold float32" % (name, p.dtype))
             if not p.is_contiguous():
                 p.data = p.data.contiguous()
             params[name] = p
-            arrays[name] = p.data.numpy()  # shares memory: a pull writes the model
+            if p.device.type == "cpu":
+                arrays[name] = p.data.numpy()  # shares memory: a pull writes the model
+            else:
+                # On a GPU: pulls land in a host copy, moved to the device
+                # before each batch (_to_device).
+                self._shadow = True
+                arrays[name] = p.detach().cpu().numpy()
         tables = {}
         for mod in model.modules():
             if isinstance(mod, Embedding):
                 if mod.table in tables and tables[mod.table][0] != mod.dim:
                     raise ElasticDLError("register: embedding table %r is used with dimensions %d and %d"
                                          % (mod.table, tables[mod.table][0], mod.dim))
+                if self._shadow:
+                    raise ElasticDLError("register: elasticdl.Embedding %r looks its rows up on the CPU; keep the model "
+                                         "on the CPU to use it" % mod.table)
                 tables[mod.table] = (mod.dim, mod.initializer)
                 mod._job = self
                 self._embeddings.append(mod)
         if not params and not tables:
             raise ElasticDLError("register: the model has no parameters and no elasticdl.Embedding")
-        self.model, self._params, self._forward = model, params, forward
+        self.model, self._params, self._forward, self._arrays = model, params, forward, arrays
         self.ps.register(arrays, [(n, d, i) for n, (d, i) in sorted(tables.items())])
+        self._to_device()
+
+    def _to_device(self):
+        """Copies the pulled parameters to a model that lives on a GPU."""
+        if self._shadow:
+            with torch.no_grad():
+                for name, p in self._params.items():
+                    p.copy_(torch.from_numpy(self._arrays[name]))
+
+    def _register_ring(self, model, forward, optimizer):
+        from . import _allreduce, _optim
+        from ._goring import GoRing
+        from .embedding import Embedding
+        if not isinstance(model, torch.nn.Module):
+            raise ElasticDLError("register: want a torch.nn.Module, got %s" % type(model).__name__)
+        if any(isinstance(m, Embedding) for m in model.modules()):
+            raise ElasticDLError("register: elasticdl.Embedding tables live on parameter servers: "
+                                 "use --distribution_strategy=ParameterServerStrategy")
+        for name, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if p.is_floating_point() and p.dtype != torch.float32:
+                raise ElasticDLError("register: %r is %s; the ring sums float32" % (name, p.dtype))
+        decay = 0.0
+        if optimizer is None:
+            if not self.optimizer:
+                raise ElasticDLError("register: no optimizer: pass one (job.register(model, optimizer=torch.optim.Adam("
+                                     "model.parameters()))) or run the job with --optimizer")
+            optimizer, decay = _optim.build(self.optimizer, model.parameters())
+        elif not isinstance(optimizer, torch.optim.Optimizer):
+            raise ElasticDLError("register: optimizer: want a torch.optim.Optimizer, got %s" % type(optimizer).__name__)
+        binary = os.environ.get("ELASTICDL_BINARY") or shutil.which("elasticdl")
+        if not binary:
+            raise ElasticDLError("register: the elasticdl binary (its ring helper) is not on PATH and ELASTICDL_BINARY is unset")
+        ring = GoRing(binary, listen=self.collective_addr)
+        self.model, self._forward = model, forward
+        self._params = dict(model.named_parameters())
+        self._member = _allreduce.Member(self, model, optimizer, ring, self.global_batch_size)
+        self._member.decay = decay
 
     # -- the master --------------------------------------------------------
 
@@ -165,14 +256,18 @@ class Job:
 
     def _beat(self, interval):
         while not self._stop.wait(interval):
+            req = mpb.HeartbeatRequest(worker_id=self.worker_id, task_id=self._current)
+            if self._member is not None:
+                req.allreduce_ops, req.allreduce_bytes, req.allreduce_seconds = self._member.stats
             try:
-                resp = self._heartbeat(mpb.HeartbeatRequest(worker_id=self.worker_id, task_id=self._current), timeout=10)
+                resp = self._heartbeat(req, timeout=10)
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
                     self._fatal = "the master refused this worker's heartbeat: %s" % e.details()
                     self._stop.set()
                 continue
             if resp.stop:
+                self._let_go = resp.let_go
                 self._stop.set()
 
     def _check(self):
@@ -183,6 +278,8 @@ class Job:
     def close(self):
         """Stops the heartbeat and closes the connections."""
         self._stop.set()
+        if self._member is not None:
+            self._member.close()
         self._channel.close()
         if self.ps:
             self.ps.close()
@@ -199,6 +296,9 @@ class Job:
         if self.model is None:
             raise ElasticDLError("batches: register the model first (job.register(model))")
         read = reader or self._read_builtin
+        if self._member is not None:
+            yield from self._ring_batches(read)
+            return
         try:
             while not self._check():
                 resp = self._master(self._get_task, mpb.GetTaskRequest(worker_id=self.worker_id), "get task")
@@ -212,46 +312,74 @@ class Job:
                 if resp.action != mpb.GetTaskResponse.TASK:
                     raise ElasticDLError("the master sent unknown action %d" % resp.action)
                 self._follow_layout(resp)
-                task = resp.task
-                self._current = task.id
-                report = mpb.ReportTaskResultRequest(worker_id=self.worker_id, task_id=task.id)
-                try:
-                    recs = read(task.shard.name, task.shard.start, task.shard.end)
-                    if not isinstance(recs, datamod.Records):
-                        raise ElasticDLError("reader returned %s, want elasticdl.data.Records" % type(recs).__name__)
-                    report.corrupt_records = len(recs.corrupt)
-                    if recs.corrupt:
-                        report.first_corrupt_error = str(recs.corrupt[0][1])
-                    if task.type == mpb.TRAINING:
-                        yield from self._train(task, recs, report)
-                    elif task.type == mpb.EVALUATION:
-                        self._evaluate(task, recs, report)
-                    elif task.type == mpb.PREDICTION:
-                        self._predict(task, recs, report)
-                    else:
-                        raise _TaskError("task type %d is not supported by this worker" % task.type)
-                except (_TaskError, datamod.DataError) as e:
-                    # The task's fault (bad data, NaN loss): the master
-                    # retries it elsewhere or fails the job.
-                    report.error = str(e)
-                    report.ClearField("predictions")
+                yield from self._run_task(resp.task, read)
                 if self._check():
                     return
-                report.model_version = self.ps.version()
-                try:
-                    self._master(self._report, report, "report task %d" % task.id)
-                except grpc.RpcError as e:
-                    if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                        # What this worker sends does not fit the job (e.g.
-                        # a prediction with another number of classes than
-                        # --num_classes): retrying cannot help.
-                        raise ElasticDLError("the master refused the report of task %d: %s" % (task.id, e.details())) from None
-                    if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
-                        raise
-                    # The master took the task back (a timeout): nothing lost.
-                self._current = 0
         finally:
             self._current = 0
+
+    def _read_task(self, task, read, report):
+        """The task's records, counting its corrupt ones into report."""
+        recs = read(task.shard.name, task.shard.start, task.shard.end)
+        if not isinstance(recs, datamod.Records):
+            raise ElasticDLError("reader returned %s, want elasticdl.data.Records" % type(recs).__name__)
+        report.corrupt_records = len(recs.corrupt)
+        if recs.corrupt:
+            report.first_corrupt_error = str(recs.corrupt[0][1])
+        return recs
+
+    def _run_task(self, task, read):
+        """Runs a task and reports it (a generator: a training task yields
+        its minibatches)."""
+        self._current = task.id
+        report = mpb.ReportTaskResultRequest(worker_id=self.worker_id, task_id=task.id)
+        try:
+            recs = self._read_task(task, read, report)
+            if task.type == mpb.TRAINING:
+                yield from self._train(task, recs, report)
+            elif task.type == mpb.EVALUATION:
+                self._evaluate(task, recs, report)
+            elif task.type == mpb.PREDICTION:
+                self._predict(task, recs, report)
+            else:
+                raise _TaskError("task type %d is not supported by this worker" % task.type)
+        except (_TaskError, datamod.DataError) as e:
+            # The task's fault (bad data, NaN loss): the master
+            # retries it elsewhere or fails the job.
+            report.error = str(e)
+            report.ClearField("predictions")
+        if self._check():
+            return
+        report.model_version = self._model_version()
+        try:
+            self._master(self._report, report, "report task %d" % task.id)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                # What this worker sends does not fit the job (e.g.
+                # a prediction with another number of classes than
+                # --num_classes): retrying cannot help.
+                raise ElasticDLError("the master refused the report of task %d: %s" % (task.id, e.details())) from None
+            if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+            # The master took the task back (a timeout): nothing lost.
+        self._current = 0
+
+    def _model_version(self):
+        return self._member.steps if self._member is not None else self.ps.version()
+
+    def _ring_batches(self, read):
+        from ._allreduce import LetGo, batches
+        try:
+            yield from batches(self, read)
+        except LetGo:
+            print("elasticdl: worker %d: let go by the master (scale down): left the ring at a step boundary"
+                  % self.worker_id, file=sys.stderr, flush=True)
+            return
+        finally:
+            self._current = 0
+        if not self._let_go and not self._fatal:
+            self._member.upload()  # the tasks are done: hand the master the model
+        print("elasticdl: worker %d: job done after %d steps" % (self.worker_id, self._member.steps), file=sys.stderr, flush=True)
 
     def _read_builtin(self, name, start, end):
         src = self._sources.get(name)
@@ -265,15 +393,16 @@ class Job:
         if not addrs or addrs == self.ps.addrs:
             return
         new = PSClient(addrs, self.timeout)
-        new.register({n: p.data.numpy() for n, p in self._params.items()},
+        new.register(self._arrays,
                      [(t.name, t.dim, t.initializer) for t in self.ps.tables])
         self.ps.close()
         self.ps = new
 
     def _batch(self, recs, lo, hi, task, index):
-        ids = None if recs.ids is None else torch.from_numpy(recs.ids[lo:hi])
+        dev = self.device
+        ids = None if recs.ids is None else torch.from_numpy(recs.ids[lo:hi]).to(dev)
         task_id, epoch = (task.id, task.epoch) if task is not None else (0, 0)
-        return Batch(torch.from_numpy(recs.x[lo:hi]), torch.from_numpy(recs.y[lo:hi]), ids, task_id, epoch, index)
+        return Batch(torch.from_numpy(recs.x[lo:hi]).to(dev), torch.from_numpy(recs.y[lo:hi]).to(dev), ids, task_id, epoch, index)
 
     def _train(self, task, recs, report):
         # The task's records in a fixed order of its own (id, epoch): the
@@ -298,6 +427,7 @@ class Job:
             for attempt in range(MAX_REJECTED + 1):
                 if not fresh:
                     self.ps.pull()
+                self._to_device()
                 for p in self._params.values():
                     p.grad = None
                 for e in self._embeddings:
@@ -328,6 +458,9 @@ class Job:
         """Pushes the current batch's gradients (of loss.backward()) to the
         parameter servers. loss (a tensor or float) is what the master's
         progress shows; a loss that is not finite fails the task."""
+        if self._member is not None:
+            from ._allreduce import step
+            return step(self, loss)
         if self._pending is None or self._pending[3] is not None:
             raise ElasticDLError("step: no batch to step: call it once for every batch job.batches() yields")
         key, leave_out, only_rejected, _ = self._pending
@@ -340,7 +473,7 @@ class Job:
         grads = {}
         for name, p in self._params.items():
             g = p.grad
-            grads[name] = np.zeros(p.shape, np.float32) if g is None else g.detach().numpy()
+            grads[name] = np.zeros(p.shape, np.float32) if g is None else g.detach().cpu().numpy()
         sparse = {}
         for e in self._embeddings:
             for uniq, rows in e._lookups:
@@ -356,7 +489,9 @@ class Job:
 
     def _infer(self, recs):
         """Yields (logits as a numpy array, lo, hi) over recs's minibatches."""
-        self.ps.pull()
+        if self.ps is not None:
+            self.ps.pull()
+            self._to_device()
         was_training = self.model.training
         self.model.eval()
         try:
@@ -397,7 +532,7 @@ class Job:
             report.records += hi - lo
             report.steps += 1
         report.loss_sum = loss_sum
-        req = mpb.ReportEvaluationMetricsRequest(worker_id=self.worker_id, task_id=task.id, model_version=self.ps.version(),
+        req = mpb.ReportEvaluationMetricsRequest(worker_id=self.worker_id, task_id=task.id, model_version=self._model_version(),
                                                  records=report.records, sums={"correct": correct, "loss": loss_sum})
         if pos is not None:
             req.score_histogram.positive.extend(pos.tolist())

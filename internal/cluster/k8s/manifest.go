@@ -381,6 +381,29 @@ func ParseResources(spec string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
+// Requirements is a container's resources from its requests and limits.
+// An extended resource (a GPU: nvidia.com/gpu) cannot be overcommitted:
+// Kubernetes wants it in the limits, equal to the request, so a request
+// alone is copied there and a limit that differs is an error.
+func Requirements(req, lim corev1.ResourceList) (corev1.ResourceRequirements, error) {
+	for name, q := range req {
+		if !strings.Contains(string(name), "/") {
+			continue // cpu, memory, ...: may be overcommitted
+		}
+		if l, ok := lim[name]; ok {
+			if l.Cmp(q) != 0 {
+				return corev1.ResourceRequirements{}, fmt.Errorf("%s: request %s and limit %s must be equal (it cannot be overcommitted)", name, q.String(), l.String())
+			}
+			continue
+		}
+		if lim == nil {
+			lim = corev1.ResourceList{}
+		}
+		lim[name] = q
+	}
+	return corev1.ResourceRequirements{Requests: req, Limits: lim}, nil
+}
+
 // ParseKeyValues parses "k=v,k2=v2" (node selectors, --envs).
 func ParseKeyValues(spec string) (map[string]string, []string, error) {
 	spec = strings.TrimSpace(spec)

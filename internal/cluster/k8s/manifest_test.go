@@ -69,6 +69,44 @@ func TestParseResources(t *testing.T) {
 	}
 }
 
+// A GPU request alone becomes the limit too (Kubernetes refuses an
+// extended resource without one); cpu and memory stay as given.
+func TestRequirements(t *testing.T) {
+	for _, c := range []struct {
+		req, lim, wantLim, err string
+	}{
+		{"cpu=1,gpu=1", "", "nvidia.com/gpu=1", ""},
+		{"cpu=1,memory=1Gi", "", "", ""},
+		{"cpu=1,gpu=2", "cpu=2,gpu=2", "cpu=2,nvidia.com/gpu=2", ""},
+		{"gpu=1", "memory=2Gi", "memory=2Gi,nvidia.com/gpu=1", ""},
+		{"gpu=1", "gpu=2", "", "nvidia.com/gpu: request 1 and limit 2 must be equal"},
+		{"", "gpu=1", "nvidia.com/gpu=1", ""},
+	} {
+		req, _ := ParseResources(c.req)
+		lim, _ := ParseResources(c.lim)
+		got, err := Requirements(req, lim)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%q/%q: err %v, want %q", c.req, c.lim, err, c.err)
+			}
+			continue
+		}
+		want, _ := ParseResources(c.wantLim)
+		if err != nil || len(got.Limits) != len(want) {
+			t.Errorf("%q/%q: limits %v (%v), want %v", c.req, c.lim, got.Limits, err, want)
+			continue
+		}
+		for k, q := range want {
+			if l := got.Limits[k]; l.Cmp(q) != 0 {
+				t.Errorf("%q/%q: limit %s = %s, want %s", c.req, c.lim, k, l.String(), q.String())
+			}
+		}
+		if len(got.Requests) != len(req) {
+			t.Errorf("%q/%q: requests %v, want %v", c.req, c.lim, got.Requests, req)
+		}
+	}
+}
+
 func TestCheckJobName(t *testing.T) {
 	for _, ok := range []string{"j1", "1job", "mnist-elastic", strings.Repeat("a", 40)} {
 		if err := CheckJobName(ok); err != nil {

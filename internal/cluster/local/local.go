@@ -249,6 +249,10 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 	return nil
 }
 
+// EnvBinary names the elasticdl binary in a command instance's
+// environment.
+const EnvBinary = "ELASTICDL_BINARY"
+
 // start opens the instance's log file and has the forker start the process.
 func (b *Backend) start(ctx context.Context, inst *instance) (*exec.Cmd, error) {
 	logf, err := os.OpenFile(inst.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -259,13 +263,17 @@ func (b *Backend) start(ctx context.Context, inst *instance) (*exec.Cmd, error) 
 	defer logf.Close()
 
 	program, args := b.binary, append([]string{string(inst.spec.Role)}, inst.spec.Args...)
+	var binEnv []string
 	if len(inst.spec.Command) > 0 {
 		program, args = inst.spec.Command[0], inst.spec.Command[1:]
+		// A worker program finds this build's helpers (the SDK's ring
+		// helper, `elasticdl ringd`) here, not on PATH.
+		binEnv = []string{EnvBinary + "=" + b.binary}
 	}
 	cmd := exec.Command(program, args...)
 	cmd.Stdout = logf // an *os.File: no copying goroutine, nothing to drain on Wait
 	cmd.Stderr = logf
-	cmd.Env = slices.Concat(os.Environ(), b.env, inst.spec.Env)
+	cmd.Env = slices.Concat(os.Environ(), b.env, binEnv, inst.spec.Env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Own process group: a terminal's SIGINT goes to the master alone,
 		// which stops the job in order; Stop signals the whole group.

@@ -148,3 +148,25 @@ func TestPSAddress(t *testing.T) {
 		t.Error("PSAddress(-1) succeeded")
 	}
 }
+
+// A worker program (InstanceSpec.Command) is told where the elasticdl
+// binary is: the SDK starts its ring helper from it.
+func TestCommandKnowsBinary(t *testing.T) {
+	b := newBackend(t, Config{})
+	spec := cluster.InstanceSpec{
+		Role: cluster.Worker, ID: 1,
+		Command: []string{"/bin/sh", "-c", `echo "bin=$` + EnvBinary + `"`},
+	}
+	if err := b.Launch(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	expectRunning(t, b, spec)
+	expectExited(t, b, spec)
+	data, err := os.ReadFile(logPath(b, cluster.Worker, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "bin=" + b.binary + "\n"; string(data) != want || b.binary == "" {
+		t.Errorf("program printed %q, want %q", data, want)
+	}
+}

@@ -1,0 +1,198 @@
+"""The pure parts of an AllReduce ring member, with no I/O: the step
+buffer's tags, the log of applied steps and its encoding, a member's share
+of a step, its book of records, and the model's checksum.
+
+A port of the Go worker's (internal/worker: stepbook.go, ringstate.go,
+allreduce.go's stepShare); the encodings are the same, so that the master
+reads a Python ring's reports as a Go ring's. Every integer that travels
+in a float32 is below 2**24 (ids and counts in two 24-bit halves), so the
+ring's sum carries it exactly.
+"""
+
+import struct
+
+import numpy as np
+
+# One member's tag in a step's buffer: worker+1 (0: none), the task ID in
+# two 24-bit halves, and the records [start,end) of the task.
+TAG_LEN = 5
+# What a step's buffer holds between the gradients and the tags: the
+# records, the busy flag, (rank 0's) the last step the master has in two
+# 24-bit halves, and the leave flag.
+STEP_HEADER = 5
+# A logged step's fields before its tags: step and ring version (each in
+# two halves) and the count of parts.
+LOG_HEADER = 5
+# How many of its last steps' tags a log keeps even once reported.
+RECENT_STEPS = 3
+
+_LOW = 0xFFFFFF
+
+
+def split24(n):
+    """n as two float32-exact halves (low, high)."""
+    return float(n & _LOW), float(n >> 24)
+
+
+def join24(lo, hi):
+    return int(lo) | int(hi) << 24
+
+
+def put_tag(dst, off, part):
+    """Writes part (worker, task, start, end) as a tag at dst[off:]."""
+    worker, task, start, end = part
+    dst[off] = worker + 1
+    dst[off + 1], dst[off + 2] = split24(task)
+    dst[off + 3], dst[off + 4] = start, end
+
+
+def decode_tags(tags):
+    """The parts (worker, task, start, end) of a step's tags."""
+    out = []
+    for i in range(0, len(tags) - TAG_LEN + 1, TAG_LEN):
+        t = tags[i:i + TAG_LEN]
+        if t[0] == 0:
+            continue
+        out.append((int(t[0]) - 1, join24(t[1], t[2]), int(t[3]), int(t[4])))
+    return out
+
+
+def encode_log(log):
+    """A log of (step, version, parts) as float32s."""
+    out = []
+    for step, version, parts in log:
+        out.extend(split24(step) + split24(version) + (float(len(parts)),))
+        for p in parts:
+            tag = [0.0] * TAG_LEN
+            put_tag(tag, 0, p)
+            out.extend(tag)
+    return np.asarray(out, dtype=np.float32)
+
+
+def decode_log(arr):
+    out, i = [], 0
+    while len(arr) - i >= LOG_HEADER:
+        n = int(arr[i + 4])
+        out.append((join24(arr[i], arr[i + 1]), join24(arr[i + 2], arr[i + 3]),
+                    decode_tags(arr[i + LOG_HEADER:i + LOG_HEADER + n * TAG_LEN])))
+        i += LOG_HEADER + n * TAG_LEN
+    return out
+
+
+def prune_log(log, reported):
+    """log without the steps the master has, but the last RECENT_STEPS."""
+    i = 0
+    while i < len(log) - RECENT_STEPS and log[i][0] <= reported:
+        i += 1
+    return log[i:]
+
+
+def step_share(global_batch, minibatch, rank, size):
+    """The records rank takes in a step of a ring of size members: its part
+    of the global batch (the remainder to the lowest ranks), so that a step
+    means the same batch at any ring size; a minibatch without one."""
+    if global_batch <= 0:
+        return minibatch
+    n = global_batch // size + (1 if rank < global_batch % size else 0)
+    return max(n, 1)
+
+
+def checksum(tensors):
+    """FNV-1a 64 of (name, dims as u64 LE, content) of each tensor, in
+    order: the Go side's wire.Checksum, which the master recomputes."""
+    h = 0xcbf29ce484222325
+    prime, mask = 0x100000001b3, (1 << 64) - 1
+    for name, dims, content in tensors:
+        for b in name.encode() + b"".join(struct.pack("<Q", d & mask) for d in dims) + content:
+            h = ((h ^ b) * prime) & mask
+    return h
+
+
+class RingTask:
+    """A training task being trained in steps: its (shuffled) records, the
+    next record to take and the confirmed ones (both counted from the
+    task's start), and its report."""
+
+    __slots__ = ("task", "recs", "next", "confirmed", "report")
+
+    def __init__(self, task, recs, report):
+        self.task, self.recs, self.report = task, recs, report
+        self.next = self.confirmed = task.done
+
+    def total(self):
+        return len(self.recs)
+
+
+class StepBook:
+    """A member's account of its own records: the tasks it holds, which
+    records went into which unconfirmed step, and which are confirmed."""
+
+    def __init__(self):
+        self.tasks = []
+        self.records = []  # [task, start, end, step, loss]
+
+    def add(self, rt):
+        self.tasks.append(rt)
+
+    def pending(self):
+        """A task with records left to take, or None."""
+        for rt in self.tasks:
+            if rt.next < rt.total():
+                return rt
+        return None
+
+    def take(self, rt, n, step):
+        """Puts up to n next records of rt into step: returns [start, end)."""
+        start, end = rt.next, min(rt.next + n, rt.total())
+        rt.next = end
+        self.records.append([rt, start, end, step, 0.0])
+        return start, end
+
+    def set_loss(self, loss_sum):
+        self.records[-1][4] = loss_sum
+
+    def untake(self):
+        """Gives the last records taken back (their step did not run)."""
+        rt, start = self.records.pop()[:2]
+        rt.next = min(rt.next, start)
+
+    def confirm(self, up_to):
+        """Counts the records of every step up to up_to as trained; returns
+        the tasks now trained in full, which the book drops."""
+        keep = []
+        for r in self.records:
+            rt, start, end, step, loss = r
+            if step > up_to:
+                keep.append(r)
+                continue
+            rt.confirmed = end
+            rt.report.records += end - start
+            rt.report.loss_sum += loss
+            rt.report.steps += 1
+        self.records = keep
+        complete = [rt for rt in self.tasks if rt.confirmed == rt.total()]
+        self.tasks = [rt for rt in self.tasks if rt.confirmed != rt.total()]
+        return complete
+
+    def settle(self, held):
+        """After a ring agreed a state: keeps the records it holds (held(rt,
+        start, end)) as if confirmed, and gives the others back."""
+        keep = []
+        for r in self.records:
+            rt, start, end = r[:3]
+            if held(rt, start, end):
+                r[3] = 0  # in the agreed state: the next confirm counts it
+                keep.append(r)
+            elif start < rt.next:
+                rt.next = start
+        self.records = keep
+
+    def reset(self):
+        self.tasks, self.records = [], []
+
+    def empty(self):
+        return not self.tasks
+
+    def busy(self):
+        """Enough work waits for confirmation that no task should be fetched."""
+        return len(self.tasks) > 1

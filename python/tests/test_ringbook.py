@@ -1,0 +1,108 @@
+"""The pure parts of the SDK's AllReduce member (elasticdl._ringbook):
+the Go worker's encodings and book, case for case (internal/worker's
+stepbook_test.go and ringstate_test.go)."""
+
+import os
+import sys
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from elasticdl import _ringbook as rb  # noqa: E402
+from elasticdl._proto import master_pb2 as mpb  # noqa: E402
+
+
+def task(tid, n, done=0):
+    t = mpb.Task(id=tid, done=done)
+    return rb.RingTask(t, list(range(n)), mpb.ReportTaskResultRequest(task_id=tid))
+
+
+class Encodings(unittest.TestCase):
+    def test_tags_round_trip_beyond_24_bits(self):
+        buf = np.zeros(3 * rb.TAG_LEN, np.float32)
+        parts = [(0, 5, 0, 64), (7, (1 << 30) + 12345, 100, 164)]
+        rb.put_tag(buf, 0, parts[0])
+        rb.put_tag(buf, 2 * rb.TAG_LEN, parts[1])  # member 1 idle: its slot stays 0
+        self.assertEqual(rb.decode_tags(buf), parts)
+
+    def test_log_round_trip(self):
+        log = [(1, 3, [(0, 1, 0, 32), (2, 9, 32, 64)]), ((1 << 25) + 7, 1 << 26, []), (9, 4, [(1, 2, 0, 1)])]
+        arr = rb.encode_log(log)
+        self.assertEqual(arr.dtype, np.float32)
+        self.assertEqual(rb.decode_log(arr), log)
+        self.assertEqual(rb.decode_log(rb.encode_log([])), [])
+
+    def test_prune_keeps_recent_steps(self):
+        log = [(s, 1, []) for s in range(1, 8)]
+        self.assertEqual([s for s, _, _ in rb.prune_log(log, 5)], [5, 6, 7])
+        self.assertEqual([s for s, _, _ in rb.prune_log(log, 2)], [3, 4, 5, 6, 7])
+        self.assertEqual(rb.prune_log(log[:2], 9), log[:2])
+
+    def test_step_share(self):
+        for global_batch, mb, size, want in [(0, 64, 3, [64, 64, 64]), (192, 64, 3, [64, 64, 64]), (192, 64, 2, [96, 96]),
+                                             (100, 64, 3, [34, 33, 33]), (2, 64, 3, [1, 1, 1])]:
+            self.assertEqual([rb.step_share(global_batch, mb, r, size) for r in range(size)], want, (global_batch, size))
+
+    def test_checksum_is_go_wire_checksum(self):
+        # internal/wire.Checksum of EncodeTensor("conv1.weight", [2], {1, 2})
+        # and EncodeTensor("fc.bias", [1, 1], {-3.5}), printed by Go.
+        ts = [("conv1.weight", (2,), np.array([1, 2], np.float32).tobytes()),
+              ("fc.bias", (1, 1), np.array([-3.5], np.float32).tobytes())]
+        self.assertEqual(rb.checksum(ts), 2175859311111393935)
+
+
+class Book(unittest.TestCase):
+    def test_take_confirm_reports_whole_tasks(self):
+        b, a = rb.StepBook(), task(1, 10)
+        b.add(a)
+        self.assertIs(b.pending(), a)
+        self.assertEqual(b.take(a, 4, 1), (0, 4))
+        b.set_loss(2.0)
+        self.assertEqual(b.take(a, 4, 2), (4, 8))
+        self.assertEqual(b.take(a, 4, 3), (8, 10))
+        self.assertIsNone(b.pending())
+        self.assertEqual(b.confirm(2), [])
+        self.assertEqual((a.confirmed, a.report.records, a.report.steps, a.report.loss_sum), (8, 8, 2, 2.0))
+        self.assertEqual(b.confirm(3), [a])
+        self.assertTrue(b.empty())
+
+    def test_resumes_after_done(self):
+        b, a = rb.StepBook(), task(1, 10, done=6)
+        b.add(a)
+        self.assertEqual(b.take(a, 8, 1), (6, 10))
+        self.assertEqual(b.confirm(1), [a])
+        self.assertEqual(a.report.records, 4)
+
+    def test_settle_keeps_held_and_redoes_the_rest(self):
+        b, a, c = rb.StepBook(), task(1, 12), task(2, 12)
+        b.add(a)
+        b.add(c)
+        self.assertTrue(b.busy())
+        b.take(a, 4, 1)   # held by the agreed state
+        b.take(a, 4, 2)   # lost with the ring
+        b.take(c, 4, 3)   # lost
+        b.settle(lambda rt, s, e: rt is a and e == 4)
+        self.assertEqual((a.next, c.next), (4, 0))
+        self.assertEqual(b.confirm(0), [])  # the held records count at the next confirm
+        self.assertEqual((a.confirmed, a.report.records), (4, 4))
+
+    def test_untake(self):
+        b, a = rb.StepBook(), task(1, 10)
+        b.add(a)
+        b.take(a, 4, 1)
+        b.untake()
+        self.assertEqual((a.next, b.records), (0, []))
+
+    def test_reset(self):
+        b, a = rb.StepBook(), task(1, 10)
+        b.add(a)
+        b.take(a, 4, 1)
+        b.reset()
+        self.assertTrue(b.empty())
+        self.assertIsNone(b.pending())
+
+
+if __name__ == "__main__":
+    unittest.main()
