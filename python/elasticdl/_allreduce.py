@@ -29,8 +29,8 @@ import torch
 
 from . import _ringbook as rb
 from ._goring import RingBroken
+from ._ps import tensor
 from ._proto import master_pb2 as mpb
-from ._proto import pserver_pb2 as ppb
 from ._rpc import ElasticDLError
 from .data import DataError
 
@@ -326,7 +326,7 @@ class Member:
         and reports the tasks whose records are all confirmed."""
         for rt in self.book.confirm(up_to):
             rt.report.model_version = self.steps
-            _report(self.job, rt.report)
+            self.job._send_report(rt.report)
         if self.book.empty():
             self.job._current = 0
 
@@ -359,12 +359,9 @@ class Member:
             return  # never trained in a ring: nothing worth saving
         self.report_applied(self.steps)
         req = mpb.UploadModelRequest(worker_id=self.job.worker_id, version=self.steps)
-        tensors = []
         for name, p in self.model.named_parameters():
-            a = np.ascontiguousarray(p.detach().cpu().numpy(), dtype=np.float32)  # from the device
-            req.dense_parameters.append(ppb.Tensor(name=name, dims=list(a.shape), content=a.tobytes()))
-            tensors.append((name, a.shape, a.tobytes()))
-        req.checksum = rb.checksum(tensors)
+            req.dense_parameters.append(tensor(name, p.detach().cpu().numpy()))  # from the device
+        req.checksum = rb.checksum([(t.name, t.dims, t.content) for t in req.dense_parameters])
         try:
             self.job._upload_model(req, timeout=60)
         except grpc.RpcError as e:
@@ -471,26 +468,17 @@ def _next_records(job, m, read):
             raise ElasticDLError("task %d: %d records done by earlier holders, only %d readable" % (task.id, task.done, len(recs)))
     except (DataError, ElasticDLError, OSError, ValueError) as e:  # the task's data: the master retries it or fails the job
         report.error = str(e)
-        _report(job, report)
+        job._send_report(report)
         return None
     if task.done >= len(recs):
         # Every record is in the ledger already (its last holder was lost
         # after its steps were applied, before it reported): nothing to
         # train, only the report.
         report.model_version = m.steps
-        _report(job, report)
+        job._send_report(report)
         return None
     order = np.random.RandomState((task.id * 1000003 + task.epoch) % (1 << 32)).permutation(len(recs))
     rt = rb.RingTask(task, recs.take(order), report)
     m.book.add(rt)
     return rt
 
-
-def _report(job, report):
-    try:
-        job._master(job._report, report, "report task %d" % report.task_id)
-    except grpc.RpcError as e:
-        if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
-            raise
-        # The master took the task back (a timeout): its next holder
-        # resumes after what the ledger has.

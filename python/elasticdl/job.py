@@ -351,18 +351,24 @@ class Job:
         if self._check():
             return
         report.model_version = self._model_version()
+        self._send_report(report)
+        self._current = 0
+
+    def _send_report(self, report):
+        """Reports a task's result (both strategies)."""
         try:
-            self._master(self._report, report, "report task %d" % task.id)
+            self._master(self._report, report, "report task %d" % report.task_id)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
                 # What this worker sends does not fit the job (e.g.
                 # a prediction with another number of classes than
                 # --num_classes): retrying cannot help.
-                raise ElasticDLError("the master refused the report of task %d: %s" % (task.id, e.details())) from None
+                raise ElasticDLError("the master refused the report of task %d: %s" % (report.task_id, e.details())) from None
             if e.code() != grpc.StatusCode.FAILED_PRECONDITION:
                 raise
-            # The master took the task back (a timeout): nothing lost.
-        self._current = 0
+            # The master took the task back (a timeout): its next holder
+            # resumes after what the master has (PS: the shards' minibatch
+            # keys; AllReduce: the ledger).
 
     def _model_version(self):
         return self._member.steps if self._member is not None else self.ps.version()

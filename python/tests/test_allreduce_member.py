@@ -25,9 +25,8 @@ class FakeJob:
         self.asked.append(list(req.held_tasks))
         return mpb.GetTaskResponse(action=mpb.GetTaskResponse.TASK, task=self.task)
 
-    def _report(self, req):
+    def _send_report(self, req):
         self.reports.append(req)
-        return mpb.ReportTaskResultResponse()
 
     def _master(self, fn, req, what):
         return fn(req)
