@@ -154,6 +154,7 @@ func (w *Worker) syncState(ctx context.Context) error {
 		// master took the tasks back): it starts over from the ring's.
 		ar.book.reset()
 		ar.log = nil
+		ar.reported = 0 // a step number of the lost lineage
 		w.current.Store(0)
 	}
 	if most == 0 && isRoot {

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from . import _ringbook as rb
+from ._courier import Courier
 from ._goring import RingBroken
 from ._ps import tensor
 from ._proto import master_pb2 as mpb
@@ -72,12 +73,28 @@ class Member:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.stats = (0, 0, 0.0)
+        # The master's calls off the step's path (see _courier.py).
+        self.courier = Courier()
+        self.fetch = None       # the next task's fetch in flight (a Future), or None
+        self._queued = 0        # rank 0: the last step handed to the courier
+        self._acked = 0         # rank 0: the last step the master acknowledged
+        self._ack_failed = False
         self._poller = threading.Thread(target=self._poll, daemon=True, name="elasticdl-ring-poller")
         self._poller.start()
 
     def close(self):
         self._stop.set()
+        self.courier.close()
         self.ring.close()
+
+    def post(self, fn, *args):
+        return self.courier.post(fn, *args)
+
+    def flush(self):
+        self.courier.flush()
+
+    def check(self):
+        self.courier.check()
 
     # -- the poller ------------------------------------------------------------
 
@@ -117,6 +134,7 @@ class Member:
                 self.leave()
 
     def leave(self):
+        self.flush()  # the ring's reports reach the master before this worker checks in again
         self.ring.leave()
         self.size, self.rank, self.leave_flag = 0, -1, False
 
@@ -202,6 +220,7 @@ class Member:
         if stale:
             self.book.reset()
             self.log = []
+            self.reported = self._queued = self._acked = 0  # step numbers of a lost lineage
             self.job._current = 0
         blob = b""
         if self.rank == root:
@@ -232,7 +251,7 @@ class Member:
         self._settle_records()
         self.confirm(self.steps)
         if self.rank == 0:
-            self.report_applied(self.steps)
+            self.report_applied(self.steps, wait=True)  # before the settle
             try:
                 self.job._settle_ring(mpb.SettleRingRequest(worker_id=self.job.worker_id, version=self.version),
                                       timeout=10)
@@ -274,6 +293,7 @@ class Member:
         if self.leave_flag:
             buf[n + 4] = 1
         if self.rank == 0:
+            self.reported = max(self.reported, self._acked)
             buf[n + 2], buf[n + 3] = rb.split24(self.reported)
         self.ring.allreduce(self.version, 0, len(buf))
         total, busy, boundary = float(buf[n]), buf[n + 1], buf[n + 4] > 0
@@ -300,25 +320,30 @@ class Member:
             if p.grad is None:
                 g.zero_()
             else:
-                g.copy_(p.grad.reshape(-1)).mul_(records)  # from the model's device to the ring's memory
+                torch.mul(p.grad.reshape(-1), records, out=g)  # from the model's device to the ring's memory
             k += p.numel()
         for b in self.buffers:
-            flat[k:k + b.numel()].copy_(b.reshape(-1)).mul_(records)
+            torch.mul(b.reshape(-1), records, out=flat[k:k + b.numel()])
             k += b.numel()
 
     def _apply(self, flat, total):
+        flat[:self.n_grads].div_(total)  # one pass over the ring's memory
         k = 0
         for p in self.params:
-            p.grad = flat[k:k + p.numel()].view(p.shape).div(total).to(p.device)
+            # On the CPU a view of the ring's memory, dropped after the
+            # optimizer's step: the memory is rewritten (or remapped) next.
+            p.grad = flat[k:k + p.numel()].view(p.shape).to(p.device)
             k += p.numel()
         for b in self.buffers:
-            v = flat[k:k + b.numel()].view(b.shape).div(total)
+            v = flat[k:k + b.numel()].view(b.shape)
             b.copy_(v if b.is_floating_point() else v.round())
             k += b.numel()
         if self.decay:
             for g, lr in zip(self.opt.param_groups, self.lr0):
                 g["lr"] = lr / (1 + self.decay * self.steps)
         self.opt.step()
+        for p in self.params:
+            p.grad = None
         self.steps += 1
 
     def confirm(self, up_to):
@@ -326,38 +351,46 @@ class Member:
         and reports the tasks whose records are all confirmed."""
         for rt in self.book.confirm(up_to):
             rt.report.model_version = self.steps
-            self.job._send_report(rt.report)
+            self.post(self.job._send_report, rt.report)
         if self.book.empty():
             self.job._current = 0
 
-    def report_applied(self, up_to):
-        """Reports the logged steps up to up_to the master lacks (rank 0's
-        duty; reports are idempotent)."""
+    def report_applied(self, up_to, wait=False):
+        """Queues a report of the logged steps up to up_to the master lacks
+        (rank 0's duty; reports are idempotent); wait: until it is sent."""
+        if self._ack_failed:  # resend what the failed report held
+            self._queued, self._ack_failed = self.reported, False
         req = mpb.ReportAppliedRequest(worker_id=self.job.worker_id, lineage=self.lineage)
-        last = self.reported
+        last = self._queued = max(self._queued, self.reported)
         for step, version, parts in self.log:
-            if step <= self.reported or step > up_to:
+            if step <= last or step > up_to:
                 continue
             st = req.steps.add(step=step, ring_version=version)
             for w, t, s, e in parts:
                 st.parts.add(worker_id=w, task_id=t, start=s, end=e)
-            last = step
+            self._queued = step
         self.last_report = time.monotonic()
-        if not req.steps:
-            return
+        if req.steps:
+            self.post(self._send_applied, req, self._queued)
+        if wait:
+            self.flush()
+            self.reported = max(self.reported, self._acked)
+
+    def _send_applied(self, req, last):  # on the courier
         try:
             self.job._report_applied(req, timeout=10)
         except grpc.RpcError as e:
             print("elasticdl: worker %d: report applied steps: %s" % (self.job.worker_id, e.details()),
                   file=sys.stderr, flush=True)
+            self._ack_failed = True
             return
-        self.reported = last
+        self._acked = max(self._acked, last)
 
     def upload(self):
         """Hands the master this member's parameters at the end."""
         if self.lineage == 0 or self.steps == 0:
             return  # never trained in a ring: nothing worth saving
-        self.report_applied(self.steps)
+        self.report_applied(self.steps, wait=True)
         req = mpb.UploadModelRequest(worker_id=self.job.worker_id, version=self.steps)
         for name, p in self.model.named_parameters():
             req.dense_parameters.append(tensor(name, p.detach().cpu().numpy()))  # from the device
@@ -377,6 +410,7 @@ def batches(job, read):
     one Batch; evaluation and prediction tasks and idle steps run inside."""
     m = job._member
     while not job._check():
+        m.check()
         m.before_step()
         if not m.live() and not m.join():
             break
@@ -388,6 +422,8 @@ def batches(job, read):
             continue
         start, end = m.book.take(rt, m.share(), m.steps + 1)
         job._current = rt.task.id
+        if m.fetch is None and rt.next >= rt.total() and len(m.book.tasks) == 1:
+            prefetch(job, m, read)  # its last records: the next task's fetch overlaps this step
         saved = [b.detach().clone() for b in m.buffers]  # the forward updates them
         for p in m.params:
             p.grad = None
@@ -444,41 +480,61 @@ def _next_records(job, m, read):
     rt = m.book.pending()
     if rt is not None:
         return rt
-    if m.book.busy():
-        return None
-    # What this member holds: the master hands out again only a task it
-    # thinks held but never got.
-    req = mpb.GetTaskRequest(worker_id=job.worker_id, held_tasks=[rt.task.id for rt in m.book.tasks])
-    resp = job._master(job._get_task, req, "get task")
+    if m.fetch is None:
+        if m.book.busy():
+            return None
+        prefetch(job, m, read)
+    fut, m.fetch = m.fetch, None
+    resp, recs, report, err = fut.result()
     if resp.action == mpb.GetTaskResponse.DONE:
         return _DONE
     if resp.action == mpb.GetTaskResponse.WAIT:
         return None
-    if resp.action != mpb.GetTaskResponse.TASK:
-        raise ElasticDLError("the master sent unknown action %d" % resp.action)
     task = resp.task
     if task.type != mpb.TRAINING:
         for _ in job._run_task(task, read):  # evaluation and prediction yield nothing
             pass
         return None
-    report = mpb.ReportTaskResultRequest(worker_id=job.worker_id, task_id=task.id)
-    try:
-        recs = job._read_task(task, read, report)
-        if len(recs) < task.done:
-            raise ElasticDLError("task %d: %d records done by earlier holders, only %d readable" % (task.id, task.done, len(recs)))
-    except (DataError, ElasticDLError, OSError, ValueError) as e:  # the task's data: the master retries it or fails the job
-        report.error = str(e)
-        job._send_report(report)
+    if err is not None:  # the task's data: the master retries it or fails the job
+        report.error = err
+        m.post(job._send_report, report)
         return None
     if task.done >= len(recs):
         # Every record is in the ledger already (its last holder was lost
         # after its steps were applied, before it reported): nothing to
         # train, only the report.
         report.model_version = m.steps
-        job._send_report(report)
+        m.post(job._send_report, report)
         return None
     order = np.random.RandomState((task.id * 1000003 + task.epoch) % (1 << 32)).permutation(len(recs))
     rt = rb.RingTask(task, recs.take(order), report)
     m.book.add(rt)
     return rt
 
+
+def prefetch(job, m, read):
+    """Starts fetching this member's next task (and reading its records)
+    on the courier; _next_records takes the result."""
+    # What this member holds: the master hands out again only a task it
+    # thinks held but never got.
+    held = [rt.task.id for rt in m.book.tasks]
+    m.fetch = m.post(_fetch, job, read, held)
+
+
+def _fetch(job, read, held):
+    """On the courier: GetTask, then a training task's records. Returns
+    (response, records, report, the data's error or None)."""
+    resp = job._master(job._get_task, mpb.GetTaskRequest(worker_id=job.worker_id, held_tasks=held), "get task")
+    if resp.action not in (mpb.GetTaskResponse.DONE, mpb.GetTaskResponse.WAIT, mpb.GetTaskResponse.TASK):
+        raise ElasticDLError("the master sent unknown action %d" % resp.action)
+    if resp.action != mpb.GetTaskResponse.TASK or resp.task.type != mpb.TRAINING:
+        return resp, None, None, None
+    task = resp.task
+    report = mpb.ReportTaskResultRequest(worker_id=job.worker_id, task_id=task.id)
+    try:
+        recs = job._read_task(task, read, report)
+        if len(recs) < task.done:
+            raise ElasticDLError("task %d: %d records done by earlier holders, only %d readable" % (task.id, task.done, len(recs)))
+    except (DataError, ElasticDLError, OSError, ValueError) as e:
+        return resp, None, report, str(e)
+    return resp, recs, report, None

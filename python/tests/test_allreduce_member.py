@@ -3,12 +3,14 @@ against a fake master: what it trains, idles on, and reports."""
 
 import os
 import sys
+import threading
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from elasticdl import _allreduce  # noqa: E402
 from elasticdl import _ringbook as rb  # noqa: E402
+from elasticdl._courier import Courier  # noqa: E402
 from elasticdl._proto import master_pb2 as mpb  # noqa: E402
 from elasticdl.data import Records  # noqa: E402
 
@@ -39,7 +41,10 @@ class FakeMember:
     steps = 7
 
     def __init__(self):
-        self.book = rb.StepBook()
+        self.book, self.fetch, self.courier = rb.StepBook(), None, Courier()
+
+    def post(self, fn, *args):
+        return self.courier.post(fn, *args)
 
 
 class NextRecords(unittest.TestCase):
@@ -55,6 +60,7 @@ class NextRecords(unittest.TestCase):
         # batch would reach the user's loop (a NaN loss) if it were taken.
         job, m = FakeJob(mpb.Task(id=5, type=mpb.TRAINING, done=40), 40), FakeMember()
         self.assertIsNone(_allreduce._next_records(job, m, None))
+        m.courier.flush()
         self.assertTrue(m.book.empty())
         self.assertEqual([(r.task_id, r.records, r.model_version) for r in job.reports], [(5, 0, 7)])
 
@@ -69,12 +75,52 @@ class NextRecords(unittest.TestCase):
     def test_unreadable_task_is_reported_with_its_error(self):
         job, m = FakeJob(mpb.Task(id=5, type=mpb.TRAINING, done=50), 40), FakeMember()
         self.assertIsNone(_allreduce._next_records(job, m, None))
+        m.courier.flush()
         self.assertEqual(len(job.reports), 1)
         self.assertIn("50 records done by earlier holders, only 40 readable", job.reports[0].error)
 
+    def test_a_prefetched_task_is_taken_once_the_book_has_no_records(self):
+        job, m = FakeJob(mpb.Task(id=6, type=mpb.TRAINING), 40), FakeMember()
+        held = rb.RingTask(mpb.Task(id=2), list(range(4)), mpb.ReportTaskResultRequest(task_id=2))
+        held.next = 4
+        m.book.add(held)
+        _allreduce.prefetch(job, m, None)
+        self.assertIsNotNone(m.fetch)
+        rt = _allreduce._next_records(job, m, None)
+        self.assertEqual((rt.task.id, job.asked, m.fetch), (6, [[2]], None))
+        self.assertEqual([t.task.id for t in m.book.tasks], [2, 6])
+        # The book is busy now (two tasks): no fetch until one is confirmed.
+        rt.next = rt.total()
+        self.assertIsNone(_allreduce._next_records(job, m, None))
+        self.assertEqual(job.asked, [[2]])
 
-if __name__ == "__main__":
-    unittest.main()
+    def test_a_failed_fetch_stops_the_worker(self):
+        job, m = FakeJob(mpb.Task(id=6, type=mpb.TRAINING), 40), FakeMember()
+        job._get_task = lambda req: mpb.GetTaskResponse(action=99)
+        with self.assertRaisesRegex(Exception, "unknown action 99"):
+            _allreduce._next_records(job, m, None)
+
+
+class CourierOrder(unittest.TestCase):
+    def test_calls_run_in_order_and_a_failure_is_raised_once(self):
+        c = Courier()
+        self.addCleanup(c.close)
+        seen, gate = [], threading.Event()
+        c.post(gate.wait, 5)
+        for i in range(5):
+            c.post(seen.append, i)
+
+        def fail():
+            raise RuntimeError("master refused")
+        c.post(fail)
+        c.post(seen.append, 5)
+        self.assertEqual(seen, [])  # nothing passes the first call
+        gate.set()
+        with self.assertRaisesRegex(RuntimeError, "master refused"):
+            c.flush()
+        self.assertEqual(seen, [0, 1, 2, 3, 4, 5])  # the failure did not drop what followed
+        c.check()  # raised once
+        c.flush()
 
 
 class Register(unittest.TestCase):
@@ -130,3 +176,7 @@ class Optimizers(unittest.TestCase):
                            ("sgd:lr", "unknown argument 'lr'")]:
             with self.subTest(spec), self.assertRaisesRegex(ElasticDLError, want):
                 _optim.build(spec, [])
+
+
+if __name__ == "__main__":
+    unittest.main()
