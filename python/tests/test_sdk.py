@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 import grpc
 import numpy as np
@@ -355,6 +356,24 @@ class SDKTest(unittest.TestCase):
         self.assertEqual(len(m.metrics), 1)
         self.assertEqual(m.metrics[0].records, 16)
         self.assertEqual(sum(m.metrics[0].score_histogram.positive), 8, "a two-class model's AUC histogram")
+
+    def test_device(self):
+        from elasticdl.job import pick_device
+        cuda = torch.cuda.is_available()
+        for env, want in [
+            ("", "cuda:0" if cuda else "cpu"),
+            ("cpu", "cpu"),
+            ("gpu:0", "ELASTICDL_DEVICE='gpu:0': "),
+            ("cuda:zero", "ELASTICDL_DEVICE='cuda:zero': "),
+            ("cuda", "cuda" if cuda else "ELASTICDL_DEVICE='cuda': torch sees no CUDA device"),
+        ]:
+            with self.subTest(env=env), mock.patch.dict(os.environ, {"ELASTICDL_DEVICE": env}):
+                if want.startswith("ELASTICDL_DEVICE"):
+                    with self.assertRaises(elasticdl.ElasticDLError) as cm:
+                        pick_device()
+                    self.assertTrue(str(cm.exception).startswith(want), cm.exception)
+                else:
+                    self.assertEqual(str(pick_device()), want)
 
     def test_model_params(self):
         self.assertEqual(elasticdl.job.parse_model_params(" a=1; b = x ;"), {"a": "1", "b": "x"})
