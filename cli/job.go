@@ -40,6 +40,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
 	fs.IntVar(&cfg.MetricsPort, "metrics_port", 0, "serve Prometheus metrics (/metrics) on this port: the master's, and PS shard i's on metrics_port+1+i (0: none)")
+	fs.StringVar(&cfg.TensorBoardLogDir, "tensorboard_log_dir", "", "write the job's scalars (loss, evaluation metrics, records/s, running workers and PS) as TensorBoard event files into this directory (`tensorboard --logdir DIR`); with --backend=k8s, a directory of the master pod: mount a volume there (docs/metrics.md)")
 	fs.StringVar(&cfg.WorkerCommand, "worker_command", "", "run this program as each worker instead of elasticdl's own, e.g. 'python3 train.py' (a PyTorch script using the Python SDK, python/elasticdl; docs/python.md); it defines the model, so --model_def stays empty and --optimizer is required")
 	fs.IntVar(&cfg.NumClasses, "num_classes", 0, "--worker_command predict jobs: the classes the model predicts (the output's columns)")
 	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")

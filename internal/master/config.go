@@ -131,6 +131,10 @@ type Config struct {
 	// MetricsPort+1+i (the master's own, on MetricsPort, are served by
 	// its caller: see Master.RegisterMetrics).
 	MetricsPort int
+	// TensorBoardLogDir, when set, is where the master writes the job's
+	// scalars as TensorBoard event files (tensorboard.go); on Kubernetes,
+	// a directory of the master pod (a volume, to outlive it).
+	TensorBoardLogDir string
 	// RequestedCPU is what the job's pods request, in CPU cores (0:
 	// unknown, as for local processes): the denominator of goodput.
 	RequestedCPU RequestedCPU

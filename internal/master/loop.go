@@ -25,6 +25,12 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 		defer pt.Stop()
 		progressC = pt.C
 	}
+	var tbC <-chan time.Time
+	if m.output.tb != nil {
+		tt := time.NewTicker(tbSampleInterval)
+		defer tt.Stop()
+		tbC = tt.C
+	}
 	for {
 		select {
 		case ev, ok := <-m.backend.Events():
@@ -46,6 +52,8 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			}
 		case <-progressC:
 			m.logProgress()
+		case <-tbC:
+			m.sampleTensorBoard()
 		case <-m.ended:
 			if m.jobErr() == nil {
 				m.logProgress()
@@ -59,6 +67,17 @@ func (m *Master) loop(ctx context.Context, persisted <-chan error) error {
 			return nil
 		}
 	}
+}
+
+// sampleTensorBoard queues the job's gauges for TensorBoard, if on.
+func (m *Master) sampleTensorBoard() {
+	if m.output.tb == nil {
+		return
+	}
+	m.mu.Lock()
+	s := m.job.Snapshot()
+	m.mu.Unlock()
+	m.output.tb.sample(m.now(), s, m.cfg.training())
 }
 
 func (m *Master) handleEvent(ctx context.Context, ev cluster.Event) {

@@ -128,6 +128,9 @@ type jobOutput struct {
 	// uploads are AllReduce workers' final parameters, by worker, until
 	// the core says whose to save.
 	uploads map[int]*masterpb.UploadModelRequest
+	// tb writes TensorBoard events (nil: none); set by Run before the
+	// first Step, safe for concurrent use.
+	tb *tensorboard
 }
 
 // jobRoutes is where the job's processes reach each other (launch flags).
@@ -379,6 +382,11 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 			return nil, err
 		}
 	}
+	tb := startTensorboard(m.cfg.TensorBoardLogDir, m.now(), m.log)
+	defer tb.close()
+	m.mu.Lock()
+	m.output.tb = tb
+	m.mu.Unlock()
 	persisted := m.startPersister()
 	if err := m.resolveAddresses(lis.Addr().String()); err != nil {
 		m.step(ctx, job.Fail{Err: err})
@@ -456,6 +464,7 @@ func (m *Master) leave(ctx context.Context, gs *grpc.Server, err error) error {
 // stops what remains, and writes the summary.
 func (m *Master) conclude(start time.Time) (*Summary, error) {
 	m.finish()
+	m.sampleTensorBoard()
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
 	if m.failover.persist != nil {

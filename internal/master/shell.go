@@ -97,13 +97,16 @@ func lazy(ev job.Event) bool {
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
 		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil &&
-		len(rd.Resized) == 0 && rd.Reshard == nil && len(rd.Resharded) == 0
+		len(rd.Resized) == 0 && rd.Reshard == nil && len(rd.Resharded) == 0 && len(rd.Losses) == 0 && len(rd.Evaluated) == 0
 }
 
 // applyLocked carries out the part of rd that must happen in the core's
 // order; an error is the job's (a prediction file that cannot be written).
 // Caller holds m.mu.
 func (m *Master) applyLocked(rd job.Ready) error {
+	if m.output.tb != nil {
+		m.output.tb.addReady(m.now(), rd)
+	}
 	for _, n := range rd.Notices {
 		m.notify.Notify(n.Warning, n.Reason, n.Message)
 	}

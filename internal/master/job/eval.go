@@ -125,6 +125,7 @@ func (j *Job) evalTaskDone(t task.Task) {
 	}
 	r := p.result()
 	j.summary.Evaluations = append(j.summary.Evaluations, r)
+	j.ready.Evaluated = append(j.ready.Evaluated, r)
 	auc := "n/a"
 	if r.AUC != nil {
 		auc = fmt.Sprintf("%.4f", *r.AUC)

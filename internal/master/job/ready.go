@@ -122,4 +122,17 @@ type Ready struct {
 	RingRecovered []time.Duration
 	// Resized: changes of the job's size that just ended (resize.go).
 	Resized []ResizeDone
+	// Losses: the mean loss of each training task just accepted, and
+	// Evaluated: the evaluation passes just completed (TensorBoard's
+	// series, --tensorboard_log_dir).
+	Losses    []LossPoint
+	Evaluated []EvalRecord
+}
+
+// LossPoint is a training task's mean loss, at the highest model version
+// training reports have carried once it is counted: the x-axis the
+// evaluations share (EvalRecord.Version), never going back.
+type LossPoint struct {
+	Version int64
+	Loss    float64
 }

@@ -147,6 +147,9 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
 		j.trainedAt(now)
 		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
+		if res.Steps > 0 {
+			j.ready.Losses = append(j.ready.Losses, LossPoint{Version: j.trainVersion, Loss: res.LossSum / float64(res.Steps)})
+		}
 		j.maybeEvaluate()
 	case task.Evaluation:
 		j.evalTaskDone(info)
