@@ -63,7 +63,7 @@ func TestEvaluationDuringTraining(t *testing.T) {
 	reportEval(t, m, 0, e1, 26, 256)
 	reportEval(t, m, 1, e2, 27, 244)
 	hist := summaryOf(m).Evaluations
-	if len(hist) != 1 || hist[0] != (EvalRecord{Version: 20, Accuracy: 0.5, Loss: 1, Records: 1000, MinVersionUsed: 26, MaxVersionUsed: 27}) {
+	if len(hist) != 1 || hist[0] != (EvalRecord{Version: 20, Accuracy: 0.5, Loss: 1, Records: 1000, MinVersionUsed: 26, MaxVersionUsed: 27, RecordsTrained: 1000}) {
 		t.Fatalf("history %+v", hist)
 	}
 	// Train the rest: 32 crosses 30; the report that ends training

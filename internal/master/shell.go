@@ -40,18 +40,19 @@ func (m *Master) steps(ctx context.Context, evs []job.Event) ([]job.Reply, []err
 	now := m.now()
 	for i, ev := range evs {
 		replies[i], errs[i] = m.job.Step(now, ev)
-		n := len(todo)
+		decided := false
 		for {
 			rd := m.job.Ready()
 			if isEmpty(rd) {
 				break
 			}
+			decided = decided || decides(rd)
 			if ferr := m.applyLocked(rd); ferr != nil {
 				m.job.Step(now, job.Fail{Err: ferr})
 			}
 			todo = append(todo, rd)
 		}
-		urgent = urgent || !lazy(ev) || len(todo) > n
+		urgent = urgent || !lazy(ev) || decided
 	}
 	m.failover.seq++
 	seq := m.failover.seq
@@ -94,10 +95,18 @@ func lazy(ev job.Event) bool {
 	return false
 }
 
+// decides reports whether rd asks for more than its occurrences: those
+// are a record for the dashboard, no reason to persist a lazy step now.
+func decides(rd job.Ready) bool {
+	rd.Occurred = nil
+	return !isEmpty(rd)
+}
+
 func isEmpty(rd job.Ready) bool {
 	return len(rd.Launch) == 0 && len(rd.Stop) == 0 && len(rd.LiveWorkers) == 0 && len(rd.Notices) == 0 &&
 		len(rd.PredictionRows) == 0 && rd.Save == nil && !rd.Ended && len(rd.RingRecovered) == 0 && rd.CheckApplied == nil &&
-		len(rd.Resized) == 0 && rd.Reshard == nil && len(rd.Resharded) == 0 && len(rd.Losses) == 0 && len(rd.Evaluated) == 0
+		len(rd.Resized) == 0 && rd.Reshard == nil && len(rd.Resharded) == 0 && len(rd.Losses) == 0 && len(rd.Evaluated) == 0 &&
+		len(rd.Occurred) == 0
 }
 
 // applyLocked carries out the part of rd that must happen in the core's

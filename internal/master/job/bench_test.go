@@ -115,3 +115,48 @@ func BenchmarkStatePersist(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkView is what a dashboard's view of the core costs under the
+// shell's lock, once a tick: a job of 1,000 workers (running, each
+// holding a task) that has done 45,000 training tasks (18 epochs of
+// ~2.5k), with a task reported (untimed) before each view, so that the
+// current epoch's coverage is measured again each time.
+func BenchmarkView(b *testing.B) {
+	const workers, done = 1000, 45_000
+	cfg := testConfig()
+	cfg.NumWorkers = workers
+	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
+	cfg.Tasks.NumEpochs = 90
+	cfg.Tasks.TaskTimeout = time.Hour
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	j, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bj := &benchJob{b: b, j: j, now: time.Unix(0, 0)}
+	bj.step(Start{})
+	for w := range workers {
+		bj.step(Instance{cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running}})
+	}
+	for i := 0; i < done; i++ {
+		w := i % workers
+		t := bj.step(GetTask{Worker: w}).Assignment.Task
+		bj.step(ReportTask{Worker: w, TaskID: t.ID, Result: task.Result{Records: t.Records(), Steps: 8, LossSum: 4}})
+	}
+	held := make([]task.Task, workers)
+	for w := range workers {
+		held[w] = bj.step(GetTask{Worker: w}).Assignment.Task
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w := i % workers
+		bj.step(ReportTask{Worker: w, TaskID: held[w].ID, Result: task.Result{Records: held[w].Records(), Steps: 8, LossSum: 4}})
+		held[w] = bj.step(GetTask{Worker: w}).Assignment.Task
+		b.StartTimer()
+		if v := bj.j.View(); len(v.Instances) != workers+cfg.NumPS {
+			b.Fatalf("%d instances", len(v.Instances))
+		}
+	}
+}

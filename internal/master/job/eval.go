@@ -41,6 +41,7 @@ func (e *evalMetrics) add(o evalMetrics) {
 type evalPass struct {
 	version          int64 // the version the pass was queued at
 	final            bool
+	recordsTrained   int64 // training records done when it was queued
 	metrics          evalMetrics
 	minUsed, maxUsed int64
 	haveUsed         bool
@@ -61,7 +62,8 @@ func (p *evalPass) add(e evalMetrics) {
 // give accuracy and mean loss; a binary model's AUC comes from the merged
 // per-task score histograms.
 func (p *evalPass) result() EvalRecord {
-	r := EvalRecord{Version: p.version, MinVersionUsed: p.minUsed, MaxVersionUsed: p.maxUsed, Records: p.metrics.records, Final: p.final}
+	r := EvalRecord{Version: p.version, MinVersionUsed: p.minUsed, MaxVersionUsed: p.maxUsed, Records: p.metrics.records, Final: p.final,
+		RecordsTrained: p.recordsTrained}
 	if n := float64(p.metrics.records); n > 0 {
 		r.Accuracy = p.metrics.sums["correct"] / n
 		r.Loss = p.metrics.sums["loss"] / n
@@ -83,7 +85,7 @@ func (j *Job) queueEval(v int64, final bool) error {
 	if err != nil {
 		return fmt.Errorf("schedule evaluation: %w", err)
 	}
-	j.passes[key] = &evalPass{version: v, final: final}
+	j.passes[key] = &evalPass{version: v, final: final, recordsTrained: j.disp.Progress().RecordsDone}
 	if final {
 		j.finalKey = key
 	}
@@ -130,6 +132,12 @@ func (j *Job) evalTaskDone(t task.Task) {
 	if r.AUC != nil {
 		auc = fmt.Sprintf("%.4f", *r.AUC)
 	}
+	cause := "periodic"
+	if r.Final {
+		cause = "final"
+	}
+	j.occur(Occurrence{Kind: OccurEval, Cause: cause, Version: r.Version,
+		Detail: fmt.Sprintf("accuracy %.4f, loss %.4f, AUC %s on %d records", r.Accuracy, r.Loss, auc, r.Records)})
 	j.log.Info("evaluation", "version", r.Version, "accuracy", fmt.Sprintf("%.4f", r.Accuracy), "auc", auc, "loss", fmt.Sprintf("%.4f", r.Loss),
 		"records", r.Records, "versions_used", fmt.Sprintf("%d-%d", r.MinVersionUsed, r.MaxVersionUsed), "final", r.Final)
 }

@@ -26,6 +26,9 @@ const goneWhileAway = "gone while the master was down"
 func (j *Job) resumed(now time.Time, ev Resumed) {
 	j.summary.MasterRestarts++
 	j.summary.Failovers = append(j.summary.Failovers, Failover{ResumedAt: now.UTC()})
+	// First: what the adoption finds happened while no master listened.
+	j.occur(Occurrence{Kind: OccurResumed, Cause: j.phase.String(), To: j.summary.MasterRestarts,
+		Detail: fmt.Sprintf("a new master resumed the job (takeover %d) in phase %s", j.summary.MasterRestarts, j.phase)})
 	j.restartClocks(now)
 	if op := j.reshard; op != nil {
 		// What was out with the dead master's shell is asked again
@@ -136,7 +139,7 @@ func (j *Job) askAgain(now time.Time) {
 		// An AllReduce model lived in the dead master's memory: ask again.
 		j.pendingSave = nil
 		j.uploadingSince = now
-		j.phase = Uploading
+		j.setPhase(Uploading)
 	case j.phase == Saving && j.pendingSave != nil:
 		s := *j.pendingSave
 		j.ready.Save = &s

@@ -86,6 +86,7 @@ func (h *harness) try(ev Event) (Reply, error) {
 	h.ready.PredictionRows = append(h.ready.PredictionRows, rd.PredictionRows...)
 	h.ready.RingRecovered = append(h.ready.RingRecovered, rd.RingRecovered...)
 	h.ready.Resized = append(h.ready.Resized, rd.Resized...)
+	h.ready.Occurred = append(h.ready.Occurred, rd.Occurred...)
 	if rd.CheckApplied != nil {
 		h.ready.CheckApplied = rd.CheckApplied
 	}

@@ -9,7 +9,9 @@ import (
 	"elasticdl/internal/master/policy"
 )
 
-func (j *Job) launchPS(now time.Time, index int, relaunch string) {
+// launchPS launches shard index's PS; cause is the launched occurrence's,
+// relaunch the loss it replaces.
+func (j *Job) launchPS(now time.Time, index int, cause, relaunch string) {
 	id := j.nextPSID
 	j.nextPSID++
 	live := j.runningWorkers()
@@ -18,14 +20,18 @@ func (j *Job) launchPS(now time.Time, index int, relaunch string) {
 	}
 	j.ps[index] = &instance{id: id, index: index, lastSeen: now}
 	j.summary.PS.Launched++
+	j.occurInstance(OccurLaunched, cluster.PS, j.ps[index], cause)
 	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.PS, ID: id, Index: index, LiveWorkers: live, Relaunch: relaunch, Shards: j.psShards(index)})
 }
 
-func (j *Job) launchWorker(now time.Time, index int, relaunch string) {
+// launchWorker launches a worker in slot index; cause and relaunch as for
+// launchPS.
+func (j *Job) launchWorker(now time.Time, index int, cause, relaunch string) {
 	id := j.nextWorkerID
 	j.nextWorkerID++
 	j.workers[id] = &instance{id: id, index: index, lastSeen: now}
 	j.summary.Workers.Launched++
+	j.occurInstance(OccurLaunched, cluster.Worker, j.workers[id], cause)
 	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.Worker, ID: id, Index: index, Relaunch: relaunch})
 	// No live-worker count: a launched worker does not run yet.
 }
@@ -34,6 +40,10 @@ func (j *Job) launchWorker(now time.Time, index int, relaunch string) {
 // way the job cannot have what it needs, and fails.
 func (j *Job) launchFailed(ev LaunchFailed) {
 	l := ev.Launch
+	if in := j.lookup(l.Role, l.ID); in != nil && l.Role == cluster.Worker {
+		// Forgotten here; a PS that failed to launch ends with the job.
+		j.occur(Occurrence{Kind: OccurExited, Role: l.Role, ID: l.ID, Slot: in.index, Cause: causeLaunchFailed, Detail: ev.Err.Error()})
+	}
 	if l.Role == cluster.Worker {
 		delete(j.workers, l.ID)
 	}
@@ -84,13 +94,15 @@ func (j *Job) seen(id int, now time.Time) error {
 	j.reach.Reached = true
 	if !w.running {
 		w.running, w.startedAt = true, now
-		j.noteRunning(cluster.Worker)
+		j.noteRunning(cluster.Worker, w)
 	}
 	return nil
 }
 
-// noteRunning updates what depends on the number of running workers.
-func (j *Job) noteRunning(r cluster.Role) {
+// noteRunning raises in's running occurrence and updates what depends on
+// the number of running workers.
+func (j *Job) noteRunning(r cluster.Role, in *instance) {
+	j.occurInstance(OccurRunning, r, in, "")
 	if r != cluster.Worker {
 		return
 	}
@@ -121,7 +133,7 @@ func (j *Job) instanceEvent(now time.Time, ev cluster.Event) {
 		if in := j.lookup(ev.Role, ev.ID); in != nil && !in.running {
 			// Silence is measured from here: a pending pod is not silent.
 			in.running, in.lastSeen, in.startedAt = true, now, now
-			j.noteRunning(ev.Role)
+			j.noteRunning(ev.Role, in)
 		}
 		j.log.Debug("instance running", "instance", name)
 	case cluster.Exited:
@@ -131,13 +143,18 @@ func (j *Job) instanceEvent(now time.Time, ev cluster.Event) {
 
 // exited forgets an instance that ended and decides, with the policy, what
 // follows: its tasks back to todo, a relaunch, or the end of the job.
-func (j *Job) exited(now time.Time, ev cluster.Event) {
+func (j *Job) exited(now time.Time, ev cluster.Event) { j.exitedBecause(now, ev, "") }
+
+// exitedBecause is exited with the cause its occurrence names: "" for
+// the event's reason, causeSilent, or OccurLetGo (the job let it go).
+func (j *Job) exitedBecause(now time.Time, ev cluster.Event, cause string) {
 	in := j.lookup(ev.Role, ev.ID)
 	if in == nil {
 		return // an instance this master no longer tracks (already replaced)
 	}
 	if j.phase.over() {
 		// The job is done: workers exit, the backend stops the rest.
+		j.occurExit(ev, in, cause, false, "")
 		j.forget(ev.Role, in)
 		return
 	}
@@ -161,6 +178,7 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 		Role: ev.Role, ID: ev.ID, Slot: in.index, ExitCode: ev.ExitCode, Reason: ev.Reason,
 		Message: ev.Message, Requested: ev.Requested, LiveWorkers: len(j.workers),
 	}, false)
+	j.occurExit(ev, in, cause, lost, decision.Reason)
 	level := j.log.Info
 	if lost {
 		level = j.log.Warn
@@ -187,10 +205,10 @@ func (j *Job) exited(now time.Time, ev cluster.Event) {
 	case decision.Relaunch && ev.Role == cluster.Worker && !j.relaunchWanted():
 		j.log.Info("lost worker not replaced: the job runs its target", "instance", name, "target", j.target)
 	case decision.Relaunch && ev.Role == cluster.Worker:
-		j.launchWorker(now, in.index, name+" "+ev.Reason.String())
+		j.launchWorker(now, in.index, causeRelaunch, name+" "+ev.Reason.String())
 		j.summary.Workers.Relaunched++
 	case decision.Relaunch:
-		j.launchPS(now, in.index, name+" "+ev.Reason.String())
+		j.launchPS(now, in.index, causeRelaunch, name+" "+ev.Reason.String())
 		j.summary.PS.Relaunched++
 		j.psRelaunched()
 	}
@@ -273,10 +291,10 @@ func (j *Job) tick(now time.Time) {
 		slices.Sort(silent) // a deterministic order of decisions
 		for _, id := range silent {
 			j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
-			j.exited(now, cluster.Event{
+			j.exitedBecause(now, cluster.Event{
 				Role: cluster.Worker, ID: id, Index: j.workers[id].index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Killed,
 				Message: fmt.Sprintf("silent for over %s: stopped by the master", j.silentAfter(j.workers[id])),
-			})
+			}, causeSilent)
 		}
 	}
 	if j.cfg.AllReduce {

@@ -187,6 +187,8 @@ type Job struct {
 	// first (see scale.go).
 	target   int
 	draining map[int]time.Time
+	// targetSource is who set the target last (a let-go's cause).
+	targetSource string
 	// released are the workers the job let go (not lost): told to stop,
 	// not refused, when they call again before they exit.
 	released map[int]bool
@@ -234,6 +236,8 @@ type Job struct {
 	epochsAnnounced int
 
 	ready Ready
+	// stepAt is the time of the Step being applied: occurrences' At.
+	stepAt time.Time
 }
 
 type instance struct {
@@ -317,6 +321,7 @@ type Reply struct {
 // when it is refused; the state is then unchanged). What to do next
 // accumulates in Ready.
 func (j *Job) Step(now time.Time, ev Event) (Reply, error) {
+	j.stepAt = now
 	switch ev := ev.(type) {
 	case Start:
 		if ev.AdmissionWait > 0 {
@@ -404,6 +409,13 @@ func (j *Job) setPhase(p Phase) {
 	if j.phase < Saving && p >= Saving {
 		j.ready.Ended = true
 	}
+	if p != j.phase {
+		o := Occurrence{Kind: OccurPhase, Cause: p.String(), From: int(j.phase), To: int(p), Warning: p == Failed}
+		if p == Failed && j.jobErr != nil {
+			o.Detail = j.jobErr.Error()
+		}
+		j.occur(o)
+	}
 	j.phase = p
 }
 
@@ -446,11 +458,13 @@ func (j *Job) start(now time.Time) {
 	default:
 		j.setPhase(Training)
 	}
+	t := now.UTC()
+	j.summary.StartedAt = &t
 	for i := 0; i < j.cfg.NumPS; i++ {
-		j.launchPS(now, i, "")
+		j.launchPS(now, i, causeStart, "")
 	}
 	for i := 0; i < j.target; i++ { // NumWorkers, unless told otherwise already
-		j.launchWorker(now, i, "")
+		j.launchWorker(now, i, causeStart, "")
 	}
 	j.liveSending = true
 	j.sendLiveWorkers(false)

@@ -380,7 +380,7 @@ func TestEvaluationDuringTraining(t *testing.T) {
 	}
 	h.evaluate(0, e1, 26, 256)
 	h.evaluate(1, e2, 27, 244)
-	if hist := h.summary().Evaluations; len(hist) != 1 || hist[0] != (EvalRecord{Version: 20, Accuracy: 0.5, Loss: 1, Records: 1000, MinVersionUsed: 26, MaxVersionUsed: 27}) {
+	if hist := h.summary().Evaluations; len(hist) != 1 || hist[0] != (EvalRecord{Version: 20, Accuracy: 0.5, Loss: 1, Records: 1000, MinVersionUsed: 26, MaxVersionUsed: 27, RecordsTrained: 1000}) {
 		t.Fatalf("history %+v", hist)
 	}
 	for trained := 2; h.j.Phase() != Saving; {

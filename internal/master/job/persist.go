@@ -30,9 +30,11 @@ type State struct {
 	// Target is the worker count the job aims at (0 in states written
 	// before targets: NumWorkers); Draining the workers being let go,
 	// Released those let go.
-	Target   int               `json:"target,omitempty"`
-	Draining map[int]time.Time `json:"draining,omitempty"`
-	Released []int             `json:"released,omitempty"`
+	Target int `json:"target,omitempty"`
+	// TargetSource: who set Target (a let-go's cause).
+	TargetSource string            `json:"target_source,omitempty"`
+	Draining     map[int]time.Time `json:"draining,omitempty"`
+	Released     []int             `json:"released,omitempty"`
 	// Reach: whether a worker has reached the master yet (reach.go).
 	Reach    reachState `json:"reach,omitzero"`
 	NextPSID int        `json:"next_ps_id"`
@@ -99,6 +101,8 @@ type PassState struct {
 	MinUsed  int64        `json:"min_used"`
 	MaxUsed  int64        `json:"max_used"`
 	HaveUsed bool         `json:"have_used"`
+	// RecordsTrained: see EvalRecord.
+	RecordsTrained int64 `json:"records_trained,omitempty"`
 }
 
 // PredictionState is a predict job's rows not released yet.
@@ -157,19 +161,22 @@ type MeterState struct {
 	LastAt      time.Time `json:"last_at,omitzero"`
 	Loss        float64   `json:"loss"`
 	HaveLoss    bool      `json:"have_loss"`
+	// LossSum and Steps total the accepted training reports'.
+	LossSum float64 `json:"loss_sum"`
+	Steps   int64   `json:"steps"`
 }
 
 // State returns the core's state (see State).
 func (j *Job) State() State {
 	s := State{
 		Phase: j.phase, Dispatcher: j.disp.Snapshot(), Policy: j.policy.State(),
-		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID, Target: j.target,
+		NextWorkerID: j.nextWorkerID, NextPSID: j.nextPSID, Target: j.target, TargetSource: j.targetSource,
 		ResizeStart: j.resize.start, ResizeCause: j.resize.cause,
 		EvalScheduled: j.evalScheduled, FinalKey: j.finalKey, TrainVersion: j.trainVersion, NextEvalAt: j.nextEvalAt,
 		UploadingSince: j.uploadingSince, LiveGen: j.liveGen, LiveSending: j.liveSending,
 		Summary: j.summary, Saved: j.saved, PendingSave: j.pendingSave,
 		Progress: MeterState{Records: j.progress.records, LastRecords: j.progress.lastRecords, LastAt: j.progress.lastAt,
-			Loss: j.progress.loss, HaveLoss: j.progress.haveLoss},
+			Loss: j.progress.loss, HaveLoss: j.progress.haveLoss, LossSum: j.progress.lossSum, Steps: j.progress.steps},
 		TrainingStart: j.trainingStart, TrainingEnd: j.trainingEnd, EpochsAnnounced: j.epochsAnnounced,
 	}
 	if j.jobErr != nil {
@@ -200,7 +207,7 @@ func (j *Job) State() State {
 		s.Passes = map[int64]PassState{}
 		for k, p := range j.passes {
 			s.Passes[k] = PassState{Version: p.version, Final: p.final, Metrics: metricsState(p.metrics),
-				MinUsed: p.minUsed, MaxUsed: p.maxUsed, HaveUsed: p.haveUsed}
+				MinUsed: p.minUsed, MaxUsed: p.maxUsed, HaveUsed: p.haveUsed, RecordsTrained: p.recordsTrained}
 		}
 	}
 	if p := j.pred; p != nil {
@@ -297,7 +304,7 @@ func Resume(cfg Config, s State) (*Job, error) {
 		j.saved.Err = errors.New(s.SavedErr)
 	}
 	j.progress = progressMeter{records: s.Progress.Records, lastRecords: s.Progress.LastRecords, lastAt: s.Progress.LastAt,
-		loss: s.Progress.Loss, haveLoss: s.Progress.HaveLoss}
+		loss: s.Progress.Loss, haveLoss: s.Progress.HaveLoss, lossSum: s.Progress.LossSum, steps: s.Progress.Steps}
 	j.trainingStart, j.trainingEnd, j.epochsAnnounced = s.TrainingStart, s.TrainingEnd, s.EpochsAnnounced
 	j.ready = Ready{}
 	return j, nil
@@ -311,6 +318,7 @@ func (j *Job) resumeInstances(s State) {
 	if s.Target > 0 {
 		j.target = s.Target
 	}
+	j.targetSource = s.TargetSource
 	j.resize = resizeTiming{start: s.ResizeStart, cause: s.ResizeCause}
 	if s.NumPS > 0 {
 		j.numPS, j.psLayout, j.psTarget = s.NumPS, s.PSLayout, s.PSTarget
@@ -339,7 +347,8 @@ func (j *Job) resumeEvaluation(s State) {
 	}
 	j.passes = map[int64]*evalPass{}
 	for k, p := range s.Passes {
-		j.passes[k] = &evalPass{version: p.Version, final: p.Final, metrics: p.Metrics.metrics(), minUsed: p.MinUsed, maxUsed: p.MaxUsed, haveUsed: p.HaveUsed}
+		j.passes[k] = &evalPass{version: p.Version, final: p.Final, metrics: p.Metrics.metrics(), minUsed: p.MinUsed, maxUsed: p.MaxUsed,
+			haveUsed: p.HaveUsed, recordsTrained: p.RecordsTrained}
 	}
 }
 

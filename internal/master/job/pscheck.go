@@ -165,7 +165,7 @@ func (j *Job) appliedFound(now time.Time, ev AppliedFound) {
 	if len(reopen) == 0 {
 		c.clean, c.epochs = true, epochs
 		if len(c.unknown) > 0 {
-			j.notice(true, "AppliedUnknown", fmt.Sprintf("PS shards %v were re-initialized from a worker's parameters (no checkpoint to restore): whether they hold every minibatch exactly once is not known", c.unknown))
+			j.noticeOccur(true, "AppliedUnknown", fmt.Sprintf("PS shards %v were re-initialized from a worker's parameters (no checkpoint to restore): whether they hold every minibatch exactly once is not known", c.unknown))
 		}
 		j.log.Info("every PS shard holds every trained minibatch", "rounds", c.rounds)
 		j.advance(now)
@@ -189,7 +189,7 @@ func (j *Job) appliedFound(now time.Time, ev AppliedFound) {
 	}
 	j.summary.RecordsRequeuedForRollback += missing
 	j.summary.Tasks.Reopened += int64(len(reopen))
-	j.notice(true, "RolledBackRecordsRequeued", fmt.Sprintf("%d records of %d tasks are missing from a PS shard (it restored an older checkpoint): training them again", missing, len(reopen)))
+	j.noticeOccur(true, "RolledBackRecordsRequeued", fmt.Sprintf("%d records of %d tasks are missing from a PS shard (it restored an older checkpoint): training them again", missing, len(reopen)))
 }
 
 // missingRecords counts the records of done task t (corrupt of them

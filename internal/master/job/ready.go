@@ -127,6 +127,8 @@ type Ready struct {
 	// series, --tensorboard_log_dir).
 	Losses    []LossPoint
 	Evaluated []EvalRecord
+	// Occurred: what happened, structured, in order (occur.go).
+	Occurred []Occurrence
 }
 
 // LossPoint is a training task's mean loss, at the highest model version

@@ -114,17 +114,19 @@ func (j *Job) setPSTarget(now time.Time, ev SetPSTarget) {
 	case ev.PS == j.psTarget:
 		return
 	case j.cfg.AllReduce || j.cfg.NumPS == 0:
-		j.notice(true, "PSTargetInvalid", fmt.Sprintf("a PS target (%d, by %s) for a job without PS: ignored", ev.PS, ev.Source))
+		j.noticeOccur(true, "PSTargetInvalid", fmt.Sprintf("a PS target (%d, by %s) for a job without PS: ignored", ev.PS, ev.Source))
 		return
 	case j.cfg.SyncSGD:
-		j.notice(true, "PSTargetInvalid", fmt.Sprintf("a PS target (%d, by %s) for a sync-SGD job: re-sharding it is not supported; ignored", ev.PS, ev.Source))
+		j.noticeOccur(true, "PSTargetInvalid", fmt.Sprintf("a PS target (%d, by %s) for a sync-SGD job: re-sharding it is not supported; ignored", ev.PS, ev.Source))
 		return
 	case ev.PS < 1 || ev.PS > MaxPS:
-		j.notice(true, "PSTargetInvalid", fmt.Sprintf("a PS target of %d (by %s): want 1..%d; ignored", ev.PS, ev.Source, MaxPS))
+		j.noticeOccur(true, "PSTargetInvalid", fmt.Sprintf("a PS target of %d (by %s): want 1..%d; ignored", ev.PS, ev.Source, MaxPS))
 		return
 	}
 	j.log.Info("PS target changed", "from", j.psTarget, "to", ev.PS, "source", ev.Source)
-	j.notice(false, "PSTargetChanged", fmt.Sprintf("PS target %d → %d (asked by %s)", j.psTarget, ev.PS, ev.Source))
+	msg := fmt.Sprintf("PS target %d → %d (asked by %s)", j.psTarget, ev.PS, ev.Source)
+	j.notice(false, "PSTargetChanged", msg)
+	j.occur(Occurrence{Kind: OccurTarget, Role: cluster.PS, Cause: ev.Source, From: j.psTarget, To: ev.PS, Detail: msg})
 	j.psTarget = ev.PS
 	j.advanceReshard(now)
 }
@@ -237,14 +239,14 @@ func (j *Job) reshardChecked(now time.Time, ev AppliedFound) {
 		}
 		j.summary.RecordsRequeuedForRollback += missing
 		j.summary.Tasks.Reopened += int64(len(reopen))
-		j.notice(true, "RolledBackRecordsRequeued", fmt.Sprintf("%d records of %d tasks are missing from a PS shard: training them again before re-sharding", missing, len(reopen)))
+		j.noticeOccur(true, "RolledBackRecordsRequeued", fmt.Sprintf("%d records of %d tasks are missing from a PS shard: training them again before re-sharding", missing, len(reopen)))
 		op.Phase = reshardQuiescing
 		return
 	}
 	op.Phase = reshardLaunching
 	for i := j.numPS; i < op.To; i++ {
 		if j.ps[i] == nil {
-			j.launchPS(now, i, "")
+			j.launchPS(now, i, causeScaleUp, "")
 		}
 	}
 	j.log.Info("re-sharding: the shards agree on what they hold", "from", j.numPS, "to", op.To)
@@ -264,7 +266,7 @@ func (j *Job) reshardDone(now time.Time, ev ReshardDone) {
 		}
 		op.Failures++
 		if op.Failures >= maxReshardFailures {
-			j.notice(true, "ReshardFailed", fmt.Sprintf("re-sharding %d → %d PS failed %d times (%v): giving up; training goes on with %d", j.numPS, op.To, op.Failures, ev.Err, j.numPS))
+			j.noticeOccur(true, "ReshardFailed", fmt.Sprintf("re-sharding %d → %d PS failed %d times (%v): giving up; training goes on with %d", j.numPS, op.To, op.Failures, ev.Err, j.numPS))
 			for i := j.numPS; i < op.To; i++ {
 				j.stopPS(i)
 			}
@@ -286,7 +288,9 @@ func (j *Job) reshardDone(now time.Time, ev ReshardDone) {
 	j.ready.Resharded = append(j.ready.Resharded, r)
 	j.reshard = nil
 	j.log.Info("re-sharded", "from", from, "to", op.To, "layout", op.Layout, "took", now.Sub(op.Asked), "paused", now.Sub(op.Paused))
-	j.notice(false, "PSResharded", fmt.Sprintf("%d → %d PS (layout %d) in %.1f s, %.1f s of it without new tasks", from, op.To, op.Layout, r.Seconds, r.PausedSeconds))
+	msg := fmt.Sprintf("%d → %d PS (layout %d) in %.1f s, %.1f s of it without new tasks", from, op.To, op.Layout, r.Seconds, r.PausedSeconds)
+	j.notice(false, "PSResharded", msg)
+	j.occur(Occurrence{Kind: OccurReshard, Version: op.Layout, From: from, To: op.To, Seconds: r.Seconds, Detail: msg})
 	j.advanceReshard(now) // a newer target
 	j.advance(now)        // training may have ended meanwhile
 }
@@ -300,6 +304,7 @@ func (j *Job) stopPS(index int) {
 	}
 	delete(j.ps, index)
 	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.PS, ID: in.id})
+	j.occurInstance(OccurLetGo, cluster.PS, in, causeReshard)
 }
 
 // psShards is the number of shards a PS launched as shard index belongs

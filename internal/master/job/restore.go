@@ -99,7 +99,7 @@ func (j *Job) newLineage(now time.Time, lost bool) {
 	r.stepsLost += undone
 	j.log.Warn("every member of the last ring was lost: the job goes on from its restore point",
 		"lineage", r.lineage, "restore_dir", r.restore.Dir, "restore_version", at, "steps_undone", undone, "tasks_rewound", len(back))
-	j.notice(true, "RingStateLost", fmt.Sprintf("every AllReduce worker holding the model was lost: training goes on from step %d (%s); %d steps are redone",
+	j.noticeOccur(true, "RingStateLost", fmt.Sprintf("every AllReduce worker holding the model was lost: training goes on from step %d (%s); %d steps are redone",
 		at, restoreName(r.restore), undone))
 	if j.phase == Uploading && !j.disp.Finished() {
 		j.setPhase(Training)

@@ -255,6 +255,7 @@ const plannedBoundaryWait = 10 * time.Second
 func (j *Job) reform(now time.Time, why string, planned bool) {
 	r := &j.ring
 	r.noteChange(now, why)
+	j.occur(Occurrence{Kind: OccurRingReform, Cause: why, Version: r.version + 1, From: len(r.members)})
 	r.version++
 	r.members, r.forming, r.changedAt = nil, true, now
 	r.joined = map[int]string{}
@@ -350,6 +351,7 @@ func (j *Job) maybeForm(now time.Time) {
 		r.everMember[w] = true
 	}
 	slices.SortFunc(r.members, func(a, b RingMember) int { return a.Worker - b.Worker })
+	j.occur(Occurrence{Kind: OccurRingFormed, Version: r.version, From: len(r.prev), To: len(r.members)})
 	r.forming, r.joined, r.formedAt, r.planned = false, nil, now, false
 	r.prev = map[int]bool{}
 	for _, m := range r.members {

@@ -55,6 +55,7 @@ func (j *Job) noteApplied(now time.Time, version int64, worker int) {
 		d := now.Sub(r.changeStart)
 		r.recoveries = append(r.recoveries, RingRecovery{Version: r.version, Cause: r.changeCause, At: r.changeStart.UTC(), Seconds: d.Seconds()})
 		j.ready.RingRecovered = append(j.ready.RingRecovered, d)
+		j.occur(Occurrence{Kind: OccurRingRecovered, Cause: r.changeCause, Version: r.version, Seconds: d.Seconds()})
 		r.changeStart = time.Time{}
 	}
 	if r.committed == nil {

@@ -40,7 +40,8 @@ func (j *Job) setTarget(now time.Time, ev SetTarget) {
 	msg := fmt.Sprintf("target %d → %d workers (asked %d by %s; bounds %d..%d)", j.target, want, ev.Workers, ev.Source, j.minWorkers(), j.cfg.NumWorkers)
 	j.log.Info("worker target changed", "from", j.target, "to", want, "asked", ev.Workers, "source", ev.Source)
 	j.notice(false, "TargetChanged", msg)
-	j.target = want
+	j.occur(Occurrence{Kind: OccurTarget, Role: cluster.Worker, Cause: ev.Source, From: j.target, To: want, Detail: msg})
+	j.target, j.targetSource = want, ev.Source
 	j.noteResize(now, "target")
 	j.rescale(now)
 }
@@ -72,7 +73,7 @@ func (j *Job) rescale(now time.Time) {
 		if !ok {
 			break // every slot is taken by a worker still leaving
 		}
-		j.launchWorker(now, slot, "")
+		j.launchWorker(now, slot, causeScaleUp, "")
 		j.summary.Workers.ScaledUp++
 	}
 	excess := j.active() - j.target
@@ -145,10 +146,10 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 	delete(j.draining, id)
 	j.released[id] = true
 	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
-	j.exited(now, cluster.Event{
+	j.exitedBecause(now, cluster.Event{
 		Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,
 		Message: why + ": stopped by the master", Requested: true,
-	})
+	}, OccurLetGo)
 }
 
 // leavesNow lets go of a leaving worker that asks for work and holds

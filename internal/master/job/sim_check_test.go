@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"elasticdl/internal/cluster"
 )
 
 // check verifies the invariants of a finished job.
@@ -13,6 +15,9 @@ func (s *sim) check() error {
 		return fmt.Errorf("tasks left: %d todo, %d doing", p.TasksTodo, p.TasksDoing)
 	}
 	sum := s.j.Summary(0)
+	if err := s.checkOccurred(sum); err != nil {
+		return err
+	}
 	switch s.cfg.Mode {
 	case ModeTrain:
 		if !s.saved {
@@ -91,6 +96,62 @@ func (s *sim) checkLedger(sum *Summary) error {
 		if e.Records != n || e.RecordsTrained != n || e.RecordsTrainedTwice != twice || e.RecordsMissed != 0 {
 			return fmt.Errorf("ledger of epoch %d: %+v, want %d records trained, %d twice", e.Epoch, e, n, twice)
 		}
+	}
+	return nil
+}
+
+// checkOccurred checks the occurrences' stream: in time order; per
+// instance launched, then running at most once, then exited or let-go,
+// and nothing after; a launch into a slot no live instance of its role
+// holds, a relaunch keeping the slot with a new ID; the exits counted as
+// lost are the summary's losses.
+func (s *sim) checkOccurred(sum *Summary) error {
+	type key struct {
+		role cluster.Role
+		id   int
+	}
+	last := map[key]string{} // the instance's latest kind
+	slot := map[key]int{}
+	held := map[cluster.Role]map[int]int{cluster.Worker: {}, cluster.PS: {}} // slot -> live ID
+	lost := map[cluster.Role]int{}
+	for i, o := range s.occurred {
+		if i > 0 && o.At.Before(s.occurred[i-1].At) {
+			return fmt.Errorf("occurrence %d (%+v) before the one before it", i, o)
+		}
+		k := key{o.Role, o.ID}
+		bad := func(what string) error { return fmt.Errorf("occurrence %d %+v: %s (after %q)", i, o, what, last[k]) }
+		switch o.Kind {
+		case OccurLaunched:
+			if last[k] != "" {
+				return bad("launched again")
+			}
+			if id, ok := held[o.Role][o.Slot]; ok {
+				return bad(fmt.Sprintf("slot held by %d", id))
+			}
+			held[o.Role][o.Slot], slot[k] = o.ID, o.Slot
+		case OccurRunning:
+			if last[k] != OccurLaunched {
+				return bad("running out of turn")
+			}
+		case OccurExited, OccurLetGo:
+			if last[k] != OccurLaunched && last[k] != OccurRunning {
+				return bad("ended out of turn")
+			}
+			if o.Slot != slot[k] {
+				return bad(fmt.Sprintf("slot changed from %d", slot[k]))
+			}
+			delete(held[o.Role], o.Slot)
+			if o.Kind == OccurExited && o.Warning {
+				lost[o.Role]++
+			}
+		default:
+			continue
+		}
+		last[k] = o.Kind
+	}
+	if lost[cluster.Worker] != sum.Workers.Lost || lost[cluster.PS] != sum.PS.Lost {
+		return fmt.Errorf("occurrences lost %d workers and %d PS, the summary %d and %d",
+			lost[cluster.Worker], lost[cluster.PS], sum.Workers.Lost, sum.PS.Lost)
 	}
 	return nil
 }

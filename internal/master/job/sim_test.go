@@ -182,6 +182,8 @@ type sim struct {
 	question      *CheckApplied
 	reopened      int64
 	rolledBack    int64
+	// occurred: every occurrence the cores raised, failovers included.
+	occurred []Occurrence
 }
 
 func simConfig(rng *rand.Rand) Config {
@@ -277,7 +279,7 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		case Failed:
 			if errors.Is(s.j.Err(), ErrNoWorkerReached) && !s.reached {
 				st.NeverReached++ // the workers died before any talked: failing is right
-				return st, nil
+				return st, s.checkOccurred(s.j.Summary(0))
 			}
 			return st, fmt.Errorf("job failed: %v", s.j.Err())
 		}
@@ -316,6 +318,7 @@ func (s *sim) apply(ev Event) (Reply, error) {
 		return r, fmt.Errorf("%d workers live, more than NumWorkers %d", n, s.cfg.NumWorkers)
 	}
 	rd := s.j.Ready()
+	s.occurred = append(s.occurred, rd.Occurred...)
 	for _, st := range rd.Stop {
 		w := s.workers[st.ID]
 		if w == nil {

@@ -13,6 +13,9 @@ import (
 // The field names are part of the user contract: add, never rename.
 type Summary struct {
 	Job string `json:"job"`
+	// StartedAt is when the job started (launched its instances; wall
+	// clock, UTC).
+	StartedAt *time.Time `json:"started_at,omitempty"`
 	// Mode is "train", "evaluate" or "predict".
 	Mode            string  `json:"mode"`
 	Status          string  `json:"status"` // "succeeded" | "failed"
@@ -108,6 +111,9 @@ type EvalRecord struct {
 	// Final marks the evaluation at the end of training (or the pass of an
 	// evaluate job); it is also the summary's "eval".
 	Final bool `json:"final,omitempty"`
+	// RecordsTrained: the training records done when the pass was queued
+	// (its x position beside the loss).
+	RecordsTrained int64 `json:"records_trained"`
 }
 
 // aucOf returns the AUC of h, nil when h is nil or the AUC is undefined (one
@@ -301,10 +307,16 @@ type progressMeter struct {
 	lastAt      time.Time
 	loss        float64 // exponential moving average of task mean loss
 	haveLoss    bool
+	// lossSum and steps total every accepted training report's: a reader
+	// differences them for an interval's exact mean loss.
+	lossSum float64
+	steps   int64
 }
 
 func (p *progressMeter) add(now time.Time, records int64, lossSum float64, steps int64) {
 	p.records += records
+	p.lossSum += lossSum
+	p.steps += steps
 	if steps > 0 {
 		l := lossSum / float64(steps)
 		if !p.haveLoss {

@@ -143,10 +143,10 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 			j.summary.FirstTaskTrainedAt = &t
 		}
 		j.summary.LastTaskTrainedAt = &t
-		j.announceEpochs()
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
 		j.trainedAt(now)
 		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
+		j.announceEpochs() // at the version this report brought
 		if res.Steps > 0 {
 			j.ready.Losses = append(j.ready.Losses, LossPoint{Version: j.trainVersion, Loss: res.LossSum / float64(res.Steps)})
 		}
@@ -192,8 +192,10 @@ func (j *Job) announceEpochs() {
 			return
 		}
 		j.epochsAnnounced++
-		j.notice(false, "EpochFinished", fmt.Sprintf("epoch %d/%d: %d/%d records trained, %d twice, %d missed",
-			c.Epoch, j.cfg.Tasks.NumEpochs, c.RecordsTrained, c.Records, c.RecordsTrainedTwice, c.RecordsMissed))
+		msg := fmt.Sprintf("epoch %d/%d: %d/%d records trained, %d twice, %d missed",
+			c.Epoch, j.cfg.Tasks.NumEpochs, c.RecordsTrained, c.Records, c.RecordsTrainedTwice, c.RecordsMissed)
+		j.notice(false, "EpochFinished", msg)
+		j.occur(Occurrence{Kind: OccurEpoch, To: c.Epoch, Version: j.trainVersion, Detail: msg})
 	}
 }
 

@@ -71,9 +71,7 @@ func (d *Dispatcher) Reopen(taskID int64) error {
 	ep := &d.epochs[e.task.Epoch-1]
 	ep.tasksDone--
 	ep.recordsDone -= e.task.Records()
-	if k := (rangeKey{e.task.Shard, e.task.Start, e.task.End}); ep.cov[k] > 0 {
-		ep.cov[k]--
-	}
+	ep.dropCov(e.task)
 	d.trainTodo.pushFront(taskID)
 	return nil
 }

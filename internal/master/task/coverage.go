@@ -19,6 +19,29 @@ type coverage map[rangeKey]int
 
 func (c coverage) add(t Task) { c[rangeKey{t.Shard, t.Start, t.End}]++ }
 
+// addCov counts t's records once more in the epoch's coverage.
+func (ep *epochState) addCov(t Task) {
+	ep.cov.add(t)
+	ep.measured = false
+}
+
+// dropCov counts t's records once less (a done task reopened).
+func (ep *epochState) dropCov(t Task) {
+	if k := (rangeKey{t.Shard, t.Start, t.End}); ep.cov[k] > 0 {
+		ep.cov[k]--
+	}
+	ep.measured = false
+}
+
+// measure is cov's measure, kept until cov changes.
+func (ep *epochState) measure() (once, twice int64) {
+	if !ep.measured {
+		ep.once, ep.twice = ep.cov.measure()
+		ep.measured = true
+	}
+	return ep.once, ep.twice
+}
+
 // measure returns the number of records covered at least once and at least
 // twice.
 func (c coverage) measure() (once, twice int64) {
@@ -71,8 +94,8 @@ func (d *Dispatcher) EpochCoverage(epoch int) (EpochCoverage, bool) {
 	if epoch < 1 || epoch > len(d.epochs) {
 		return EpochCoverage{}, false
 	}
-	ep := d.epochs[epoch-1]
-	once, twice := ep.cov.measure()
+	ep := &d.epochs[epoch-1]
+	once, twice := ep.measure()
 	c := EpochCoverage{
 		Epoch:               epoch,
 		Records:             d.epochTotal,

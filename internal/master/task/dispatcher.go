@@ -26,6 +26,11 @@ type epochState struct {
 	tasks, tasksDone int
 	recordsDone      int64
 	cov              coverage
+	// measured: once and twice are cov's measure, until cov changes
+	// (every change after Restore goes through addCov or dropCov): a
+	// finished epoch is not sorted again for each Coverage.
+	measured    bool
+	once, twice int64
 }
 
 // Dispatcher hands out tasks and tracks them until they are done. Create it

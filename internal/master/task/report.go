@@ -55,7 +55,7 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 		ep := &d.epochs[e.task.Epoch-1]
 		ep.tasksDone++
 		ep.recordsDone += e.task.Records()
-		ep.cov.add(e.task)
+		ep.addCov(e.task)
 		d.recordsReported += r.Records
 		d.corrupt += r.Corrupt
 		d.lossSum += r.LossSum
@@ -92,7 +92,7 @@ func (d *Dispatcher) rejectReport(worker int, e *entry, r Result) error {
 	d.lateReports++
 	counted := ""
 	if r.Err == "" && e.task.Type == Training {
-		d.epochs[e.task.Epoch-1].cov.add(e.task)
+		d.epochs[e.task.Epoch-1].addCov(e.task)
 		counted = "; its records are counted in coverage"
 	}
 	return fmt.Errorf("late report from worker %d for %s: %w (task is %s; worker lost it to a timeout or was declared lost)%s",

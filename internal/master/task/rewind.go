@@ -39,7 +39,7 @@ func (d *Dispatcher) Rewind(keep func(Task) int64) []Task {
 			ep := &d.epochs[e.task.Epoch-1]
 			ep.tasksDone--
 			ep.recordsDone -= e.task.Records()
-			ep.cov[rangeKey{e.task.Shard, e.task.Start, e.task.End}]--
+			ep.dropCov(e.task)
 			d.tasksDone--
 			e.state = Todo
 			queue = append(queue, id)
