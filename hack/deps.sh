@@ -5,7 +5,8 @@
 # `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
 # test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
 # util-linux (setsid, flock); with --pytorch python3-torch,
-# python3-grpcio, python3-protobuf and protoc (PyTorch workers); and
+# python3-grpcio, python3-protobuf and protoc (PyTorch workers) and
+# chromium (the web pages' tests); and
 # ticdata, converted by hack/ticdata.sh (python3-rdata). Without root or apt it says what to install instead of
 # failing halfway.
 set -euo pipefail
@@ -28,6 +29,9 @@ bare=()
 if [ "${1:-}" = "--pytorch" ]; then
   /usr/bin/python3 -c 'import torch, grpc, google.protobuf, numpy' 2>/dev/null || bare+=(python3-torch python3-grpcio python3-protobuf python3-numpy)
   command -v protoc >/dev/null || bare+=(protobuf-compiler)
+  # The web pages' tests (internal/browsertest) run in Debian's headless
+  # Chromium.
+  [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null || bare+=(chromium)
 fi
 if [ $((${#need[@]} + ${#bare[@]})) -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then

@@ -10,6 +10,8 @@ phase() { echo "== $1 took $((SECONDS - ts)) s (total $((SECONDS - t0)) s)"; ts=
 hack/deps.sh --pytorch
 # deps.sh installed PyTorch: its tests must run, not skip.
 export ELASTICDL_REQUIRE_PYTORCH=1
+# ... and Chromium: the web pages' tests must run, not skip.
+export ELASTICDL_REQUIRE_BROWSER=1
 phase "dependencies"
 # The rig's binaries (hack/k8s-rig/build.sh: instant when cached, 12-15 min
 # cold) and its process node (procnodes.sh --build, and the compile of its
