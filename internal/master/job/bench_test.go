@@ -20,9 +20,9 @@ type benchJob struct {
 
 const benchWorkers = 200
 
-func newBenchJob(b *testing.B) *benchJob {
+func newBenchJob(b *testing.B, workers int) *benchJob {
 	cfg := testConfig()
-	cfg.NumWorkers = benchWorkers
+	cfg.NumWorkers = workers
 	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
 	cfg.Tasks.NumEpochs = 90
 	cfg.Tasks.TaskTimeout = time.Hour
@@ -55,7 +55,7 @@ func BenchmarkStepGetReport(b *testing.B) {
 	var bj *benchJob
 	held := make([]task.Task, benchWorkers)
 	start := func() {
-		bj = newBenchJob(b)
+		bj = newBenchJob(b, benchWorkers)
 		for w := range held {
 			held[w] = bj.step(GetTask{Worker: w}).Assignment.Task
 		}
@@ -89,7 +89,7 @@ func BenchmarkStatePersist(b *testing.B) {
 		tasks int
 	}{{"epoch=0.5", 1250}, {"epoch=10", 9*2503 + 1250}, {"epoch=45", 44*2503 + 1250}} {
 		b.Run(done.name, func(b *testing.B) {
-			bj := newBenchJob(b)
+			bj := newBenchJob(b, benchWorkers)
 			for w := range benchWorkers {
 				bj.step(Instance{cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running}})
 			}
@@ -123,18 +123,7 @@ func BenchmarkStatePersist(b *testing.B) {
 // current epoch's coverage is measured again each time.
 func BenchmarkView(b *testing.B) {
 	const workers, done = 1000, 45_000
-	cfg := testConfig()
-	cfg.NumWorkers = workers
-	cfg.Tasks.Training = []task.Shard{{Name: "a", Records: 1_281_167}}
-	cfg.Tasks.NumEpochs = 90
-	cfg.Tasks.TaskTimeout = time.Hour
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	j, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bj := &benchJob{b: b, j: j, now: time.Unix(0, 0)}
-	bj.step(Start{})
+	bj := newBenchJob(b, workers)
 	for w := range workers {
 		bj.step(Instance{cluster.Event{Role: cluster.Worker, ID: w, Phase: cluster.Running}})
 	}
@@ -155,7 +144,7 @@ func BenchmarkView(b *testing.B) {
 		bj.step(ReportTask{Worker: w, TaskID: held[w].ID, Result: task.Result{Records: held[w].Records(), Steps: 8, LossSum: 4}})
 		held[w] = bj.step(GetTask{Worker: w}).Assignment.Task
 		b.StartTimer()
-		if v := bj.j.View(); len(v.Instances) != workers+cfg.NumPS {
+		if v := bj.j.View(); len(v.Instances) != workers+testConfig().NumPS {
 			b.Fatalf("%d instances", len(v.Instances))
 		}
 	}
