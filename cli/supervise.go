@@ -361,7 +361,8 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	go watchTargetFile(wctx, psTargetFile(cfg.Output), targetPollInterval, sendPSTarget(wctx, targets, "elasticdl scale ("+psTargetFile(cfg.Output)+")"), func(v string) {
 		logger.Warn("ignoring a target that is not a number of PS", "file", psTargetFile(cfg.Output), "value", v)
 	})
-	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets})
+	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets,
+		History: master.HistoryFile(master.HistoryFileName(cfg.Output))})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

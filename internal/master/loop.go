@@ -105,7 +105,10 @@ func (m *Master) handleEvents(ctx context.Context, ev cluster.Event) {
 	m.steps(ctx, evs)
 }
 
-func (m *Master) tick(ctx context.Context) { m.step(ctx, job.Tick{}) }
+func (m *Master) tick(ctx context.Context) {
+	m.step(ctx, job.Tick{})
+	m.sampleHistory()
+}
 
 func (m *Master) jobErr() error {
 	m.mu.Lock()

@@ -68,6 +68,9 @@ type Deps struct {
 	// asked again; a master stopped while it waits hands over nothing, and
 	// the next one asks again.
 	Admit func(ctx context.Context) (time.Duration, error)
+	// History, when set, keeps the dashboard's history for the next
+	// master (HistoryFile); a resumed master restores it.
+	History HistoryStore
 }
 
 // Target is a wish for the number of workers a job runs, and who has it.
@@ -118,7 +121,7 @@ type Master struct {
 	// runCtx is Run's context, for work the shell starts in the background
 	// (asking the PS what they applied); set before the first Step.
 	runCtx  context.Context
-	metrics shellMetrics
+	observe observers
 }
 
 // jobOutput is what the job writes out, when and as the core decides.
@@ -228,6 +231,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		m.notify = nopNotifier{}
 	}
 	m.live = newLiveSender(logger)
+	m.observe.history = openHistory(deps.History, &cfg, resuming, logger)
 	return m, nil
 }
 
@@ -388,6 +392,7 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	m.output.tb = tb
 	m.mu.Unlock()
 	persisted := m.startPersister()
+	m.observe.history.start()
 	if err := m.resolveAddresses(lis.Addr().String()); err != nil {
 		m.step(ctx, job.Fail{Err: err})
 		return m.conclude(start)
@@ -445,6 +450,7 @@ func (m *Master) startJob(ctx context.Context) {
 // leave stops a master that must stop acting (loop's err): one handing
 // over answers the requests under way and persists its last state first.
 func (m *Master) leave(ctx context.Context, gs *grpc.Server, err error) error {
+	m.closeHistory(errors.Is(err, ErrHandedOver))
 	if !errors.Is(err, ErrHandedOver) {
 		return err
 	}
@@ -467,6 +473,7 @@ func (m *Master) conclude(start time.Time) (*Summary, error) {
 	m.sampleTensorBoard()
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
+	m.closeHistory(true)
 	if m.failover.persist != nil {
 		m.failover.persist.close()
 	}
@@ -541,6 +548,7 @@ func (m *Master) resume(ctx context.Context) {
 	}
 	m.log.Info("adopting the job's instances", "instances", len(existing))
 	m.step(ctx, job.Resumed{Instances: existing})
+	m.reconcileHistory()
 }
 
 // encodeState is the persister's snapshot: the core's state and the last

@@ -105,7 +105,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 			return err
 		}
 	}
-	m.metrics = shellMetrics{getTaskLatency: lat, ringRecovery: rec, resizeTime: resize, reshardTime: reshard}
+	m.observe.metrics = shellMetrics{getTaskLatency: lat, ringRecovery: rec, resizeTime: resize, reshardTime: reshard}
 	return nil
 }
 

@@ -35,9 +35,9 @@ func rpcError(err error) error {
 
 // GetTask implements masterpb.MasterServer.
 func (m *Master) GetTask(ctx context.Context, req *masterpb.GetTaskRequest) (*masterpb.GetTaskResponse, error) {
-	if m.metrics.getTaskLatency != nil {
+	if m.observe.metrics.getTaskLatency != nil {
 		start := time.Now()
-		defer func() { m.metrics.getTaskLatency.Observe(time.Since(start).Seconds()) }()
+		defer func() { m.observe.metrics.getTaskLatency.Observe(time.Since(start).Seconds()) }()
 	}
 	// Never nil: the worker says what it holds (possibly nothing).
 	held := append(make([]int64, 0, len(req.HeldTasks)), req.HeldTasks...)

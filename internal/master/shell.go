@@ -119,6 +119,7 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	for _, n := range rd.Notices {
 		m.notify.Notify(n.Warning, n.Reason, n.Message)
 	}
+	m.observe.history.add(rd.Occurred)
 	for _, u := range rd.LiveWorkers {
 		addrs, _ := m.psAddrs()
 		m.live.send(liveUpdate{LiveWorkers: u, addrs: addrs})
@@ -132,20 +133,20 @@ func (m *Master) applyLocked(rd job.Ready) error {
 	if rd.Reshard != nil && m.runCtx != nil {
 		go m.reshardPS(m.runCtx, *rd.Reshard)
 	}
-	if m.metrics.ringRecovery != nil {
+	if m.observe.metrics.ringRecovery != nil {
 		for _, d := range rd.RingRecovered {
-			m.metrics.ringRecovery.Observe(d.Seconds())
+			m.observe.metrics.ringRecovery.Observe(d.Seconds())
 		}
 	}
-	if m.metrics.resizeTime != nil {
+	if m.observe.metrics.resizeTime != nil {
 		for _, r := range rd.Resized {
-			m.metrics.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
+			m.observe.metrics.resizeTime.WithLabelValues(r.Cause).Observe(r.Duration.Seconds())
 		}
 	}
-	if m.metrics.reshardTime != nil {
+	if m.observe.metrics.reshardTime != nil {
 		for _, r := range rd.Resharded {
-			m.metrics.reshardTime.WithLabelValues("total").Observe(r.Seconds)
-			m.metrics.reshardTime.WithLabelValues("paused").Observe(r.PausedSeconds)
+			m.observe.metrics.reshardTime.WithLabelValues("total").Observe(r.Seconds)
+			m.observe.metrics.reshardTime.WithLabelValues("paused").Observe(r.PausedSeconds)
 		}
 	}
 	if rd.Ended {
