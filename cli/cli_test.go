@@ -93,6 +93,10 @@ func TestCommands(t *testing.T) {
 		{k8sTrain("--yaml", "--distribution_strategy=AllreduceStrategy", "--num_ps_pods=1"), 2, "", "--num_ps_pods: must be 0 with --distribution_strategy=AllreduceStrategy"},
 		{k8sTrain("--collective_port=70000"), 2, "", "--collective_port: 70000 is not a port"},
 		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--gang"}, 2, "", "--gang: all-or-nothing admission is for --backend=k8s"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--dashboard_port=-2"}, 2, "", "--dashboard_port=-2: want -1 (no dashboard), 0"},
+		{[]string{"train", "--model_def=fashion_mnist.mlp", "--training_data=x", "--output=o", "--dashboard_port=70000"}, 2, "", "--dashboard_port=70000: want -1"},
+		{k8sTrain("--dashboard_port=70000"), 2, "", "--dashboard_port=70000: want -1"},
+		{k8sTrain("--yaml", "--dashboard_port=9000"), 0, "containerPort: 9000", ""},
 		{k8sTrain("--yaml", "--gang"), 0, "- --gang", ""},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--validation_data=x"}, 2, "", "--checkpoint_dir_for_init: required"},
 		{[]string{"evaluate", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init=c"}, 2, "", "--validation_data: required"},
@@ -182,6 +186,7 @@ func TestYAMLForwardsTheJobFlags(t *testing.T) {
 	for _, want := range []string{"kind: Job", "apiVersion: batch/v1", "name: elasticdl-t1-master", "namespace: team", "- master", "- --job_type=train", "- --num_workers=4",
 		"- --worker_pod_priority=0.5", "elasticdl.io/replica-type: master", "fieldPath: status.podIP", "restartPolicy: Never",
 		"podReplacementPolicy: Failed", "podFailurePolicy:",
+		"elasticdl.io/dashboard-port: \"8042\"", "containerPort: 8042", "name: dashboard",
 		"elasticdl.io/max-workers: \"4\"", "elasticdl.io/min-workers: \"0\"", "elasticdl.io/worker-request: cpu=1,memory=1Gi"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("manifest lacks %q:\n%s", want, out)
@@ -192,6 +197,17 @@ func TestYAMLForwardsTheJobFlags(t *testing.T) {
 		if strings.Contains(out, not) {
 			t.Errorf("manifest passes %s on:\n%s", not, out)
 		}
+	}
+}
+
+// --dashboard_port=-1: the master pod declares no dashboard.
+func TestYAMLWithoutDashboard(t *testing.T) {
+	code, out, errOut := run(t, k8sTrain("--yaml", "--dashboard_port=-1")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Contains(out, "dashboard-port") || strings.Contains(out, "containerPort") {
+		t.Errorf("the manifest declares a dashboard:\n%s", out)
 	}
 }
 

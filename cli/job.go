@@ -15,7 +15,9 @@ import (
 type jobOptions struct {
 	backend string
 	verbose bool
-	k8s     k8sOptions
+	// dashboardPort: --dashboard_port (-1 none, 0 the default).
+	dashboardPort int
+	k8s           k8sOptions
 }
 
 // The backends a job can run on.
@@ -43,6 +45,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.StringVar(&cfg.TensorBoardLogDir, "tensorboard_log_dir", "", "write the job's scalars (loss, evaluation metrics, records/s, running workers and PS) as TensorBoard event files into this directory (`tensorboard --logdir DIR`); with --backend=k8s, a directory of the master pod: mount a volume there (docs/metrics.md)")
 	fs.StringVar(&cfg.WorkerCommand, "worker_command", "", "run this program as each worker instead of elasticdl's own, e.g. 'python3 train.py' (a PyTorch script using the Python SDK, python/elasticdl; docs/python.md); it defines the model, so --model_def stays empty and --optimizer is required")
 	fs.IntVar(&cfg.NumClasses, "num_classes", 0, "--worker_command predict jobs: the classes the model predicts (the output's columns)")
+	fs.IntVar(&o.dashboardPort, "dashboard_port", 0, "serve the job's live dashboard (a web page and its JSON API, docs/dashboard.md) on this port: -1 none; 0 a free port on 127.0.0.1 for a local job, which prints its URL, and 8042 in the master pod with --backend=k8s (reached by port-forward)")
 	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
 	addK8sFlags(fs, &o.k8s)
@@ -50,6 +53,9 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 
 // check rejects settings this build cannot honour.
 func (o jobOptions) check() error {
+	if err := checkDashboardPort(o.dashboardPort); err != nil {
+		return err
+	}
 	switch o.backend {
 	case backendLocal:
 		if o.k8s.gang {

@@ -177,8 +177,9 @@ func masterArgs(fs *flag.FlagSet, mode string) []string {
 	return args
 }
 
-// masterJob builds the Job that runs cfg's master.
-func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*batchv1.Job, error) {
+// masterJob builds the Job that runs cfg's master, with its dashboard on
+// dashboardPort (0: none).
+func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions, dashboardPort int) (*batchv1.Job, error) {
 	if err := k8s.CheckJobName(cfg.JobName); err != nil {
 		return nil, usageError{fmt.Errorf("--job_name: %w", err)}
 	}
@@ -190,7 +191,18 @@ func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*batchv1.Job,
 	if cfg.MetricsPort > 0 {
 		s.Annotations = k8s.ScrapeAnnotations(cfg.MetricsPort)
 	}
+	if dashboardPort > 0 {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[k8s.AnnotationDashboardPort] = strconv.Itoa(dashboardPort)
+	}
 	pod := k8s.NewPod("", o.namespace, k8s.JobLabels(cfg.JobName, k8s.ReplicaMaster), s, masterArgs(fs, cfg.Mode), nil)
+	if dashboardPort > 0 {
+		// Declared for port-forward and tools; never in the master's Service.
+		pod.Spec.Containers[0].Ports = append(pod.Spec.Containers[0].Ports,
+			corev1.ContainerPort{Name: k8s.PortNameDashboard, ContainerPort: int32(dashboardPort), Protocol: corev1.ProtocolTCP})
+	}
 	mj := k8s.NewMasterJob(cfg.JobName, o.namespace, pod)
 	// What an autoscaler needs to size the job.
 	mj.Annotations = map[string]string{
@@ -203,7 +215,7 @@ func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions) (*batchv1.Job,
 
 // submitK8s creates the job's master Job (or prints it, with --yaml).
 func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions) error {
-	mj, err := masterJob(fs, cfg, o.k8s)
+	mj, err := masterJob(fs, cfg, o.k8s, o.k8sDashboardPort())
 	if err != nil {
 		return err
 	}

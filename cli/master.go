@@ -49,10 +49,14 @@ func runMaster(ctx context.Context, env Env, args []string) error {
 		// The pod's first process keeps the port and restarts the master
 		// in place when it dies (kill -9, OOM, a crash).
 		childArgs := append(append([]string{"master", "--job_type=" + mode}, args...), "--supervised", "--listen_fd=3")
-		return superviseMaster(ctx, env, childArgs, portAddr("", opts.k8s.masterPort))
+		return superviseMaster(ctx, env, childArgs, portAddr("", opts.k8s.masterPort), opts.dashboardAddr())
 	}
 	return runMasterPod(ctx, env, mode, cfg, opts, localOpts, pod)
 }
+
+// masterListeners are the sockets a master pod's first process keeps for
+// each master: gRPC and the dashboard (nil: none).
+type masterListeners struct{ grpc, dashboard net.Listener }
 
 // podEnv is the master pod as its downward API describes it.
 type podEnv struct{ name, ip, namespace string }
@@ -115,7 +119,7 @@ func runMasterPod(ctx context.Context, env Env, mode string, cfg master.Config, 
 	if err != nil {
 		return err
 	}
-	summary, runErr := runMasterJob(ctx, self, pod.ip, cfg, opts, rec, env, logger, store, lis)
+	summary, runErr := runMasterJob(ctx, self, pod.ip, cfg, opts, rec, env, logger, store, masterListeners{lis, localOpts.dashboardListener(logger)})
 	if errors.Is(runErr, master.ErrHandedOver) {
 		rec.Notify(true, "MasterHandedOver", fmt.Sprintf("master pod %s was stopped (deleted, evicted or preempted): its state is saved, and the next master pod resumes the job", pod.name))
 		return restartable(runErr)
@@ -151,7 +155,7 @@ func reportJobEnd(self *k8s.MasterPod, rec *k8s.Recorder, logger *slog.Logger, c
 
 // runMasterJob builds the backend and the master and runs the job.
 func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg master.Config, opts jobOptions,
-	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, lis net.Listener) (*master.Summary, error) {
+	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, lis masterListeners) (*master.Summary, error) {
 	o := opts.k8s
 	workerPods, psPods, workerPriorities, err := jobPodSettings(o, &cfg)
 	if err != nil {
@@ -183,7 +187,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	}
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis,
+	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis.grpc, Dashboard: lis.dashboard,
 		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger)}
 	if o.gang {
 		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)

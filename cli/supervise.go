@@ -79,7 +79,7 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
 
-	res, err := restartMasters(ctx, env, logger, exe, args, cfg.ListenAddr)
+	res, err := restartMasters(ctx, env, logger, exe, args, cfg.ListenAddr, o.dashboardAddr())
 	if err != nil {
 		return err
 	}
@@ -118,11 +118,12 @@ type masterEnd struct {
 	gaveUp   error  // set when masters died too often
 }
 
-// restartMasters keeps the master's port at listenAddr for the whole job
-// and runs the master (exe args, with the port as its fd 3), and a new one
-// each time one dies, until one ends the job (exit 0: succeeded, 1:
-// failed, exitFenced: another master has it) or ctx ends.
-func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe string, args []string, listenAddr string) (masterEnd, error) {
+// restartMasters keeps the master's port at listenAddr (and the
+// dashboard's at dashAddr, "" none) for the whole job and runs the master
+// (exe args, with the ports as its fds 3 and 5), and a new one each time
+// one dies, until one ends the job (exit 0: succeeded, 1: failed,
+// exitFenced: another master has it) or ctx ends.
+func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe string, args []string, listenAddr, dashAddr string) (masterEnd, error) {
 	// Workers reconnect to the same address, and wait in the backlog while
 	// a master restarts.
 	lis, err := net.Listen("tcp", listenAddr)
@@ -135,10 +136,15 @@ func restartMasters(ctx context.Context, env Env, logger *slog.Logger, exe strin
 		return masterEnd{}, fmt.Errorf("master listener: %w", err)
 	}
 	defer f.Close()
+	dash := bindDashboard(logger, dashAddr)
+	if dash != nil {
+		defer dash.Close()
+		args = append(args[:len(args):len(args)], "--dashboard_fd="+strconv.Itoa(dashboardFD))
+	}
 	quick := 0
 	for restarts := 0; ; restarts++ {
 		started := time.Now()
-		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, f)
+		code, how, refusal, err := runMasterProcess(ctx, env, exe, args, f, dash)
 		if err != nil {
 			return masterEnd{}, err
 		}
@@ -204,13 +210,13 @@ func decideAfterMaster(e masterExit, restarts, quick int) (afterMaster, int) {
 // superviseMaster is a master pod's first process: it keeps the master's
 // port and runs the master (args) as a child, restarting it in place when
 // it dies; its exit code is the last master's.
-func superviseMaster(ctx context.Context, env Env, args []string, listenAddr string) error {
+func superviseMaster(ctx context.Context, env Env, args []string, listenAddr, dashAddr string) error {
 	logger := newLogger(env.Stderr, slog.LevelInfo)
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("own executable: %w", err)
 	}
-	res, err := restartMasters(ctx, env, logger, exe, args, listenAddr)
+	res, err := restartMasters(ctx, env, logger, exe, args, listenAddr, dashAddr)
 	switch {
 	case err != nil:
 		return err
@@ -231,8 +237,8 @@ func superviseMaster(ctx context.Context, env Env, args []string, listenAddr str
 // runMasterProcess runs one master and returns its exit code (-1 when a
 // signal ended it), how it ended, in words, and why it refused the job if
 // it did before anything ran. ctx ending asks the master to stop the job
-// (SIGTERM).
-func runMasterProcess(ctx context.Context, env Env, exe string, args []string, lis *os.File) (code int, how, refusal string, err error) {
+// (SIGTERM). dash, when set, is the dashboard's listener (fd 5).
+func runMasterProcess(ctx context.Context, env Env, exe string, args []string, lis, dash *os.File) (code int, how, refusal string, err error) {
 	refusals, refusalW, err := os.Pipe()
 	if err != nil {
 		return 0, "", "", fmt.Errorf("start master: %w", err)
@@ -241,6 +247,9 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = env.Stderr, env.Stderr
 	cmd.ExtraFiles = []*os.File{lis, refusalW} // fds 3 and 4
+	if dash != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, dash) // fd 5
+	}
 	// The master goes with this process, whatever kills it. Linux sends
 	// the death signal when the *thread* that forked the child exits, and
 	// Go discards a thread whose goroutine exits locked to it (the local
@@ -291,16 +300,18 @@ func runMasterProcess(ctx context.Context, env Env, exe string, args []string, l
 
 // localMasterOptions are the master's flags under a local supervisor.
 type localMasterOptions struct {
-	agent      string
-	listenFD   int
-	refusalFD  int
-	runID      string
-	supervised bool
+	agent       string
+	listenFD    int
+	refusalFD   int
+	dashboardFD int
+	runID       string
+	supervised  bool
 }
 
 func (l *localMasterOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.agent, "local_agent", "", "local jobs: the supervisor's socket serving the job's instances (set by `elasticdl train`)")
 	fs.IntVar(&l.listenFD, "listen_fd", 0, "local jobs: serve on this inherited listening socket (set by `elasticdl train`)")
+	fs.IntVar(&l.dashboardFD, "dashboard_fd", 0, "serve the dashboard on this inherited listening socket (set by the job's supervisor)")
 	fs.IntVar(&l.refusalFD, "refusal_fd", 0, "local jobs: write why the job was refused before it started to this inherited descriptor, not to stderr (set by `elasticdl train`)")
 	fs.BoolVar(&l.supervised, "supervised", false, "k8s: this is the master process under the pod's first process, which restarts it (set by `elasticdl master`)")
 	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
@@ -362,7 +373,7 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		logger.Warn("ignoring a target that is not a number of PS", "file", psTargetFile(cfg.Output), "value", v)
 	})
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets,
-		History: master.HistoryFile(master.HistoryFileName(cfg.Output))})
+		History: master.HistoryFile(master.HistoryFileName(cfg.Output)), Dashboard: l.dashboardListener(logger)})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -104,7 +104,7 @@ func (b *Browser) Tab(t testing.TB, timeout time.Duration) context.Context {
 // Screenshot writes the whole page as a PNG to dir/name and returns the
 // path.
 func Screenshot(ctx context.Context, dir, name string) (string, error) {
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG; less is JPEG
 	if err != nil {
 		return "", fmt.Errorf("screenshot: %w", err)
 	}

@@ -69,6 +69,7 @@ type savedHistory struct {
 type observers struct {
 	metrics shellMetrics
 	history *historyKeeper
+	board   *board // nil: no dashboard
 }
 
 // historyKeeper is the job's history behind a lock of its own, taken
@@ -228,11 +229,12 @@ func (k *historyKeeper) save(saved uint64) uint64 {
 
 // sampleHistory samples the job's view for the history: the view under
 // the master's lock, the rest outside it.
-func (m *Master) sampleHistory() {
+func (m *Master) sampleHistory() job.View {
 	m.mu.Lock()
 	v := m.job.View()
 	m.mu.Unlock()
 	m.observe.history.sample(v, m.now())
+	return v
 }
 
 // reconcileHistory squares the history with the job just resumed.

@@ -107,7 +107,7 @@ func (m *Master) handleEvents(ctx context.Context, ev cluster.Event) {
 
 func (m *Master) tick(ctx context.Context) {
 	m.step(ctx, job.Tick{})
-	m.sampleHistory()
+	m.publishBoard(m.sampleHistory(), nil)
 }
 
 func (m *Master) jobErr() error {

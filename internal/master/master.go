@@ -71,6 +71,8 @@ type Deps struct {
 	// History, when set, keeps the dashboard's history for the next
 	// master (HistoryFile); a resumed master restores it.
 	History HistoryStore
+	// Dashboard, when set, is where Run serves the job's dashboard.
+	Dashboard net.Listener
 }
 
 // Target is a wish for the number of workers a job runs, and who has it.
@@ -232,6 +234,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	}
 	m.live = newLiveSender(logger)
 	m.observe.history = openHistory(deps.History, &cfg, resuming, logger)
+	m.observe.board = newBoard(deps.Dashboard, logger)
 	return m, nil
 }
 
@@ -393,6 +396,8 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	m.mu.Unlock()
 	persisted := m.startPersister()
 	m.observe.history.start()
+	m.serveBoard()
+	defer m.observe.board.close(false)
 	if err := m.resolveAddresses(lis.Addr().String()); err != nil {
 		m.step(ctx, job.Fail{Err: err})
 		return m.conclude(start)
@@ -451,6 +456,7 @@ func (m *Master) startJob(ctx context.Context) {
 // over answers the requests under way and persists its last state first.
 func (m *Master) leave(ctx context.Context, gs *grpc.Server, err error) error {
 	m.closeHistory(errors.Is(err, ErrHandedOver))
+	m.observe.board.close(false) // browsers reconnect, to the next master
 	if !errors.Is(err, ErrHandedOver) {
 		return err
 	}
@@ -474,6 +480,7 @@ func (m *Master) conclude(start time.Time) (*Summary, error) {
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
 	m.closeHistory(true)
+	m.endBoard(s)
 	if m.failover.persist != nil {
 		m.failover.persist.close()
 	}

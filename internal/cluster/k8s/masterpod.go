@@ -125,6 +125,14 @@ func (m *MasterPod) PublishResult(ctx context.Context, job string, summary []byt
 // master clamps it to the job's bounds.
 const AnnotationTargetWorkers = "elasticdl.io/target-workers"
 
+// AnnotationDashboardPort on a master pod is the port its dashboard is
+// served on (in the pod: reached by port-forward), declared as the
+// container port named PortNameDashboard.
+const (
+	AnnotationDashboardPort = "elasticdl.io/dashboard-port"
+	PortNameDashboard       = "dashboard"
+)
+
 // AnnotationTargetPS on a job's master Job is the number of parameter
 // servers the job is asked to run (`elasticdl scale --ps`); the master
 // re-shards them live.
