@@ -146,10 +146,17 @@ func (s *sse) end(t *testing.T) {
 // stream goroutines see it.
 func newServer(t *testing.T, opts Options, onStreamEnd ...func(error)) (*Hub, *httptest.Server) {
 	t.Helper()
+	return newServerHooked(t, opts, nil, onStreamEnd...)
+}
+
+// newServerHooked is newServer with a hook on the streams' writes.
+func newServerHooked(t *testing.T, opts Options, onWrite func(*stream, bool), onStreamEnd ...func(error)) (*Hub, *httptest.Server) {
+	t.Helper()
 	h := New(opts)
 	if len(onStreamEnd) > 0 {
 		h.testStreamDone = onStreamEnd[0]
 	}
+	h.testWrite = onWrite
 	srv := httptest.NewServer(h.Handler())
 	t.Cleanup(func() { h.Close(); srv.Close() })
 	return h, srv

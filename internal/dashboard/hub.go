@@ -90,6 +90,9 @@ type Hub struct {
 
 	// testStreamDone, when set (by tests), hears why each stream returned.
 	testStreamDone func(error)
+	// testWrite, when set (by tests), hears each stream's writes begin
+	// and end.
+	testWrite func(s *stream, begin bool)
 }
 
 // state is immutable once stored in Hub.cur, except for the lazily framed

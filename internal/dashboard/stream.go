@@ -139,6 +139,10 @@ func (s *stream) write() error {
 	if len(s.parts) == 0 {
 		return nil
 	}
+	if s.h.testWrite != nil {
+		s.h.testWrite(s, true)
+		defer s.h.testWrite(s, false)
+	}
 	// ErrNotSupported (a ResponseWriter without a conn) leaves no deadline.
 	_ = s.rc.SetWriteDeadline(time.Now().Add(s.h.opts.WriteTimeout))
 	for _, p := range s.parts {
