@@ -52,7 +52,7 @@ func (h *Hub) Handler() http.Handler {
 	mux.HandleFunc("GET /api/stream", h.serveStream)
 	mux.HandleFunc("GET /api/{name...}", h.serveDoc)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		h.serveAsset(w, r, "index.html")
+		h.serveAsset(w, r, h.opts.Page)
 	})
 	mux.HandleFunc("GET /assets/{file...}", func(w http.ResponseWriter, r *http.Request) {
 		h.serveAsset(w, r, r.PathValue("file"))

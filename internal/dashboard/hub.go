@@ -28,6 +28,9 @@ type Options struct {
 	RingItems    int           // deltas kept for resuming streams [1000]
 	RingBytes    int           // bytes of framed deltas kept [1 MiB]
 	Logger       *slog.Logger  // [discard]
+	// Page is the file under assets/ served at / [index.html, the job's
+	// page]; the autoscaler serves cluster.html.
+	Page string
 }
 
 func (o Options) withDefaults() Options {
@@ -47,6 +50,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RingBytes <= 0 {
 		o.RingBytes = 1 << 20
+	}
+	if o.Page == "" {
+		o.Page = "index.html"
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
