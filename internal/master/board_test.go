@@ -143,6 +143,26 @@ func TestDashboardServesTheJob(t *testing.T) {
 	if !strings.Contains(data, `"status":"failed"`) {
 		t.Errorf("ended: %.300s, want the final summary", data)
 	}
+	// The end closes every lane: the PS and workers the master stopped
+	// after its last step raise no exit of their own.
+	var end struct {
+		Timeline struct {
+			Slots []struct {
+				Role     string
+				Segments []history.Segment
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(data), &end); err != nil || len(end.Timeline.Slots) != 3 {
+		t.Fatalf("ended's timeline: %v, %d slots", err, len(end.Timeline.Slots))
+	}
+	for _, sl := range end.Timeline.Slots {
+		for _, sg := range sl.Segments {
+			if sg.Ended == nil {
+				t.Errorf("%s/%d (id %d) is still open after the end", sl.Role, sg.Slot, sg.ID)
+			}
+		}
+	}
 }
 
 // TestDashboardAfterFailover: the master that takes over serves the

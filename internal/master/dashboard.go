@@ -145,6 +145,15 @@ func (k *historyKeeper) sample(v job.View, at time.Time) {
 	k.mu.Unlock()
 }
 
+// end closes the timeline at the job's end (the instances the master
+// stopped after its last step).
+func (k *historyKeeper) end(at time.Time) {
+	k.mu.Lock()
+	k.h.End(at)
+	k.changes++
+	k.mu.Unlock()
+}
+
 // reconcile squares a restored history with the resumed job v.
 func (k *historyKeeper) reconcile(v job.View, at time.Time) {
 	k.mu.Lock()
@@ -246,10 +255,13 @@ func (m *Master) reconcileHistory() {
 }
 
 // closeHistory stops the history's writer; final: with a last sample (if
-// due) and a last write.
-func (m *Master) closeHistory(final bool) {
+// due) and a last write; ended: the job ended, so its timeline closes.
+func (m *Master) closeHistory(final, ended bool) {
 	if final {
 		m.sampleHistory()
+	}
+	if ended {
+		m.observe.history.end(m.now())
 	}
 	m.observe.history.close(final)
 }

@@ -455,7 +455,7 @@ func (m *Master) startJob(ctx context.Context) {
 // leave stops a master that must stop acting (loop's err): one handing
 // over answers the requests under way and persists its last state first.
 func (m *Master) leave(ctx context.Context, gs *grpc.Server, err error) error {
-	m.closeHistory(errors.Is(err, ErrHandedOver))
+	m.closeHistory(errors.Is(err, ErrHandedOver), false)
 	m.observe.board.close(false) // browsers reconnect, to the next master
 	if !errors.Is(err, ErrHandedOver) {
 		return err
@@ -479,7 +479,7 @@ func (m *Master) conclude(start time.Time) (*Summary, error) {
 	m.sampleTensorBoard()
 	s, runErr := m.summary(m.now().Sub(start))
 	m.notifyEnd(s)
-	m.closeHistory(true)
+	m.closeHistory(true, true)
 	m.endBoard(s)
 	if m.failover.persist != nil {
 		m.failover.persist.close()

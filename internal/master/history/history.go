@@ -36,6 +36,10 @@ const (
 	// CauseUnknown: the launch of an instance seen ending is not in the
 	// history.
 	CauseUnknown = "unknown"
+	// CauseJobEnded: the instance was still up when the job ended and was
+	// stopped with it (the PS, a worker that had not exited yet); End sets
+	// it. Not lost.
+	CauseJobEnded = "stopped (job ended)"
 	// ReasonGap is the reason of the notice Reconcile adds: the history
 	// may miss what happened between the dead master's last save and the
 	// takeover.
@@ -90,6 +94,8 @@ type History struct {
 	// restoredUpTo: the latest time a restored history knew of, until
 	// Reconcile says what may be missing after it.
 	restoredUpTo time.Time
+	// over: End was called; the timeline is final.
+	over bool
 }
 
 // New returns an empty history.
@@ -102,6 +108,9 @@ func New() *History {
 func (h *History) Add(occurrences []job.Occurrence) {
 	for _, o := range occurrences {
 		h.addEvent(o)
+		if h.over {
+			continue
+		}
 		switch o.Kind {
 		case job.OccurLaunched:
 			h.launched(o)
@@ -159,6 +168,19 @@ func (h *History) ended(o job.Occurrence) {
 	}
 	if !ok {
 		h.trimSegments()
+	}
+}
+
+// End closes, at at, the segments still open when the job ended: the
+// master stops those instances after its last step, so no occurrence
+// ends them. A history that ended stays as it was shown.
+func (h *History) End(at time.Time) {
+	h.over = true
+	for k, i := range h.open {
+		end := at
+		h.segments[i].Ended = &end
+		h.segments[i].Cause = CauseJobEnded
+		delete(h.open, k)
 	}
 }
 

@@ -91,6 +91,30 @@ func TestSegments(t *testing.T) {
 	}
 }
 
+// TestEnd: the job's end closes what is still open (the PS, a worker
+// not yet exited) as stopped, not lost, and leaves ended segments alone.
+func TestEnd(t *testing.T) {
+	h := New()
+	h.Add([]job.Occurrence{launched(0, 0, 0, "start"), running(1, 0, 0), launched(0, 1, 1, "start"),
+		exited(5, 1, 1, "completed", "", false),
+		{At: at(0), Kind: job.OccurLaunched, Role: cluster.PS, ID: 0, Slot: 0, Cause: "start"},
+		{At: at(2), Kind: job.OccurRunning, Role: cluster.PS, ID: 0, Slot: 0}})
+	h.End(at(9))
+	var got []string
+	for _, s := range h.Segments() {
+		got = append(got, fmt.Sprint(s.Role, " ", seg(s)))
+	}
+	want := []string{"worker 0/0 start 0 1 9 " + CauseJobEnded, "worker 1/1 start 0 - 5 completed", "ps 0/0 start 0 2 9 " + CauseJobEnded}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("segments after End:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A late exit (the stop's own) does not reopen or change the segment.
+	h.Add([]job.Occurrence{exited(10, 0, 0, "killed", "", true)})
+	if segs := h.Segments(); len(segs) != 3 || segs[0].Cause != CauseJobEnded || segs[0].Lost {
+		t.Errorf("a late exit changed the ended timeline: %d segments, the first %s", len(segs), seg(segs[0]))
+	}
+}
+
 // TestLimits: the event ring keeps the latest MaxEvents, numbered on;
 // segments keep to MaxSegments, dropping the oldest closed ones, never a
 // live instance's.
