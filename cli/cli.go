@@ -76,6 +76,7 @@ func commands() []command {
 		{name: "status", summary: "show a Kubernetes job: its pods, summary and events", run: runStatus, args: "JOB"},
 		{name: "logs", summary: "print the log of a Kubernetes job's master (or --role=worker|ps --id=N)", run: runLogs, args: "JOB"},
 		{name: "autoscaler", summary: "size every elastic job of a Kubernetes cluster to share what other pods leave (deploy/autoscaler.yaml)", run: runAutoscaler},
+		{name: "dashboard", summary: "open a local port to a Kubernetes job's dashboard (or --autoscaler's) through the API server, across master pods", run: runDashboard, args: "JOB"},
 		{name: "scale", summary: "ask a job to run N workers (within its --min_workers..--num_workers): JOB --workers=N, or --output=DIR --workers=N for a local job", run: runScale, args: "JOB"},
 		{name: "stop", summary: "stop a Kubernetes job: delete its master Job, which garbage-collects the rest", run: runStop, args: "JOB"},
 		{name: "master", summary: "a job's master (the command of the master pod that train --backend=k8s creates)", run: runMaster, hidden: true},

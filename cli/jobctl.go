@@ -28,6 +28,12 @@ type jobCtl struct {
 // returns their check, which runs before the cluster is contacted) and
 // connects to the cluster.
 func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet) (check func() error)) (*jobCtl, *k8s.Client, error) {
+	return newCtl(env, name, args, extra, nil)
+}
+
+// newCtl is newJobCtl for a command whose JOB is optional when
+// noJob, asked once the flags are parsed, says so.
+func newCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet) (check func() error), noJob func() bool) (*jobCtl, *k8s.Client, error) {
 	c := &jobCtl{}
 	fs := newFlagSet(env, name)
 	fs.StringVar(&c.o.namespace, "namespace", "default", "namespace of the job")
@@ -49,7 +55,7 @@ func newJobCtl(env Env, name string, args []string, extra func(fs *flag.FlagSet)
 	} else if fs.NArg() > 0 {
 		return nil, nil, usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
-	if c.job == "" {
+	if c.job == "" && (noJob == nil || !noJob()) {
 		return nil, nil, usageError{errors.New("usage: elasticdl " + name + " JOB [--namespace NS]")}
 	}
 	if check != nil {

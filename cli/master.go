@@ -188,7 +188,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis.grpc, Dashboard: lis.dashboard,
-		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger)}
+		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger), History: self.HistoryStore(cfg.JobName)}
 	if o.gang {
 		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)
 	}

@@ -18,7 +18,8 @@ import (
 )
 
 // HistoryStore keeps the dashboard's history (package history) where the
-// next master finds it: HistoryFile locally. Unlike the StateStore it is
+// next master finds it: HistoryFile locally, a ConfigMap of the job on
+// Kubernetes (k8s.HistoryStore). Unlike the StateStore it is
 // not fenced and is written lazily: a crash loses at most
 // historySaveEvery of history, which the page shows as a gap.
 type HistoryStore interface {

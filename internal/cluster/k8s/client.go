@@ -2,10 +2,12 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -16,6 +18,9 @@ import (
 type Client struct {
 	cs      kubernetes.Interface
 	timeout time.Duration
+	// rc is what Connect connected with: port-forward and the API server's
+	// proxy need it. nil for a Client made by NewClient (a fake clientset).
+	rc *rest.Config
 }
 
 // NewClient wraps a clientset (a fake one in tests); timeout bounds each
@@ -54,8 +59,14 @@ func Connect(kubeconfig string, timeout time.Duration) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return NewClient(cs, timeout), nil
+	c := NewClient(cs, timeout)
+	c.rc = rc
+	return c, nil
 }
+
+// errNeedsAPIServer is the error of a call that streams through the API
+// server (port-forward, proxy) on a Client without a rest.Config.
+var errNeedsAPIServer = errors.New("needs a real API server (this client has no connection config)")
 
 // bounded is ctx with the Client's timeout.
 func (c *Client) bounded(ctx context.Context) (context.Context, context.CancelFunc) {

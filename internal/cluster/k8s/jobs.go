@@ -276,29 +276,29 @@ func eventTime(e corev1.Event) time.Time {
 // then those it replaced), or an error wrapping ErrNoJob when the job has
 // no master Job.
 func (c *Client) PodNames(ctx context.Context, namespace, job string, role cluster.Role) ([]string, error) {
-	ctx, cancel := c.bounded(ctx)
-	defer cancel()
-	pods, err := c.cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: JobSelector(job) + "," + LabelReplicaType + "=" + string(role)})
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
+	var items []corev1.Pod
 	if role == ReplicaMaster {
-		if len(pods.Items) == 0 {
-			// No master pod yet, or no job at all.
-			if _, err := c.cs.BatchV1().Jobs(namespace).Get(ctx, MasterName(job), metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				return nil, noJob(namespace, job)
-			}
+		var err error
+		if items, err = c.masterPods(ctx, namespace, job); err != nil {
+			return nil, err
 		}
-		sortNewestFirst(pods.Items)
+		sortNewestFirst(items)
 	} else {
-		sort.Slice(pods.Items, func(i, j int) bool {
-			a, _ := strconv.Atoi(pods.Items[i].Labels[LabelInstanceID])
-			b, _ := strconv.Atoi(pods.Items[j].Labels[LabelInstanceID])
+		bctx, cancel := c.bounded(ctx)
+		defer cancel()
+		pods, err := c.cs.CoreV1().Pods(namespace).List(bctx, metav1.ListOptions{LabelSelector: JobSelector(job) + "," + LabelReplicaType + "=" + string(role)})
+		if err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		items = pods.Items
+		sort.Slice(items, func(i, j int) bool {
+			a, _ := strconv.Atoi(items[i].Labels[LabelInstanceID])
+			b, _ := strconv.Atoi(items[j].Labels[LabelInstanceID])
 			return a < b
 		})
 	}
-	names := make([]string, 0, len(pods.Items))
-	for _, p := range pods.Items {
+	names := make([]string, 0, len(items))
+	for _, p := range items {
 		names = append(names, p.Name)
 	}
 	return names, nil
