@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"elasticdl/internal/autoscale/board"
+	"elasticdl/internal/autoscale/rounds"
 	"elasticdl/internal/cluster/k8s"
+	"elasticdl/internal/dashboard"
 )
 
 // runAutoscaler sizes every elastic job of a cluster (see package
@@ -22,6 +26,7 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 	apiTimeout := fs.Duration("api_timeout", 30*time.Second, "how long to wait for the API server")
 	verbose := fs.Bool("verbose", false, "debug logging")
 	metricsPort := fs.Int("metrics_port", 0, "serve Prometheus metrics at :PORT/metrics (0: none)")
+	dashboardPort := fs.Int("dashboard_port", clusterDashboardPort, "serve the cluster's live dashboard (a web page and its JSON API, docs/dashboard.md) on :PORT, all addresses: -1 none, 0 a free port; a port that cannot be bound is logged and the autoscaler runs without")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -33,6 +38,9 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 	}
 	if *metricsPort < 0 || *metricsPort > 65535 {
 		return usageError{fmt.Errorf("--metrics_port must be a port number, got %d", *metricsPort)}
+	}
+	if *dashboardPort < -1 || *dashboardPort > 65535 {
+		return usageError{fmt.Errorf("--dashboard_port=%d: want -1 (no dashboard), 0 (a free port) or a port up to 65535", *dashboardPort)}
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -53,5 +61,38 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 		}
 		defer stop()
 	}
+	if *dashboardPort >= 0 {
+		if _, round, stop := serveClusterBoard(ctx, fmt.Sprintf(":%d", *dashboardPort), *interval, log); round != nil {
+			cfg.Rounds = round
+			defer stop()
+		}
+	}
 	return client.RunAutoscaler(ctx, cfg)
+}
+
+// clusterDashboardPort is the autoscaler's --dashboard_port by default
+// (the job's is 8042).
+const clusterDashboardPort = 8043
+
+// serveClusterBoard serves the cluster's dashboard on addr until stop (or
+// ctx's end) and returns where it listens and what to tell it of each
+// round. A port that cannot be bound is logged and round is nil:
+// observability never fails scaling.
+func serveClusterBoard(ctx context.Context, addr string, interval time.Duration, log *slog.Logger) (at net.Addr, round func(rounds.Round), stop func()) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Warn("no cluster dashboard: its port cannot be bound", "addr", addr, "err", err)
+		return nil, nil, func() {}
+	}
+	hub := dashboard.New(dashboard.Options{Page: board.Page, Logger: log})
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := (&dashboard.Server{Hub: hub, Logger: log}).Serve(ctx, ln); err != nil {
+			log.Warn("the cluster dashboard stopped serving", "err", err)
+		}
+	}()
+	log.Info("cluster dashboard", "addr", ln.Addr().String())
+	return ln.Addr(), board.New(hub, interval, log).Round, func() { cancel(); <-done }
 }

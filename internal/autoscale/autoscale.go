@@ -14,6 +14,7 @@ package autoscale
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 )
 
@@ -105,7 +106,34 @@ type Decision struct {
 	// Placed is how many of the target fit in the capacity left; fewer
 	// than Target when even the job's minimum does not fit.
 	Placed int
+	// Reason says what stopped the target where it is (the Reason*
+	// constants; services-first carries a count).
+	Reason string
 }
+
+// Why a job's target is not higher. A job's target stops growing when it
+// reaches its maximum, or when its next worker fits nowhere it may go; in
+// the latter case the reason says what took the room it would have had.
+const (
+	// ReasonMax: the target is the job's maximum.
+	ReasonMax = "max"
+	// ReasonMinUnfit: even the job's minimum does not fit (Placed <
+	// Target); the job runs with fewer, pending the rest.
+	ReasonMinUnfit = "min-unfit"
+	// ReasonServicesFirst: the next worker would fit but for the room
+	// given to pods waiting to be scheduled that are served before
+	// training (a service growing); the reason reads
+	// "services-first (N waiting)", N the pods placed first.
+	ReasonServicesFirst = "services-first"
+	// ReasonShare: the next worker would fit but for the workers given to
+	// other jobs beyond their minimums, each when its share was smaller
+	// (max-min fairness).
+	ReasonShare = "share"
+	// ReasonRoom: the next worker fits nowhere, even without the pods
+	// waiting and the other jobs' shares: the cluster is full of bound
+	// pods and minimums, or too fragmented for a whole worker.
+	ReasonRoom = "room"
+)
 
 // Decide returns a target for every job of s, in s.Jobs' order:
 //
@@ -120,7 +148,28 @@ type Decision struct {
 //     weighted dominant share (its workers' largest fraction of a
 //     resource of the cluster), until no job below its maximum has a
 //     worker that fits.
+//
+// Each decision's Reason says which of these stopped the job's target.
 func Decide(s Snapshot) []Decision {
+	d := newDecider(s)
+	d.minimums()
+	d.fairShare()
+	return d.out
+}
+
+// decider is one Decide: the room left and the decisions so far.
+type decider struct {
+	jobs []Job
+	r    *room
+	out  []Decision
+	// fair is where each job's workers beyond its minimum went (node index
+	// to what they hold), and fairAll all jobs' together: what a job that
+	// stopped would have had but for the others' shares.
+	fair    []map[int]Resources
+	fairAll []Resources
+}
+
+func newDecider(s Snapshot) *decider {
 	r := newRoom(s.Nodes, s.Jobs)
 	lowest := int32(0)
 	for i, j := range s.Jobs {
@@ -134,53 +183,103 @@ func Decide(s Snapshot) []Decision {
 	}
 	// The jobs' own workers are what is decided: they hold nothing here.
 	r.hold(s.Pods, managed, func(priority int32) bool { return priority > lowest })
-	out := make([]Decision, len(s.Jobs))
-	for i, j := range s.Jobs {
-		out[i] = Decision{Key: j.Key}
+	return &decider{jobs: s.Jobs, r: r, out: make([]Decision, len(s.Jobs)),
+		fair: make([]map[int]Resources, len(s.Jobs)), fairAll: make([]Resources, len(r.order))}
+}
+
+// minimums gives every job its minimum, placed or not.
+func (d *decider) minimums() {
+	for i, j := range d.jobs {
+		d.out[i] = Decision{Key: j.Key}
 		lo := max(1, min(j.Min, j.Max))
 		for range lo {
-			if r.place(j.Worker, j.NodeSelector) {
-				out[i].Placed++
+			if d.r.place(j.Worker, j.NodeSelector) >= 0 {
+				d.out[i].Placed++
 			}
 		}
-		out[i].Target = lo
+		d.out[i].Target = lo
+		switch {
+		case d.out[i].Placed < lo:
+			d.out[i].Reason = ReasonMinUnfit
+		case lo >= j.Max:
+			d.out[i].Reason = ReasonMax
+		}
 	}
-	share := func(i int) float64 {
-		j := s.Jobs[i]
-		w := j.Weight
-		if w <= 0 {
-			w = 1
-		}
-		var sh float64
-		if r.total.MilliCPU > 0 {
-			sh = max(sh, float64(int64(out[i].Target)*j.Worker.MilliCPU)/float64(r.total.MilliCPU))
-		}
-		if r.total.Memory > 0 {
-			sh = max(sh, float64(int64(out[i].Target)*j.Worker.Memory)/float64(r.total.Memory))
-		}
-		return sh / w
-	}
-	full := make([]bool, len(s.Jobs)) // at its maximum, or its worker fits nowhere
+}
+
+// fairShare gives the rest one worker at a time to the job of smallest
+// share, until every job is at its maximum or has a reason to stop.
+func (d *decider) fairShare() {
 	for {
 		best := -1
-		for i := range s.Jobs {
-			if full[i] || out[i].Target >= s.Jobs[i].Max {
+		for i := range d.jobs {
+			if d.out[i].Reason != "" {
 				continue
 			}
-			if best < 0 || share(i) < share(best) {
+			if best < 0 || d.share(i) < d.share(best) {
 				best = i
 			}
 		}
 		if best < 0 {
-			return out
+			return
 		}
-		if !r.place(s.Jobs[best].Worker, s.Jobs[best].NodeSelector) {
-			full[best] = true
+		j := d.jobs[best]
+		n := d.r.place(j.Worker, j.NodeSelector)
+		if n < 0 {
+			d.out[best].Reason = d.stopped(best)
 			continue
 		}
-		out[best].Target++
-		out[best].Placed++
+		if d.fair[best] == nil {
+			d.fair[best] = map[int]Resources{}
+		}
+		d.fair[best][n] = d.fair[best][n].Add(j.Worker)
+		d.fairAll[n] = d.fairAll[n].Add(j.Worker)
+		d.out[best].Target++
+		d.out[best].Placed++
+		if d.out[best].Target >= j.Max {
+			d.out[best].Reason = ReasonMax
+		}
 	}
+}
+
+// share is job i's weighted dominant share at its target so far.
+func (d *decider) share(i int) float64 {
+	j, total := d.jobs[i], d.r.total
+	w := j.Weight
+	if w <= 0 {
+		w = 1
+	}
+	var sh float64
+	if total.MilliCPU > 0 {
+		sh = max(sh, float64(int64(d.out[i].Target)*j.Worker.MilliCPU)/float64(total.MilliCPU))
+	}
+	if total.Memory > 0 {
+		sh = max(sh, float64(int64(d.out[i].Target)*j.Worker.Memory)/float64(total.Memory))
+	}
+	return sh / w
+}
+
+// stopped is why job i's next worker fits nowhere: a node it may use would
+// have room for it but for the pods waiting placed first, or else but for
+// the other jobs' workers beyond their minimums; or neither.
+func (d *decider) stopped(i int) string {
+	j := d.jobs[i]
+	r := d.r
+	fits := func(back func(n int) Resources) bool {
+		for n, node := range r.order {
+			if j.NodeSelector.matches(node) && r.free[n].Add(back(n)).fits(j.Worker) {
+				return true
+			}
+		}
+		return false
+	}
+	if r.waitingPlaced > 0 && fits(func(n int) Resources { return r.waiting[n] }) {
+		return fmt.Sprintf("%s (%d waiting)", ReasonServicesFirst, r.waitingPlaced)
+	}
+	if fits(func(n int) Resources { return d.fairAll[n].sub(d.fair[i][n]) }) {
+		return ReasonShare
+	}
+	return ReasonRoom
 }
 
 // Admit reports whether every pod of pods fits at once in what the
@@ -197,7 +296,7 @@ func Admit(s Snapshot, priority int32, pods []Pod) bool {
 	pods = slices.Clone(pods)
 	largestFirst(pods)
 	for _, p := range pods {
-		if !r.place(p.Request, p.NodeSelector) {
+		if r.place(p.Request, p.NodeSelector) < 0 {
 			return false
 		}
 	}
@@ -211,6 +310,10 @@ type room struct {
 	free  []Resources // by order's index
 	at    map[string]int
 	total Resources
+	// waiting is what the pods waiting to be scheduled that hold placed
+	// on each node (by order's index), and waitingPlaced how many.
+	waiting       []Resources
+	waitingPlaced int
 }
 
 // newRoom is the nodes' allocatable, nothing held. First fit tries the
@@ -236,6 +339,7 @@ func newRoom(nodes []Node, jobs []Job) *room {
 		return cmp.Or(cmp.Compare(claims[a.Name], claims[b.Name]), cmp.Compare(a.Name, b.Name))
 	})
 	r.free = make([]Resources, len(r.order))
+	r.waiting = make([]Resources, len(r.order))
 	r.at = make(map[string]int, len(r.order))
 	for i, n := range r.order {
 		r.free[i], r.at[n.Name] = n.Allocatable, i
@@ -265,7 +369,10 @@ func (r *room) hold(pods []Pod, skip map[string]bool, servedFirst func(priority 
 	}
 	largestFirst(waiting)
 	for _, p := range waiting {
-		r.place(p.Request, p.NodeSelector)
+		if n := r.place(p.Request, p.NodeSelector); n >= 0 {
+			r.waiting[n] = r.waiting[n].Add(p.Request)
+			r.waitingPlaced++
+		}
 	}
 }
 
@@ -277,13 +384,14 @@ func largestFirst(pods []Pod) {
 	})
 }
 
-// place takes req from the first node with room that sel allows.
-func (r *room) place(req Resources, sel Selector) bool {
+// place takes req from the first node with room that sel allows, and
+// returns its index in order; -1: none has room.
+func (r *room) place(req Resources, sel Selector) int {
 	for i := range r.order {
 		if r.free[i].fits(req) && sel.matches(r.order[i]) {
 			r.free[i] = r.free[i].sub(req)
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -93,6 +94,55 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideReasons: what stopped each job's target.
+func TestDecideReasons(t *testing.T) {
+	trainOnly := Job{Key: "a", Min: 1, Max: 20, Worker: cpu(1000), NodeSelector: Selector{"pool": "train"}}
+	cases := []struct {
+		name string
+		s    Snapshot
+		want []string
+	}{
+		{"at its maximum", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 1, 6, 1000)}}, []string{"max"}},
+		{"a minimum at the maximum", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 3, 3, 1000)}}, []string{"max"}},
+		{"the cluster is full", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 1, 20, 1000)}}, []string{"room"}},
+		{"full of bound services", Snapshot{Nodes: nodes(2, 4000), Pods: service(3, "n00", 1000), Jobs: []Job{job("a", 1, 20, 1000)}}, []string{"room"}},
+		{"too fragmented for a whole worker",
+			Snapshot{Nodes: nodes(3, 3000), Pods: append(append(service(1, "n00", 1500), service(1, "n01", 1500)...), service(1, "n02", 500)...),
+				Jobs: []Job{job("a", 1, 20, 2000)}}, []string{"room"}},
+		{"two jobs share the cluster", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 1, 20, 1000), job("b", 1, 20, 1000)}}, []string{"share", "share"}},
+		{"a job's maximum leaves the rest to the other, which had the same share once",
+			Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 1, 2, 1000), job("b", 1, 20, 1000)}}, []string{"max", "share"}},
+		{"another job's minimum is no share", Snapshot{Nodes: nodes(2, 4000), Jobs: []Job{job("a", 6, 20, 1000), job("b", 1, 20, 1000)}}, []string{"share", "room"}},
+		// a: b's workers are on nodes a may not use; b could have used a's.
+		{"pools", Snapshot{Nodes: pools(), Jobs: []Job{trainOnly, job("b", 1, 20, 1000)}}, []string{"room", "share"}},
+		{"a service growing: its waiting pods are placed first",
+			Snapshot{Nodes: nodes(2, 4000), Pods: append(service(2, "n00", 1000), service(3, "", 1000)...), Jobs: []Job{job("a", 1, 20, 1000)}},
+			[]string{"services-first (3 waiting)"}},
+		{"services first before share",
+			Snapshot{Nodes: nodes(2, 4000), Pods: service(2, "", 1000), Jobs: []Job{job("a", 1, 20, 1000), job("b", 1, 20, 1000)}},
+			[]string{"services-first (2 waiting)", "services-first (2 waiting)"}},
+		{"waiting pods placed where the job may not go are not in its way",
+			Snapshot{Nodes: pools(), Pods: []Pod{{Request: cpu(4000), Priority: 1000, NodeSelector: Selector{"pool": "web"}}}, Jobs: []Job{trainOnly}},
+			[]string{"room"}},
+		{"waiting pods of no higher priority hold nothing",
+			Snapshot{Nodes: nodes(1, 4000), Pods: []Pod{{Request: cpu(2000), Priority: 100}}, Jobs: []Job{job("a", 1, 20, 1000)}}, []string{"room"}},
+		{"the minimum does not fit", Snapshot{Nodes: nodes(1, 2000), Jobs: []Job{job("a", 3, 8, 1000)}}, []string{"min-unfit"}},
+		{"the minimum does not fit, at the maximum too", Snapshot{Nodes: nodes(1, 2000), Jobs: []Job{job("a", 3, 3, 1000)}}, []string{"min-unfit"}},
+		{"no nodes", Snapshot{Jobs: []Job{job("a", 1, 4, 1000)}}, []string{"min-unfit"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got []string
+			for _, d := range Decide(c.s) {
+				got = append(got, d.Reason)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("reasons %q, want %q (decisions %+v)", got, c.want, Decide(c.s))
+			}
+		})
+	}
+}
+
 // TestDecideNodesComeAndGo: targets follow the capacity as nodes are added
 // and removed.
 func TestDecideNodesComeAndGo(t *testing.T) {
@@ -130,6 +180,9 @@ func TestDecideInvariants(t *testing.T) {
 			if d.Key != j.Key || d.Target < lo || d.Target > max(lo, j.Max) || d.Placed > d.Target {
 				t.Fatalf("job %+v: decision %+v out of bounds", j, d)
 			}
+			if !reasonFits(d, j) {
+				t.Fatalf("job %+v: decision %+v: reason does not match", j, d)
+			}
 			placed = placed.Add(Resources{int64(d.Placed) * j.Worker.MilliCPU, int64(d.Placed) * j.Worker.Memory})
 		}
 		var capacity Resources
@@ -142,6 +195,19 @@ func TestDecideInvariants(t *testing.T) {
 			t.Fatalf("placed %+v on a capacity of %+v", placed, capacity)
 		}
 	}
+}
+
+// reasonFits: min-unfit exactly when not all of the target was placed,
+// max exactly when the whole target, at the maximum, was; any other a
+// reason for stopping below the maximum.
+func reasonFits(d Decision, j Job) bool {
+	switch {
+	case d.Placed < d.Target:
+		return d.Reason == ReasonMinUnfit
+	case d.Target >= j.Max:
+		return d.Reason == ReasonMax
+	}
+	return d.Reason == ReasonRoom || d.Reason == ReasonShare || strings.HasPrefix(d.Reason, ReasonServicesFirst+" (")
 }
 
 func randomSnapshot(rng *rand.Rand, nNodes, nPods, nJobs int) Snapshot {

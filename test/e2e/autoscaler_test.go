@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,11 +35,13 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 	// Pods on process nodes share the machine's network: a fixed metrics
 	// port collides with anything else there (another e2e run's autoscaler
 	// held 9090 once), so the port comes from the run's free block.
-	port := freePortBlock(1)
+	// So do the dashboard's.
+	port, dashboardPort := freePortBlock(1), freePortBlock(1)
 	for old, new := range map[string]string{
 		"image: registry.example.com/team/elasticdl:v1": "image: elasticdl:e2e",
 		`"--interval=5s"`:                          `"--interval=1s"`,
 		`"--metrics_port=9090"`:                    fmt.Sprintf(`"--metrics_port=%d"`, port),
+		`"--dashboard_port=8043"`:                  fmt.Sprintf(`"--dashboard_port=%d"`, dashboardPort),
 		"serviceAccountName: elasticdl-autoscaler": "serviceAccountName: elasticdl-autoscaler\n      nodeSelector: {e2e: " + label + "}",
 	} {
 		if !strings.Contains(manifest, old) {
@@ -65,7 +69,7 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 		return false
 	}
 	waitFor(t, 30*time.Second, "the autoscaler's pod to run", func() (bool, string) { return runningPod(), p.String() })
-	a := &autoscalerPod{t: t, pod: p, metricsPort: port}
+	a := &autoscalerPod{t: t, pod: p, metricsPort: port, dashboardPort: dashboardPort}
 	waitFor(t, 30*time.Second, "the autoscaler to watch the cluster", func() (bool, string) {
 		l := a.logs()
 		return strings.Contains(l, "autoscaler watching the cluster"), tail(l, 3)
@@ -75,9 +79,9 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 
 // autoscalerPod is the running autoscaler.
 type autoscalerPod struct {
-	t           *testing.T
-	pod         pod
-	metricsPort int
+	t                          *testing.T
+	pod                        pod
+	metricsPort, dashboardPort int
 }
 
 // checkKept fails the test if the autoscaler's pod is gone or restarted:
@@ -146,6 +150,141 @@ func (a *autoscalerPod) utilization(stop <-chan struct{}) (mean float64, samples
 			}
 		}
 	}
+}
+
+// clusterBoard is what the autoscaler's dashboard (its JSON API) showed:
+// the services' CPU and the training jobs' (together) in each sample of
+// api/cluster/series, and the reasons of api/cluster/decisions.
+type clusterBoard struct {
+	mu                 sync.Mutex
+	services, training []float64
+	reasons            map[string]int
+	polls              int
+	last               string        // the last poll's error, if any
+	moved              time.Duration // when all was shown, since the watch began; 0: not yet
+}
+
+// watchBoard polls the autoscaler's dashboard every second until the test
+// ends (pods on process nodes share the machine's network: its port is on
+// 127.0.0.1).
+func (a *autoscalerPod) watchBoard() *clusterBoard {
+	b := &clusterBoard{reasons: map[string]int{}}
+	base := fmt.Sprintf("http://127.0.0.1:%d/api/", a.dashboardPort)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	a.t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		start := time.Now()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			b.poll(base, time.Since(start))
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return b
+}
+
+func (b *clusterBoard) poll(base string, since time.Duration) {
+	var series struct {
+		Samples []struct {
+			ServicesCPU float64 `json:"services_cpu"`
+			Jobs        map[string]struct {
+				CPU float64 `json:"cpu"`
+			} `json:"jobs"`
+		} `json:"samples"`
+	}
+	var decisions struct {
+		Decisions []struct {
+			Reason string `json:"reason"`
+		} `json:"decisions"`
+	}
+	err := errors.Join(getAPI(base+"cluster/series", &series), getAPI(base+"cluster/decisions", &decisions))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.polls++
+	if b.last = ""; err != nil {
+		b.last = err.Error()
+		return
+	}
+	b.services, b.training = b.services[:0], b.training[:0]
+	for _, s := range series.Samples {
+		training := 0.0
+		for _, j := range s.Jobs {
+			training += j.CPU
+		}
+		b.services, b.training = append(b.services, s.ServicesCPU), append(b.training, training)
+	}
+	clear(b.reasons)
+	for _, d := range decisions.Decisions {
+		b.reasons[d.Reason]++
+	}
+	if ok, _ := b.shownLocked(); ok && b.moved == 0 {
+		b.moved = since
+	}
+}
+
+// shown says whether the dashboard showed the services' and the training
+// jobs' CPU move both ways (each rose, then fell: more than a job
+// starting), and a decision with its reason.
+func (b *clusterBoard) shown() (bool, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.shownLocked()
+}
+
+// summary says when the dashboard first showed it all, and what it showed.
+func (b *clusterBoard) summary() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, what := b.shownLocked()
+	return fmt.Sprintf("all shown %.0fs after the watch began; %s", b.moved.Seconds(), what)
+}
+
+func (b *clusterBoard) shownLocked() (bool, string) {
+	reasons := 0
+	for r, n := range b.reasons {
+		if r != "" {
+			reasons += n
+		}
+	}
+	distinct := func(xs []float64) []float64 {
+		s := slices.Clone(xs)
+		slices.Sort(s)
+		return slices.Compact(s)
+	}
+	return peaked(b.services) && peaked(b.training) && reasons > 0,
+		fmt.Sprintf("%d polls (last error %q), %d samples: services' CPU %v, training's %v, decisions by reason %v",
+			b.polls, b.last, len(b.services), distinct(b.services), distinct(b.training), b.reasons)
+}
+
+// peaked: some value of xs is above one before it and one after it.
+func peaked(xs []float64) bool {
+	for j := range xs {
+		if slices.ContainsFunc(xs[:j], func(x float64) bool { return x < xs[j] }) &&
+			slices.ContainsFunc(xs[j+1:], func(x float64) bool { return x < xs[j] }) {
+			return true
+		}
+	}
+	return false
+}
+
+func getAPI(url string, into any) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
 }
 
 // podWaits records, for every pod of a namespace with a label selector, how
@@ -302,6 +441,7 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 	ns := newNamespace(t)
 	label := startProcNodes(t, "e2e-as", 2, "5", "16Gi")
 	as := startAutoscaler(t, label)
+	board := as.watchBoard()
 	waits := watchPodWaits(t, ns, "app=web")
 	kubectlApply(t, serviceManifest(ns, label, 2))
 	waitFor(t, 30*time.Second, "2 service pods running", func() (bool, string) {
@@ -372,6 +512,9 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 		return workersRunning() == 8, fmt.Sprint(j.pods("worker"))
 	})
 	t.Logf("training back at 8 workers %.1fs after the service began to shrink", time.Since(shrunk).Seconds())
+	// The cluster's dashboard showed it: polled all along, it holds by now.
+	waitFor(t, 10*time.Second, "the cluster dashboard to show the services and training rise and fall, and a decision's reason", board.shown)
+	t.Logf("cluster dashboard: %s", board.summary())
 	for what, u := range map[string]float64{"2": low, "20": high} {
 		if u < 0.8 {
 			t.Errorf("CPU utilization %.1f%% with the service at %s: training did not fill the room", 100*u, what)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"elasticdl/internal/autoscale"
+	"elasticdl/internal/autoscale/rounds"
 	"elasticdl/internal/cluster"
 )
 
@@ -43,6 +44,9 @@ type AutoscalerConfig struct {
 	Logger *slog.Logger
 	// Registry, if set, gets the autoscaler's metrics (autoscalermetrics.go).
 	Registry prometheus.Registerer
+	// Rounds, if set, hears what each round saw and decided, once it set
+	// the targets (the cluster dashboard). It must return at once.
+	Rounds func(rounds.Round)
 }
 
 // autoscaler sees the whole cluster through informers: nodes, every pod,
@@ -57,6 +61,8 @@ type autoscaler struct {
 	warned map[string]bool
 	// metrics: nil without a registry.
 	metrics *autoscalerMetrics
+	// rounds: AutoscalerConfig.Rounds.
+	rounds func(rounds.Round)
 }
 
 // RunAutoscaler sizes every elastic job of the cluster until ctx ends:
@@ -75,7 +81,7 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	masters := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelApp + "=" + AppName + "," + LabelReplicaType + "=" + ReplicaMaster
 	}))
-	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{},
+	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{}, rounds: cfg.Rounds,
 		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: masters.Batch().V1().Jobs().Lister()}
 	if cfg.Registry != nil {
 		m, err := newAutoscalerMetrics(cfg.Registry)
@@ -190,7 +196,8 @@ func roomChanges(poke func()) (pods, nodes cache.ResourceEventHandlerFuncs) {
 	return pods, nodes
 }
 
-// round decides once and annotates the jobs whose target changed.
+// round decides once, annotates the jobs whose target changed, and tells
+// a.rounds what it saw and did.
 func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 	s, jobs, usage, err := a.snapshot()
 	if err != nil {
@@ -202,6 +209,7 @@ func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		a.logRoom(s.Nodes, usage)
 	}
+	var changes []rounds.Change
 	for i, d := range ds {
 		j := jobs[i]
 		if j.Annotations[AnnotationTargetWorkers] == strconv.Itoa(d.Target) {
@@ -212,9 +220,37 @@ func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 			a.log.Warn("setting a job's target", "job", d.Key, "target", d.Target, "err", err)
 			continue
 		}
-		a.log.Info("job target", "job", d.Key, "from", j.Annotations[AnnotationTargetWorkers], "to", d.Target, "fits", d.Placed)
+		a.log.Info("job target", "job", d.Key, "from", j.Annotations[AnnotationTargetWorkers], "to", d.Target, "fits", d.Placed, "reason", d.Reason)
+		if from := previousTarget(j, s.Jobs[i].Max); from != d.Target {
+			changes = append(changes, rounds.Change{At: start, Job: d.Key, From: from, To: d.Target, Reason: d.Reason})
+		}
+	}
+	if a.rounds != nil {
+		a.rounds(newRound(start, usage, s.Jobs, ds, changes))
 	}
 	return ds, nil
+}
+
+// previousTarget is the target a job had before a round: its annotation,
+// else (none set yet, or garbled: the master ignores it) the master's
+// --num_workers, which is the job's maximum.
+func previousTarget(j *batchv1.Job, max int) int {
+	if n, err := strconv.Atoi(j.Annotations[AnnotationTargetWorkers]); err == nil && n >= 0 {
+		return n
+	}
+	return max
+}
+
+// newRound is what a round saw and decided, for Rounds: CPU in cores.
+func newRound(at time.Time, u clusterUsage, jobs []autoscale.Job, ds []autoscale.Decision, changes []rounds.Change) rounds.Round {
+	cores := func(r autoscale.Resources) float64 { return float64(r.MilliCPU) / 1000 }
+	r := rounds.Round{At: at, CapacityCPU: cores(u.capacity), ServicesCPU: cores(u.requested[kindServices]),
+		PendingServicePods: u.pending[kindServices], Changes: changes}
+	for i, d := range ds {
+		r.Jobs = append(r.Jobs, rounds.Job{Key: d.Key, Min: jobs[i].Min, Max: jobs[i].Max, Target: d.Target, Placed: d.Placed,
+			Running: u.bound[d.Key], Pending: u.waiting[d.Key], CPU: cores(u.jobs[d.Key]), Reason: d.Reason})
+	}
+	return r
 }
 
 // snapshot builds the decision's input, the Jobs in the order of its
@@ -275,7 +311,11 @@ func (a *autoscaler) snapshot() (autoscale.Snapshot, []*batchv1.Job, clusterUsag
 			}
 		}
 		s.Pods = append(s.Pods, ap)
-		usage.addPod(ap, p.Labels[LabelApp] == AppName)
+		job := ""
+		if name, ok := p.Labels[LabelJob]; ok {
+			job = p.Namespace + "/" + name
+		}
+		usage.addPod(ap, p.Labels[LabelApp] == AppName, job)
 	}
 	return s, jobs, usage, nil
 }

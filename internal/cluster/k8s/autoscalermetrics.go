@@ -30,11 +30,15 @@ type clusterUsage struct {
 	// node (where a decision starts from), and how many of them wait.
 	others        map[string]autoscale.Resources
 	othersWaiting int
+	// jobs: what every pod of each ElasticDL job (namespace/name: workers,
+	// master, PS, autoscaled or not) bound to the capacity requests.
+	jobs map[string]autoscale.Resources
 }
 
 func newClusterUsage() clusterUsage {
 	return clusterUsage{schedulable: map[string]bool{}, requested: map[string]autoscale.Resources{},
-		pending: map[string]int{}, bound: map[string]int{}, waiting: map[string]int{}, others: map[string]autoscale.Resources{}}
+		pending: map[string]int{}, bound: map[string]int{}, waiting: map[string]int{}, others: map[string]autoscale.Resources{},
+		jobs: map[string]autoscale.Resources{}}
 }
 
 func (u *clusterUsage) addNode(n autoscale.Node) {
@@ -44,7 +48,9 @@ func (u *clusterUsage) addNode(n autoscale.Node) {
 	}
 }
 
-func (u *clusterUsage) addPod(p autoscale.Pod, training bool) {
+// addPod counts p; training: a pod of an ElasticDL job, job (if known)
+// its namespace/name.
+func (u *clusterUsage) addPod(p autoscale.Pod, training bool, job string) {
 	kind := kindServices
 	if training {
 		kind = kindTraining
@@ -55,6 +61,9 @@ func (u *clusterUsage) addPod(p autoscale.Pod, training bool) {
 	case u.schedulable[p.Node]:
 		// Only what is on the capacity counts toward its use.
 		u.requested[kind] = u.requested[kind].Add(p.Request)
+		if job != "" {
+			u.jobs[job] = u.jobs[job].Add(p.Request)
+		}
 	}
 	switch {
 	case p.Job != "" && p.Node == "":

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"elasticdl/internal/decimate"
 	"elasticdl/internal/master/job"
 )
 
@@ -58,16 +59,16 @@ type series struct {
 
 func newSeries() series { return series{stride: time.Second} }
 
-// jitter is how much sooner than a stride after the last a sample is
-// still taken: a ticker's ticks wobble.
-const jitter = 250 * time.Millisecond
-
 // Sample adds a sample of v at at, if one is due: a stride (less a
-// quarter, at most jitter) after the last. Calls in between, or with a
+// quarter, at most decimate.Jitter) after the last. Calls in between, or with a
 // time before the last, add nothing: added says whether it did.
 func (h *History) Sample(v job.View, at time.Time) (added bool) {
 	s := &h.series
-	if n := len(s.samples); n > 0 && at.Before(s.samples[n-1].T.Add(s.stride-min(s.stride/4, jitter))) {
+	var last time.Time
+	if n := len(s.samples); n > 0 {
+		last = s.samples[n-1].T
+	}
+	if !decimate.Due(last, len(s.samples) > 0, at, s.stride) {
 		return false
 	}
 	smp := Sample{T: at, Records: v.Records, WorkersRunning: v.WorkersRunning, WorkersPending: v.WorkersPending,
@@ -98,12 +99,7 @@ func (h *History) Sample(v job.View, at time.Time) (added bool) {
 // series is full plus one: an odd count), each kept one taking over the
 // interval of the one dropped before it; the stride doubles.
 func (s *series) thin() {
-	kept := s.samples[:1]
-	for i := 2; i < len(s.samples); i += 2 {
-		kept = append(kept, merge(s.samples[i-2], s.samples[i-1], s.samples[i]))
-	}
-	clear(s.samples[len(kept):])
-	s.samples = kept
+	s.samples = decimate.Halve(s.samples, merge)
 	s.stride *= 2
 }
 
