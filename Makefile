@@ -4,7 +4,7 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build static train test bench proto docs e2e experiments k8s-up k8s-down
+.PHONY: build static train test bench proto docs dashboard-shots e2e experiments k8s-up k8s-down
 build:
 	go build -buildvcs=auto -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -28,6 +28,11 @@ proto:
 # docs/cli.md, generated from the flags (TestCLIReference checks it).
 docs:
 	ELASTICDL_UPDATE_DOCS=1 go test ./cli -run TestCLIReference -count=1
+
+# docs/images/job.png and cluster.png: the dashboard's pages drawn from fake
+# documents in headless Chromium (TestJobPage, TestClusterPage).
+dashboard-shots:
+	ELASTICDL_UPDATE_SHOTS=1 ELASTICDL_REQUIRE_BROWSER=1 go test ./internal/dashboard -run 'TestJobPage|TestClusterPage' -count=1
 
 # The Kubernetes e2e suite alone (it starts and stops a rig of its own).
 e2e:

@@ -61,10 +61,16 @@ func (h *Hub) Handler() http.Handler {
 }
 
 // serveDoc is GET api/NAME: the latest published document NAME, in the
-// envelope, from the immutable state (no lock, no copy of the document).
+// envelope, from the immutable state (no lock, no copy of the document);
+// with a query, a published list's items (serveQuery).
 func (h *Hub) serveDoc(w http.ResponseWriter, r *http.Request) {
 	st := h.cur.Load()
-	doc, ok := st.docs[r.PathValue("name")]
+	name := r.PathValue("name")
+	if r.URL.RawQuery != "" {
+		h.serveQuery(w, r, st, name)
+		return
+	}
+	doc, ok := st.docs[name]
 	if !ok {
 		http.Error(w, "no such document", http.StatusNotFound)
 		return

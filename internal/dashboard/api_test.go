@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,40 +101,46 @@ func TestEnvelope(t *testing.T) {
 }
 
 func TestAssets(t *testing.T) {
-	_, srv := newServer(t, Options{})
-	resp, body := get(t, srv.URL+"/")
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("/: %s %s", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	// Relative URLs only, and nothing from elsewhere: the page must work
-	// under a proxy's path prefix, offline.
-	for _, m := range regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(body, -1) {
-		if strings.HasPrefix(m[1], "/") || strings.Contains(m[1], "//") {
-			t.Fatalf("index.html links %q", m[1])
+	for _, page := range []string{"index.html", "cluster.html"} {
+		_, srv := newServer(t, Options{Page: page})
+		resp, body := get(t, srv.URL+"/")
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s at /: %s %s", page, resp.Status, resp.Header.Get("Content-Type"))
 		}
-	}
-	if !strings.Contains(body, `src="assets/app.js"`) {
-		t.Fatal("index.html does not load assets/app.js")
-	}
-	for _, p := range []string{"/", "/assets/app.js", "/assets/index.html"} {
-		resp, body := get(t, srv.URL+p)
-		etag := resp.Header.Get("ETag")
-		if resp.StatusCode != http.StatusOK || etag == "" || resp.Header.Get("Cache-Control") != "no-cache" || body == "" {
-			t.Fatalf("%s: %s, ETag %q, Cache-Control %q", p, resp.Status, etag, resp.Header.Get("Cache-Control"))
+		// Relative URLs only, and nothing from elsewhere: the page must
+		// work under a proxy's path prefix, offline. Every one is served.
+		links := []string{"/"}
+		for _, m := range regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(body, -1) {
+			if strings.HasPrefix(m[1], "/") || strings.Contains(m[1], "//") {
+				t.Fatalf("%s links %q", page, m[1])
+			}
+			links = append(links, "/"+m[1])
 		}
-		if resp, body := get(t, srv.URL+p, "If-None-Match", etag); resp.StatusCode != http.StatusNotModified || body != "" {
-			t.Fatalf("%s with If-None-Match: %s", p, resp.Status)
+		for _, want := range []string{"/assets/style.css", "/assets/chart.js", "/assets/live.js"} {
+			if !slices.Contains(links, want) {
+				t.Fatalf("%s links %v, not %s", page, links, want)
+			}
 		}
-		if resp, _ := get(t, srv.URL+p, "If-None-Match", `"stale"`); resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s with a stale ETag: %s", p, resp.Status)
+		for _, p := range links {
+			resp, body := get(t, srv.URL+p)
+			etag := resp.Header.Get("ETag")
+			if resp.StatusCode != http.StatusOK || etag == "" || resp.Header.Get("Cache-Control") != "no-cache" || body == "" {
+				t.Fatalf("%s: %s, ETag %q, Cache-Control %q", p, resp.Status, etag, resp.Header.Get("Cache-Control"))
+			}
+			if resp, body := get(t, srv.URL+p, "If-None-Match", etag); resp.StatusCode != http.StatusNotModified || body != "" {
+				t.Fatalf("%s with If-None-Match: %s", p, resp.Status)
+			}
+			if resp, _ := get(t, srv.URL+p, "If-None-Match", `"stale"`); resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s with a stale ETag: %s", p, resp.Status)
+			}
+			if ct := resp.Header.Get("Content-Type"); strings.HasSuffix(p, ".js") && !strings.Contains(ct, "javascript") ||
+				strings.HasSuffix(p, ".css") && !strings.Contains(ct, "text/css") {
+				t.Fatalf("%s: Content-Type %q", p, ct)
+			}
 		}
-	}
-	app, _ := get(t, srv.URL+"/assets/app.js")
-	if ct := app.Header.Get("Content-Type"); !strings.Contains(ct, "javascript") {
-		t.Fatalf("app.js Content-Type %q", ct)
-	}
-	if resp, _ := get(t, srv.URL+"/assets/nope.js"); resp.StatusCode != http.StatusNotFound {
-		t.Fatalf("a missing asset: %s", resp.Status)
+		if resp, _ := get(t, srv.URL+"/assets/nope.js"); resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("a missing asset: %s", resp.Status)
+		}
 	}
 }
 

@@ -76,6 +76,10 @@ type Update struct {
 	// taken). A name absent keeps its previous document; a nil document
 	// removes it.
 	Docs map[string]json.RawMessage
+	// Lists are served at api/NAME?since=SEQ&limit=N (see SeqList); as
+	// with Docs, a name absent keeps its list and a nil one removes it.
+	// Without a query api/NAME is still the document in Docs.
+	Lists map[string]*SeqList
 	// Ended says the job ended: streams send their pending deltas, then
 	// "ended" with the Snapshot, and return.
 	Ended bool
@@ -107,6 +111,7 @@ type state struct {
 	seq      uint64 // publishes so far; 0 before the first
 	snapshot []byte
 	docs     map[string][]byte
+	lists    map[string]*SeqList
 	ended    bool
 	// ring holds framed deltas, oldest first, with increasing seqs. Every
 	// delta with a seq above ringFrom is in it, so a stream that has seen
@@ -139,7 +144,7 @@ func New(opts Options) *Hub {
 		done:   make(chan struct{}),
 		assets: loadAssets(),
 	}
-	h.cur.Store(&state{changed: make(chan struct{}), docs: map[string][]byte{}})
+	h.cur.Store(&state{changed: make(chan struct{}), docs: map[string][]byte{}, lists: map[string]*SeqList{}})
 	return h
 }
 
@@ -180,7 +185,8 @@ func (h *Hub) Publish(u Update) {
 	if u.Snapshot != nil {
 		st.snapshot = u.Snapshot
 	}
-	st.docs = mergeDocs(old.docs, u.Docs)
+	st.docs = merge(old.docs, u.Docs, func(d json.RawMessage) ([]byte, bool) { return d, d != nil })
+	st.lists = merge(old.lists, u.Lists, func(l *SeqList) (*SeqList, bool) { return l, l != nil })
 	if u.Delta != nil {
 		frame := appendEvent(make([]byte, 0, len(u.Delta)+frameSlack), "delta", h.boot, st.seq, u.Delta)
 		st.push(item{seq: st.seq, frame: frame}, h.opts)
@@ -189,22 +195,24 @@ func (h *Hub) Publish(u Update) {
 	close(old.changed)
 }
 
-func mergeDocs(old map[string][]byte, upd map[string]json.RawMessage) map[string][]byte {
+// merge returns old updated by upd, where a value that keep refuses (nil)
+// removes its name; old is shared with older states, so it is copied.
+func merge[U, V any](old map[string]V, upd map[string]U, keep func(U) (V, bool)) map[string]V {
 	if len(upd) == 0 {
 		return old
 	}
-	docs := make(map[string][]byte, len(old)+len(upd))
+	out := make(map[string]V, len(old)+len(upd))
 	for k, v := range old {
-		docs[k] = v
+		out[k] = v
 	}
-	for k, v := range upd {
-		if v == nil {
-			delete(docs, k)
+	for k, u := range upd {
+		if v, ok := keep(u); ok {
+			out[k] = v
 		} else {
-			docs[k] = v
+			delete(out, k)
 		}
 	}
-	return docs
+	return out
 }
 
 // push appends it to the ring and drops the oldest items beyond the limits.

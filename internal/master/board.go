@@ -32,14 +32,12 @@ type board struct {
 // boardSent is what the last publish covered: the next delta carries what
 // changed since.
 type boardSent struct {
-	any        bool
-	lastEvent  int64 // the seq of the newest event sent
-	samples    int
-	lastSample time.Time
-	stride     time.Duration
-	evals      int
-	timeline   timelineMark
-	docs       map[string]json.RawMessage
+	any       bool
+	lastEvent int64 // the seq of the newest event sent
+	events    eventLog
+	series    seriesEnc
+	timeline  timelineMark
+	docs      map[string]json.RawMessage
 }
 
 // timelineMark changes whenever the timeline may have: segments change
@@ -103,18 +101,14 @@ func (m *Master) publishBoard(v job.View, final *Summary) {
 	if b == nil {
 		return
 	}
-	in := m.observe.history.boardInput(v, b.sent.lastEvent)
+	in := m.observe.history.boardInput(v, b.sent.lastEvent, b.sent.series.stride, len(b.sent.series.samples))
 	docs, delta, err := b.build(m.boardHead(), v, in, m.now(), final)
 	if err != nil {
 		b.log.Warn("building the dashboard's documents", "err", err)
 		return
 	}
-	snap, err := json.Marshal(docs)
-	if err != nil {
-		b.log.Warn("encoding the dashboard's snapshot", "err", err)
-		return
-	}
-	u := dashboard.Update{Snapshot: snap, Docs: docs, Ended: final != nil}
+	u := dashboard.Update{Snapshot: joinDocs(docs), Docs: docs, Ended: final != nil,
+		Lists: map[string]*dashboard.SeqList{"events": b.sent.events.list()}}
 	if b.sent.any {
 		u.Delta = delta
 	}
@@ -167,26 +161,22 @@ func (m *Master) endBoard(s *Summary) {
 type boardData struct {
 	oldest   int64
 	events   []history.Event // after the seq asked for
-	all      []history.Event // every event held
 	stride   time.Duration
-	samples  []history.Sample
+	from     int              // the index of samples[0] in the series
+	samples  []history.Sample // those the board lacks: all of them when from is 0
 	segments []history.Segment
 	eta      *float64
 }
 
-// boardInput copies what the dashboard shows of the history.
-func (k *historyKeeper) boardInput(v job.View, since int64) boardData {
+// boardInput copies what the dashboard shows of the history and the board
+// lacks: the events after since, the samples after the first n taken at
+// stride.
+func (k *historyKeeper) boardInput(v job.View, since int64, stride time.Duration, n int) boardData {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var d boardData
-	d.oldest, d.all = k.h.Events(0, 0)
-	for i, e := range d.all {
-		if e.Seq > since {
-			d.events = d.all[i:]
-			break
-		}
-	}
-	d.stride, d.samples = k.h.Samples()
+	d.oldest, d.events = k.h.Events(since, 0)
+	d.stride, d.from, d.samples = k.h.SamplesSince(stride, n)
 	d.segments = k.h.Segments()
 	if eta, ok := k.h.ETA(v); ok {
 		secs := eta.Seconds()

@@ -119,6 +119,10 @@ func TestDashboardServesTheJob(t *testing.T) {
 	if ed.Oldest != 1 || ed.Events[0].Seq != 1 {
 		t.Errorf("api/events: oldest %d, first %+v", ed.Oldest, ed.Events[0])
 	}
+	var q eventsDoc
+	if !getDoc(t, base+"api/events?since=2&limit=2", &q) || q.Oldest != 1 || len(q.Events) != 2 || q.Events[0].Seq != 3 || q.Events[1].Seq != 4 {
+		t.Errorf("api/events?since=2&limit=2: %+v", q)
+	}
 
 	resp, err := http.Get(base + "api/stream")
 	if err != nil {
@@ -219,7 +223,7 @@ func TestBoardDelta(t *testing.T) {
 	var v job.View
 	publish := func() (docs map[string]json.RawMessage, d deltaDoc) {
 		t.Helper()
-		docs, data, err := b.build(jobHead{Job: "j"}, v, boardDataOf(h, v, b.sent.lastEvent), at, nil)
+		docs, data, err := b.build(jobHead{Job: "j"}, v, boardDataOf(h, v, b), at, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +245,7 @@ func TestBoardDelta(t *testing.T) {
 	at = at.Add(time.Second)
 	h.Sample(v, at)
 	_, d := publish()
-	if len(d.Events) != 1 || d.Events[0].Seq != 3 || len(d.Samples) != 1 || d.Series != nil || d.Job == nil || d.Timeline == nil {
+	if len(d.Events) != 1 || !strings.HasPrefix(string(d.Events[0]), `{"seq":3,`) || len(d.Samples) != 1 || d.Series != nil || d.Job == nil || d.Timeline == nil {
 		t.Fatalf("delta: %d events %+v, %d samples, series %s, timeline %s", len(d.Events), d.Events, len(d.Samples), d.Series, d.Timeline)
 	}
 	_, d = publish()
@@ -257,8 +261,101 @@ func TestBoardDelta(t *testing.T) {
 	}
 }
 
-// boardDataOf is historyKeeper.boardInput on a bare history.
-func boardDataOf(h *history.History, v job.View, since int64) boardData {
+// boardDataOf is historyKeeper.boardInput on a bare history, for b.
+func boardDataOf(h *history.History, v job.View, b *board) boardData {
 	k := &historyKeeper{h: h}
-	return k.boardInput(v, since)
+	return k.boardInput(v, b.sent.lastEvent, b.sent.series.stride, len(b.sent.series.samples))
+}
+
+// TestBoardEncodesWhatIsNew: the series and events documents, joined
+// from each sample and event encoded once, are what encoding them whole
+// gives; a publish with no new sample keeps the series' bytes (no
+// encoding), and the snapshot is the documents joined.
+func TestBoardEncodesWhatIsNew(t *testing.T) {
+	b := &board{}
+	h := history.New()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	v := job.View{Records: 0, Steps: 0}
+	v.Summary.Evaluations = []job.EvalRecord{{Version: 3, Accuracy: 0.5, RecordsTrained: 10}}
+	var docs map[string]json.RawMessage
+	publish := func() {
+		t.Helper()
+		var err error
+		docs, _, err = b.build(jobHead{Job: "j"}, v, boardDataOf(h, v, b), at, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.sent.any = true
+		stride, ss := h.Samples()
+		want, _ := json.Marshal(seriesDoc{StrideSeconds: stride.Seconds(), Samples: orEmpty(ss), Evals: v.Summary.Evaluations})
+		if string(docs["series"]) != string(want) {
+			t.Fatalf("series:\n%s\nwant\n%s", docs["series"], want)
+		}
+		oldest, all := h.Events(0, 0)
+		want, _ = json.Marshal(eventsDoc{Oldest: oldest, Events: orEmpty(all)})
+		if string(docs["events"]) != string(want) {
+			t.Fatalf("events:\n%s\nwant\n%s", docs["events"], want)
+		}
+		var whole map[string]json.RawMessage
+		if err := json.Unmarshal(joinDocs(docs), &whole); err != nil || len(whole) != len(docs) {
+			t.Fatalf("the snapshot: %v, %d of %d documents", err, len(whole), len(docs))
+		}
+	}
+	sample := func() {
+		at = at.Add(time.Second)
+		v.Records += 100
+		v.Steps += 10
+		v.LossSum += 5
+		h.Sample(v, at)
+	}
+	h.Add([]job.Occurrence{{Kind: job.OccurPhase}})
+	sample()
+	publish()
+	sample()
+	h.Add([]job.Occurrence{{Kind: job.OccurLaunched, Role: cluster.Worker}})
+	publish()
+	before := docs["series"]
+	publish() // no new sample, no new event
+	if &docs["series"][0] != &before[0] {
+		t.Error("a publish with no new sample encoded the series again")
+	}
+	for range history.MaxSamples { // thinned on the way
+		sample()
+	}
+	publish()
+	v.Summary.Evaluations = append(v.Summary.Evaluations, job.EvalRecord{Version: 9, Accuracy: 0.7, RecordsTrained: 900})
+	sample()
+	publish()
+	if l := b.sent.events.list(); l.Oldest != 1 || len(l.Seqs) != 2 || l.Seqs[1] != 2 {
+		t.Errorf("the events' list: oldest %d, seqs %v", l.Oldest, l.Seqs)
+	}
+}
+
+// TestEventLogDrops: events the history dropped leave the log, and the
+// lists published before keep theirs.
+func TestEventLogDrops(t *testing.T) {
+	var l eventLog
+	ev := func(seqs ...int64) []history.Event {
+		var out []history.Event
+		for _, s := range seqs {
+			out = append(out, history.Event{Seq: s, Occurrence: job.Occurrence{Kind: job.OccurRunning}})
+		}
+		return out
+	}
+	if added, err := l.add(1, ev(1, 2, 3)); err != nil || len(added) != 3 {
+		t.Fatalf("add: %d, %v", len(added), err)
+	}
+	first := l.list()
+	if added, err := l.add(3, ev(4, 5)); err != nil || len(added) != 2 {
+		t.Fatalf("add: %d, %v", len(added), err)
+	}
+	if second := l.list(); second.Oldest != 3 || len(second.Seqs) != 3 || second.Seqs[0] != 3 || second.Seqs[2] != 5 {
+		t.Errorf("after dropping: oldest %d, seqs %v", second.Oldest, second.Seqs)
+	}
+	if first.Oldest != 1 || len(first.Seqs) != 3 || first.Seqs[0] != 1 || !strings.Contains(string(first.Items[2]), `"seq":3`) {
+		t.Errorf("the first list changed: oldest %d, seqs %v", first.Oldest, first.Seqs)
+	}
+	if got := string(l.doc()); !strings.HasPrefix(got, `{"oldest":3,"events":[{"seq":3,`) {
+		t.Errorf("doc: %s", got)
+	}
 }

@@ -77,13 +77,16 @@ type ringDoc struct {
 }
 
 // eventsDoc is api/events: the latest events; oldest > 1 says older ones
-// were dropped.
+// were dropped. The board joins it from each event's encoding (eventLog):
+// this is the shape the join must give, as TestBoardEncodesWhatIsNew and
+// the API's readers check.
 type eventsDoc struct {
 	Oldest int64           `json:"oldest"`
 	Events []history.Event `json:"events"`
 }
 
-// seriesDoc is api/series: samples stride apart, and the evaluations.
+// seriesDoc is api/series: samples stride apart, and the evaluations;
+// joined from each sample's encoding (seriesEnc) in this shape.
 type seriesDoc struct {
 	StrideSeconds float64          `json:"stride_seconds"`
 	Samples       []history.Sample `json:"samples"`
@@ -108,12 +111,12 @@ type slotDoc struct {
 // since the previous one. Events and Samples are the new ones; Series and
 // Timeline come whole when they changed otherwise.
 type deltaDoc struct {
-	Job      json.RawMessage  `json:"job"`
-	Events   []history.Event  `json:"events,omitempty"`
-	Samples  []history.Sample `json:"samples,omitempty"`
-	Series   json.RawMessage  `json:"series,omitempty"`
-	Timeline json.RawMessage  `json:"timeline,omitempty"`
-	Summary  json.RawMessage  `json:"summary,omitempty"`
+	Job      json.RawMessage   `json:"job"`
+	Events   []json.RawMessage `json:"events,omitempty"`  // history.Event
+	Samples  []json.RawMessage `json:"samples,omitempty"` // history.Sample
+	Series   json.RawMessage   `json:"series,omitempty"`
+	Timeline json.RawMessage   `json:"timeline,omitempty"`
+	Summary  json.RawMessage   `json:"summary,omitempty"`
 }
 
 // build returns the documents (the api/NAME ones, which together are the
@@ -139,13 +142,21 @@ func (b *board) build(head jobHead, v job.View, in boardData, now time.Time, fin
 	}
 	delta.Job = enc("job", newJobDoc(head, v, in.eta, now))
 	newEvents := len(in.events) > 0 || !b.sent.any
-	if newEvents {
-		enc("events", eventsDoc{Oldest: in.oldest, Events: orEmpty(in.all)})
-		delta.Events = in.events
-		b.sent.lastEvent = lastSeq(in.all, b.sent.lastEvent)
+	if newEvents && err == nil {
+		delta.Events, err = b.sent.events.add(in.oldest, in.events)
+		docs["events"] = b.sent.events.doc()
+		b.sent.lastEvent = b.sent.events.last(b.sent.lastEvent)
 	}
-	delta.Samples, delta.Series = b.series(in, v, enc)
-	if mark := newTimelineMark(in, v); mark != b.sent.timeline || !b.sent.any {
+	if err == nil {
+		delta.Samples, delta.Series, err = b.series(in, v)
+		switch {
+		case delta.Series != nil:
+			docs["series"] = delta.Series
+		case delta.Samples != nil:
+			docs["series"] = b.sent.series.doc()
+		}
+	}
+	if mark := newTimelineMark(in, v, b.sent.lastEvent); mark != b.sent.timeline || !b.sent.any {
 		delta.Timeline = enc("timeline", newTimelineDoc(in.segments, v))
 		b.sent.timeline = mark
 	}
@@ -163,28 +174,20 @@ func (b *board) build(head jobHead, v job.View, in boardData, now time.Time, fin
 	return docs, data, nil
 }
 
-// series encodes api/series when it changed, and says how: new samples
-// only, or (thinned, new evaluations, the first time) the whole document.
-func (b *board) series(in boardData, v job.View, enc func(string, any) json.RawMessage) ([]history.Sample, json.RawMessage) {
-	s := &b.sent
-	n := len(in.samples)
-	var last time.Time
-	if n > 0 {
-		last = in.samples[n-1].T
+// series encodes the samples new since the last publish, and says how the
+// series changed: those samples only, or (thinned, new evaluations, the
+// first time) the whole document; neither when it did not.
+func (b *board) series(in boardData, v job.View) ([]json.RawMessage, json.RawMessage, error) {
+	added, whole, err := b.sent.series.update(b.sent.any, in.stride, in.from, in.samples, v.Summary.Evaluations)
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case whole:
+		return nil, b.sent.series.doc(), nil
+	case len(added) == 0:
+		return nil, nil, nil
 	}
-	evals := len(v.Summary.Evaluations)
-	if s.any && n == s.samples && last.Equal(s.lastSample) && evals == s.evals && in.stride == s.stride {
-		return nil, nil
-	}
-	data := enc("series", seriesDoc{StrideSeconds: in.stride.Seconds(), Samples: orEmpty(in.samples),
-		Evals: orEmpty(v.Summary.Evaluations)})
-	whole := !s.any || in.stride != s.stride || evals != s.evals || n < s.samples
-	added := in.samples[min(s.samples, n):]
-	s.samples, s.lastSample, s.evals, s.stride = n, last, evals, in.stride
-	if whole {
-		return nil, data
-	}
-	return added, nil
+	return added, nil, nil
 }
 
 func newJobDoc(head jobHead, v job.View, eta *float64, now time.Time) jobDoc {
@@ -206,8 +209,8 @@ func newJobDoc(head jobHead, v job.View, eta *float64, now time.Time) jobDoc {
 	return d
 }
 
-func newTimelineMark(in boardData, v job.View) timelineMark {
-	m := timelineMark{lastEvent: lastSeq(in.all, 0), segments: len(in.segments), reshards: len(v.Summary.PS.Reshards)}
+func newTimelineMark(in boardData, v job.View, lastEvent int64) timelineMark {
+	m := timelineMark{lastEvent: lastEvent, segments: len(in.segments), reshards: len(v.Summary.PS.Reshards)}
 	for _, s := range in.segments {
 		if s.Ended == nil {
 			m.open++
@@ -266,13 +269,6 @@ func summaryNow(v job.View, now time.Time, final *Summary) *Summary {
 	}
 	s.Evaluations = orEmpty(s.Evaluations)
 	return &s
-}
-
-func lastSeq(events []history.Event, or int64) int64 {
-	if n := len(events); n > 0 {
-		return events[n-1].Seq
-	}
-	return or
 }
 
 // orEmpty makes a nil slice encode as [] rather than null.

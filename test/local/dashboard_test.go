@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -41,9 +42,10 @@ func getJSON(url string, v any) bool {
 }
 
 // TestDashboard: a local job prints its dashboard's URL; api/job shows
-// both workers running; after a worker is killed, api/events shows its
-// exit (killed), its relaunch and the new worker running in its slot;
-// the page shows the job and the events; after the master is killed, the
+// both workers running, and so does the page (the job's name, a loss
+// chart with points, two running worker lanes); after a worker is
+// killed, api/events and the page show its exit (killed), its relaunch
+// and the new worker running in its slot; after the master is killed, the
 // next one serves the same URL with the history and resumed.
 func TestDashboard(t *testing.T) {
 	needData(t)
@@ -58,6 +60,7 @@ func TestDashboard(t *testing.T) {
 	})
 	var jd struct {
 		API     int    `json:"api"`
+		Job     string `json:"job"`
 		Phase   string `json:"phase"`
 		Workers struct {
 			Running int `json:"running"`
@@ -66,9 +69,10 @@ func TestDashboard(t *testing.T) {
 	waitFor(t, 2*time.Minute, "api/job: training with 2 workers running", func() bool {
 		return getJSON(base+"api/job", &jd) && jd.Phase == "training" && jd.Workers.Running == 2
 	})
-	if jd.API != 1 {
-		t.Errorf("api/job: api %d, want 1", jd.API)
+	if jd.API != 1 || jd.Job == "" {
+		t.Errorf("api/job: api %d, job %q", jd.API, jd.Job)
 	}
+	page := openPage(t, base, jd.Job)
 	var workers []int
 	waitFor(t, time.Minute, "two worker processes", func() bool {
 		workers = j.children("worker")
@@ -77,6 +81,31 @@ func TestDashboard(t *testing.T) {
 	if err := syscall.Kill(workers[0], syscall.SIGKILL); err != nil {
 		t.Fatalf("kill worker %d: %v", workers[0], err)
 	}
+	killed := awaitRelaunch(t, base)
+	t.Logf("worker %d (slot %d) killed, relaunched and running again", killed.ID, killed.Slot)
+	if page != nil {
+		pagePoll(t, page, "the kill, the relaunch and the new worker running in the slot's lane", fmt.Sprintf(`
+			document.querySelectorAll('#events li[data-kind="exited"][data-cause="killed"]').length > 0 &&
+			document.querySelectorAll('#events li[data-kind="launched"][data-cause="relaunch"]').length > 0 &&
+			document.querySelector('[data-slot="worker/%d"]').dataset.state === 'running' &&
+			+document.querySelector('[data-slot="worker/%d"]').dataset.id >= 2`, killed.Slot, killed.Slot))
+		path, err := browsertest.Screenshot(page, t.ArtifactDir(), "job.png")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	killMaster(t, j, base, page)
+	if err := j.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	j.wait(time.Minute)
+}
+
+// awaitRelaunch waits until api/events shows a worker killed, its
+// relaunch and the new worker running in its slot; it returns the exit.
+func awaitRelaunch(t *testing.T, base string) *boardEvent {
+	t.Helper()
 	var killed *boardEvent
 	var seen map[string]bool
 	waitFor(t, time.Minute, "api/events: the worker killed, relaunched and running again", func() bool {
@@ -101,19 +130,14 @@ func TestDashboard(t *testing.T) {
 		}
 		return seen["exited"] && seen["relaunch"] && seen["running"]
 	})
-	t.Logf("worker %d (slot %d) killed, relaunched and running again", killed.ID, killed.Slot)
-	page := openPage(t, base)
-	killMaster(t, j, base, page)
-	if err := j.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	j.wait(time.Minute)
+	return killed
 }
 
-// openPage opens the dashboard in a headless Chromium: it shows the job
-// training and the killed worker's exit, and leaves a screenshot. Without
-// a browser it returns nil (a failure under browsertest.RequireEnv).
-func openPage(t *testing.T, base string) context.Context {
+// openPage opens the dashboard in a headless Chromium: it shows the job,
+// a loss chart with at least 3 points and two running worker lanes.
+// Without a browser it returns nil (a failure under
+// browsertest.RequireEnv).
+func openPage(t *testing.T, base, name string) context.Context {
 	t.Helper()
 	if _, err := browsertest.Exec(); err != nil && os.Getenv(browsertest.RequireEnv) != "1" {
 		t.Logf("the page is not checked: %v", err)
@@ -121,20 +145,33 @@ func openPage(t *testing.T, base string) context.Context {
 	}
 	b := browsertest.Launch()
 	t.Cleanup(b.Close)
-	ctx := b.Tab(t, time.Minute)
+	ctx := b.Tab(t, 3*time.Minute)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById('phase').dataset.phase === 'training' &&
-		document.querySelectorAll('#events li[data-kind="exited"][data-cause="killed"]').length > 0`)); err != nil {
-		t.Fatalf("the page never showed the job training and the worker killed: %v", err)
-	}
-	path, err := browsertest.Screenshot(ctx, t.ArtifactDir(), "job.png")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", path)
+	js, _ := json.Marshal(name)
+	pagePoll(t, ctx, "the job training, a loss chart with 3 points and two running worker lanes", `
+		document.getElementById('job').textContent === `+string(js)+` &&
+		document.getElementById('phase').dataset.phase === 'training' &&
+		+document.querySelector('svg[data-series=loss]').dataset.n >= 3 &&
+		document.querySelectorAll('[data-slot^="worker/"][data-state="running"]').length === 2`)
 	return ctx
+}
+
+// pagePoll waits (a minute at most) until the JS condition cond holds in
+// the page; a condition that throws is false.
+func pagePoll(t *testing.T, page context.Context, what, cond string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(page, time.Minute)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool]("(function () { try { return ("+cond+") } catch (e) { return false } })()")); err != nil {
+		state, _ := chromedp.Run(page, chromedp.Evaluate[string](`document.getElementById('job').textContent + ' ' +
+			document.getElementById('phase').dataset.phase + ' ' + document.getElementById('status').textContent + ' seq=' +
+			document.body.dataset.seq + ' loss=' + document.querySelector('svg[data-series=loss]').dataset.n + ' lanes=' +
+			Array.from(document.querySelectorAll('[data-slot]')).map(function (g) { return g.dataset.slot + ':' + g.dataset.state + ':' + g.dataset.id }).join(',') +
+			' events=' + Array.from(document.querySelectorAll('#events li')).map(function (li) { return li.dataset.kind + ':' + li.dataset.cause }).join(',')`))
+		t.Fatalf("the page never showed %s: %v (page: %s)", what, err, state)
+	}
 }
 
 // killMaster kill -9s the job's master: the next one serves the same URL,
@@ -182,9 +219,6 @@ func killMaster(t *testing.T, j *job, base string, page context.Context) {
 	if page == nil {
 		return
 	}
-	if _, err := chromedp.Run(page, chromedp.Poll[bool](`document.querySelectorAll('#events li[data-kind="resumed"]').length > 0 &&
-		document.querySelectorAll('#events li[data-kind="exited"][data-cause="killed"]').length > 0`)); err != nil {
-		state, _ := chromedp.Run(page, chromedp.Evaluate[string](`document.getElementById('status').textContent + ' seq=' + document.body.dataset.seq + ' events=' + Array.from(document.querySelectorAll('#events li')).map(function (li) { return li.dataset.kind }).join(',')`))
-		t.Fatalf("the page never showed the next master's resumed: %v (page: %s)", err, state)
-	}
+	pagePoll(t, page, "the next master's resumed and the first one's events", `document.querySelectorAll('#events li[data-kind="resumed"]').length > 0 &&
+		document.querySelectorAll('#events li[data-kind="exited"][data-cause="killed"]').length > 0`)
 }

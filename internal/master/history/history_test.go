@@ -218,6 +218,33 @@ func TestDecimation(t *testing.T) {
 
 func abs(x float64) float64 { return max(x, -x) }
 
+// TestSamplesSince: a reader that holds the first n samples gets the
+// rest, or all of them once the series was thinned under it.
+func TestSamplesSince(t *testing.T) {
+	h := New()
+	for s := range 5 {
+		h.Sample(view(int64(10*s), int64(s), 0), at(s))
+	}
+	for _, c := range []struct {
+		stride         time.Duration
+		n, from, count int
+	}{
+		{time.Second, 0, 0, 5},
+		{time.Second, 3, 3, 2},
+		{time.Second, 5, 5, 0},
+		{time.Second, 6, 0, 5},     // more than there are: all
+		{2 * time.Second, 3, 0, 5}, // another stride: thinned since, all
+	} {
+		stride, from, ss := h.SamplesSince(c.stride, c.n)
+		if stride != time.Second || from != c.from || len(ss) != c.count {
+			t.Errorf("SamplesSince(%v, %d) = %v, %d, %d samples; want 1s, %d, %d", c.stride, c.n, stride, from, len(ss), c.from, c.count)
+		}
+		if len(ss) > 0 && !ss[0].T.Equal(at(from)) {
+			t.Errorf("SamplesSince(%v, %d): the first at %v, want %v", c.stride, c.n, ss[0].T, at(from))
+		}
+	}
+}
+
 func TestETA(t *testing.T) {
 	h := New()
 	for s := 0; s <= 9; s++ {

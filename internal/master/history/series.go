@@ -136,6 +136,17 @@ func (h *History) Samples() (stride time.Duration, samples []Sample) {
 	return h.series.stride, append([]Sample(nil), h.series.samples...)
 }
 
+// SamplesSince returns the stride and a copy of the samples from index n
+// on, for a reader that holds the first n taken at stride: from is n, or
+// 0 (all of them) when the series was thinned since (another stride) or
+// is shorter.
+func (h *History) SamplesSince(stride time.Duration, n int) (now time.Duration, from int, samples []Sample) {
+	if stride != h.series.stride || n > len(h.series.samples) {
+		n = 0
+	}
+	return h.series.stride, n, append([]Sample(nil), h.series.samples[n:]...)
+}
+
 // ETA is the time training needs to finish v's remaining training
 // records at the mean rate of the last 30 s of samples (at least the last
 // two; none across a gap); ok is false outside training, before the
