@@ -1,6 +1,7 @@
 package local
 
 import (
+	"elasticdl/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,7 +118,8 @@ func TestPyTorchAllReduceKilledAndFrozen(t *testing.T) {
 }
 
 // A model with BatchNorm in a Python ring whose members start from
-// different weights and one of which is killed: at the end every member
+// different weights and one of which loses its ring helper (kill -9 of
+// its ringd): at the end every member
 // holds the same state — parameters and running statistics — which the
 // ring kept equal step by step and handed to the replacement on joining.
 func TestPyTorchAllReduceBatchNorm(t *testing.T) {
@@ -134,9 +136,17 @@ func TestPyTorchAllReduceBatchNorm(t *testing.T) {
 		first = j.pythonWorkers(bnScript)
 		return j.recordsDone() >= 3000 && len(first) == 2
 	})
-	if err := syscall.Kill(first[0], syscall.SIGKILL); err != nil {
+	// Not the worker but its ring helper (elasticdl ringd) is killed: the
+	// worker must notice, exit and be replaced like a killed one.
+	var helpers []proctest.Instance
+	waitFor(t, 30*time.Second, "the first worker's ringd", func() bool {
+		helpers = proctest.Children(first[0], "ringd")
+		return len(helpers) == 1
+	})
+	if err := syscall.Kill(helpers[0].Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, time.Minute, "the worker whose ringd died to exit", func() bool { return !slices.Contains(j.pythonWorkers(bnScript), first[0]) })
 	s := j.succeeded(5 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	if s.Workers.Lost != 1 || s.Eval == nil || s.Eval.Accuracy < 0.80 {
