@@ -1,7 +1,6 @@
 package local
 
 import (
-	"elasticdl/internal/proctest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"elasticdl/internal/proctest"
 )
 
 // pytorchAllReduceJob is the example's job with AllReduce: workers Python
