@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -177,7 +178,12 @@ func TestClusterPage(t *testing.T) {
 		document.querySelectorAll('#decisions li[data-reason]').length === `+n(len(c.decisions))+` &&
 		document.querySelector('#decisions li').dataset.reason === 'min-unfit' && document.getElementById('capacity').textContent === '12' &&
 		document.querySelector('#jobs tr[data-job="ns/a"]').cells[7].textContent === 'services-first (2 waiting)'`)
-	await(t, ctx, "the services and three jobs stacked", `document.querySelectorAll('svg[data-series=cpu] path[fill-opacity]').length === 4`)
+	last := c.samples[len(c.samples)-1]
+	await(t, ctx, "the services and three jobs stacked, each band with its latest value", fmt.Sprintf(`
+		document.querySelectorAll('svg[data-series=cpu] path[fill-opacity]').length === 4 &&
+		Math.abs(+document.querySelector('svg[data-series=cpu] path[data-key="services"]').dataset.last - %v) < 1e-9 &&
+		document.querySelector('svg[data-series=cpu] path[data-key="ns/a"]').dataset.last === '2.5' &&
+		document.querySelector('svg[data-series=cpu] path[data-key="ns/c"]').dataset.last === '1.5'`, last["services_cpu"]))
 	shoot(t, ctx, "cluster.png")
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("window.mark = true")); err != nil {
 		t.Fatal(err)

@@ -35,13 +35,15 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 	// Pods on process nodes share the machine's network: a fixed metrics
 	// port collides with anything else there (another e2e run's autoscaler
 	// held 9090 once), so the port comes from the run's free block.
-	// So do the dashboard's.
+	// So do the dashboard's: its flag and the containerPort named dashboard
+	// (where `elasticdl dashboard --autoscaler` forwards to).
 	port, dashboardPort := freePortBlock(1), freePortBlock(1)
 	for old, new := range map[string]string{
 		"image: registry.example.com/team/elasticdl:v1": "image: elasticdl:e2e",
 		`"--interval=5s"`:                          `"--interval=1s"`,
 		`"--metrics_port=9090"`:                    fmt.Sprintf(`"--metrics_port=%d"`, port),
 		`"--dashboard_port=8043"`:                  fmt.Sprintf(`"--dashboard_port=%d"`, dashboardPort),
+		"{name: dashboard, containerPort: 8043}":   fmt.Sprintf("{name: dashboard, containerPort: %d}", dashboardPort),
 		"serviceAccountName: elasticdl-autoscaler": "serviceAccountName: elasticdl-autoscaler\n      nodeSelector: {e2e: " + label + "}",
 	} {
 		if !strings.Contains(manifest, old) {
@@ -253,14 +255,16 @@ func (b *clusterBoard) shownLocked() (bool, string) {
 			reasons += n
 		}
 	}
-	distinct := func(xs []float64) []float64 {
-		s := slices.Clone(xs)
-		slices.Sort(s)
-		return slices.Compact(s)
-	}
 	return peaked(b.services) && peaked(b.training) && reasons > 0,
 		fmt.Sprintf("%d polls (last error %q), %d samples: services' CPU %v, training's %v, decisions by reason %v",
 			b.polls, b.last, len(b.services), distinct(b.services), distinct(b.training), b.reasons)
+}
+
+// distinct is xs's values, sorted, each once.
+func distinct(xs []float64) []float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return slices.Compact(s)
 }
 
 // peaked: some value of xs is above one before it and one after it.
@@ -442,6 +446,7 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 	label := startProcNodes(t, "e2e-as", 2, "5", "16Gi")
 	as := startAutoscaler(t, label)
 	board := as.watchBoard()
+	page := openClusterPage(t, ns+"/beside") // nil without a browser
 	waits := watchPodWaits(t, ns, "app=web")
 	kubectlApply(t, serviceManifest(ns, label, 2))
 	waitFor(t, 30*time.Second, "2 service pods running", func() (bool, string) {
@@ -515,6 +520,12 @@ func TestK8sAutoscalerBesideService(t *testing.T) {
 	// The cluster's dashboard showed it: polled all along, it holds by now.
 	waitFor(t, 10*time.Second, "the cluster dashboard to show the services and training rise and fall, and a decision's reason", board.shown)
 	t.Logf("cluster dashboard: %s", board.summary())
+	if page != nil {
+		waitFor(t, 10*time.Second, "the cluster's page to show the same, through elasticdl dashboard --autoscaler", page.shown)
+		_, what := page.shown()
+		t.Logf("cluster page: %s", what)
+		page.screenshot()
+	}
 	for what, u := range map[string]float64{"2": low, "20": high} {
 		if u < 0.8 {
 			t.Errorf("CPU utilization %.1f%% with the service at %s: training did not fill the room", 100*u, what)

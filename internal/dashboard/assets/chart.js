@@ -203,6 +203,7 @@ var Charts = (function () {
   }
 
   // stack draws bands on top of each other; a null value breaks them all.
+  // Each band's paths (one per unbroken run) carry its attrs.
   function stack(g, l, sx, sy) {
     var base = l.xs.map(function () { return 0; });
     l.bands.forEach(function (b) {
@@ -216,7 +217,7 @@ var Charts = (function () {
       runs.forEach(function (r) {
         var up = r.map(function (i) { return sx.map(l.xs[i]).toFixed(1) + ' ' + sy.map(top[i]).toFixed(1); });
         var down = r.slice().reverse().map(function (i) { return sx.map(l.xs[i]).toFixed(1) + ' ' + sy.map(base[i]).toFixed(1); });
-        tip(el('path', {d: 'M' + up.join('L') + 'L' + down.join('L') + 'Z', fill: b.color, 'fill-opacity': 0.85}, g), b.label);
+        tip(el('path', Object.assign({d: 'M' + up.join('L') + 'L' + down.join('L') + 'Z', fill: b.color, 'fill-opacity': 0.85}, b.attrs || {}), g), b.label);
       });
       base = top.map(function (v, i) { return v === null ? base[i] : v; });
     });
@@ -225,7 +226,8 @@ var Charts = (function () {
 
   // plot draws spec into svg: {x, y, y2: {min, max, zero, pad, time,
   // label, format}, layers: [{type: line|step|markers|stack|vmarks, axis: y|y2,
-  // points: [[x, y, title]], color, label, dots}], legend}. It returns the
+  // points: [[x, y, title]], color, label, dots; a stack's xs, gaps and bands:
+  // [{label, color, values, attrs}]}], legend}. It returns the
   // number of points each layer drew, and sets data-n to the first's.
   function plot(svg, spec) {
     clear(svg);

@@ -1,7 +1,8 @@
 // The cluster's page, served by the autoscaler: its documents
 // (docs/dashboard.md, "The cluster's dashboard") drawn with Charts
 // (chart.js). Test hooks (markup, not API): svg[data-series=cpu][data-n],
-// #jobs tr[data-job], #decisions li[data-reason], document.body.dataset.seq.
+// its bands' path[data-key][data-last] (key: services or ns/job), #jobs
+// tr[data-job], #decisions li[data-reason], document.body.dataset.seq.
 (function () {
   'use strict';
   var C = Charts;
@@ -41,16 +42,23 @@
     $('at').textContent = c.at ? 'at ' + clock(c.at) : '';
   }
 
+  // band is a stacked band whose paths say what they draw: data-key (the
+  // services, or a job) and data-last (its latest value).
+  function band(key, color, values) {
+    return {label: key, color: color, values: values,
+      attrs: {'data-key': key, 'data-last': values.length ? text(values[values.length - 1]) : ''}};
+  }
+
   // chart: x is seconds before the latest sample.
   function chart(names) {
     var samples = (doc.series || {}).samples || [];
     var last = samples.length ? ms(samples[samples.length - 1].t) : 0;
     var xs = samples.map(function (s) { return (ms(s.t) - last) / 1000; });
-    var bands = [{label: 'services', color: SERVICES, values: samples.map(function (s) { return s.services_cpu; })}];
+    var bands = [band('services', SERVICES, samples.map(function (s) { return s.services_cpu; }))];
     names.forEach(function (n) {
-      bands.push({label: n, color: colorOf(names, n), values: samples.map(function (s) {
+      bands.push(band(n, colorOf(names, n), samples.map(function (s) {
         return s.jobs && s.jobs[n] ? s.jobs[n].cpu : 0;
-      })});
+      })));
     });
     C.plot($('cpu'), {x: {time: true, max: 0, format: function (v) { return v === 0 ? 'now' : '−' + C.duration(-v); }},
       y: {label: 'CPU', zero: true, pad: 0.05},
