@@ -275,6 +275,20 @@ var Charts = (function () {
     return rows.length;
   }
 
-  return {el: el, tip: tip, clear: clear, niceTicks: niceTicks, num: num, duration: duration,
+  // The pages' small helpers: a value as text ('' for none), an RFC 3339
+  // time in ms (null if none), its clock time, a table cell.
+  function text(v) { return v === undefined || v === null ? '' : String(v); }
+  function ms(t) { var v = Date.parse(t); return isNaN(v) ? null : v; }
+  function clock(t) { return text(t).replace(/^.*T/, '').replace(/\..*$|Z$|[+-]\d\d:\d\d$/, ''); }
+  function cell(tr, v, cls) {
+    var td = document.createElement('td');
+    td.textContent = v;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+    return td;
+  }
+
+  return {text: text, ms: ms, clock: clock, cell: cell, el: el, tip: tip, clear: clear,
+    niceTicks: niceTicks, num: num, duration: duration,
     palette: palette, plot: plot, lanes: lanes};
 })();

@@ -10,16 +10,7 @@
   var $ = function (id) { return document.getElementById(id); };
   var SERVICES = '#9ca3af', CAPACITY = '#111827';
 
-  function text(v) { return v === undefined || v === null ? '' : String(v); }
-  function ms(t) { var v = Date.parse(t); return isNaN(v) ? null : v; }
-  function clock(t) { return text(t).replace(/^.*T/, '').replace(/\..*$|Z$|[+-]\d\d:\d\d$/, ''); }
-  function cell(tr, v, cls) {
-    var td = document.createElement('td');
-    td.textContent = v;
-    if (cls) td.className = cls;
-    tr.appendChild(td);
-    return td;
-  }
+  var text = C.text, ms = C.ms, clock = C.clock, cell = C.cell;
 
   // jobNames are every job in the series and now, in order: each keeps
   // its colour while the page lives.

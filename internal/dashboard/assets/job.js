@@ -15,16 +15,7 @@
     loss: '#2563eb', evalLoss: '#ea580c', accuracy: '#7c3aed', rps: '#2563eb', workers: '#16a34a',
     ring: '#7c3aed', reshard: '#ea580c'};
 
-  function text(v) { return v === undefined || v === null ? '' : String(v); }
-  function ms(t) { var v = Date.parse(t); return isNaN(v) ? null : v; }
-  function clock(t) { return text(t).replace(/^.*T/, '').replace(/\..*$|Z$/, ''); }
-  function cell(tr, v, cls) {
-    var td = document.createElement('td');
-    td.textContent = v;
-    if (cls) td.className = cls;
-    tr.appendChild(td);
-    return td;
-  }
+  var text = C.text, ms = C.ms, clock = C.clock, cell = C.cell;
 
   // now is the master's time (ms), frozen at the end.
   function now() {
