@@ -4,7 +4,7 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build static train test bench proto docs dashboard-shots e2e experiments k8s-up k8s-down
+.PHONY: build static train test bench proto docs dashboard-shots e2e experiments k8s-up k8s-down db-up db-down
 build:
 	go build -buildvcs=auto -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -67,3 +67,12 @@ k8s-up: build
 
 k8s-down:
 	hack/k8s-rig/down.sh
+
+# PostgreSQL and MariaDB on free ports of 127.0.0.1, for the SQL tests and
+# for people (hack/db.sh; data in ~/.cache/elasticdl-db). Prints the
+# datasource URLs: eval "$$(make -s db-up)".
+db-up:
+	@hack/db.sh up
+
+db-down:
+	@hack/db.sh down

@@ -195,18 +195,10 @@ func (s *SchemaCSV) Read(start, end int64) (*Batch, error) {
 	if c.closed {
 		return nil, fmt.Errorf("%s: read: %w", s.name, os.ErrClosed)
 	}
-	n := int(end - start)
-	b := &Batch{
-		FeatureShape:   s.FeatureShape(),
-		Features:       make([]float32, 0, n*s.plan.numDense),
-		Labels:         make([]int32, 0, n),
-		Index:          make([]int64, 0, n),
-		NumCategorical: s.plan.numCategorical,
-		Categorical:    make([]int64, 0, n*s.plan.numCategorical),
-	}
+	b := s.plan.newBatch(int(end - start))
 	err := c.scan(start, end, true, func(rec int64, fields []string, perr error) error {
 		if perr == nil {
-			if perr = s.decode(fields, b); perr == nil {
+			if perr = s.plan.decode(fields, b); perr == nil {
 				b.Index = append(b.Index, rec)
 				return nil
 			}
@@ -219,41 +211,6 @@ func (s *SchemaCSV) Read(start, end int64) (*Batch, error) {
 	}
 	b.N = len(b.Labels)
 	return b, nil
-}
-
-// decode appends one record to b. On error b is left as it was, so a
-// corrupt record leaves no partial features or ids behind.
-func (s *SchemaCSV) decode(fields []string, b *Batch) error {
-	p := s.plan
-	if len(fields) != len(p.cols) {
-		return fmt.Errorf("got %d fields, want %d", len(fields), len(p.cols))
-	}
-	nf, nc := len(b.Features), len(b.Categorical)
-	b.Features = slices.Grow(b.Features, p.numDense)[:nf+p.numDense]
-	b.Categorical = slices.Grow(b.Categorical, p.numCategorical)[:nc+p.numCategorical]
-	feats, ids := b.Features[nf:], b.Categorical[nc:]
-	var label int32
-	for i, f := range fields {
-		cp := &p.cols[i]
-		f = strings.TrimSpace(f)
-		var err error
-		switch cp.kind {
-		case Numeric:
-			feats[cp.slot], err = parseNumeric(f)
-		case Categorical, Hashed:
-			ids[cp.slot] = cp.id(f)
-		case ID:
-			ids[cp.slot], err = parseID(f)
-		case Label:
-			label, err = parseLabel(f)
-		}
-		if err != nil {
-			b.Features, b.Categorical = b.Features[:nf], b.Categorical[:nc]
-			return fmt.Errorf("%v column %d (%s): %w", cp.kind, i, s.schema.Columns[i].Name, err)
-		}
-	}
-	b.Labels = append(b.Labels, label)
-	return nil
 }
 
 // Close releases the file. Reads after Close fail; Close is idempotent.

@@ -6,8 +6,10 @@
 // reach a task. Sources: IDX image files (the MNIST format, plain or
 // gzipped, see OpenIDX), CSV files (see OpenCSV), CSV files with a declared
 // schema of numeric and categorical columns (see OpenCSVSchema and the
-// csv:// URI of Open), and a synthetic click-through-rate generator (see
-// NewSyntheticCTR and the synthetic-ctr:// URI of Open).
+// csv:// URI of Open), a synthetic click-through-rate generator (see
+// NewSyntheticCTR and the synthetic-ctr:// URI of Open), and the snapshot
+// of a database table's or query's rows (see OpenSQL and the sqlite://,
+// postgres:// and mysql:// URIs of Open).
 //
 // Recommender sources also fill Batch.Categorical with one id per
 // categorical field per record. The ids of all fields share one id space
@@ -32,6 +34,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+
+	"elasticdl/internal/sqldb"
 )
 
 // Batch holds decoded records [start,end) of a source, minus corrupt ones.
@@ -94,13 +98,16 @@ var (
 
 	_ CategoricalSource = (*SchemaCSV)(nil)
 	_ CategoricalSource = (*SyntheticCTR)(nil)
+	_ CategoricalSource = (*SQL)(nil)
 )
 
 // supportedFormats is appended to Open errors so the user sees what would work.
 const supportedFormats = `supported: IDX images files whose name contains "idx3-ubyte", ` +
 	`plain or gzipped (e.g. MNIST train-images-idx3-ubyte.gz; the labels file is found by name); ` +
 	`CSV files named *.csv; CSV files with a declared schema, csv://PATH?schema=y:label,x:num,c:hash(1000); ` +
-	`generated click-through-rate data, synthetic-ctr://?records=N&seed=S`
+	`generated click-through-rate data, synthetic-ctr://?records=N&seed=S; ` +
+	`a database table's or query's rows, sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or ` +
+	`mysql://USER:PASSWORD@tcp(HOST:PORT)/DB with ?table=NAME or ?query=SQL and &label=COLUMN`
 
 // Open opens a source, picking the reader from the file name: a name
 // containing "idx3-ubyte" (plain or .gz) is an IDX images file read with
@@ -109,7 +116,10 @@ const supportedFormats = `supported: IDX images files whose name contains "idx3-
 // name sources that a file name cannot: "csv://PATH?schema=..." is a CSV
 // file read with a declared schema (see OpenCSVURI), and
 // "synthetic-ctr://?..." is a generated click-through-rate data set (see
-// OpenSyntheticCTR). Otherwise only local paths are supported.
+// OpenSyntheticCTR), and "sqlite://...", "postgres://..." and "mysql://..."
+// with snapshot= name the snapshot of a table's or query's rows that a
+// job's master made (see OpenSQL; the master turns table= and query= into
+// snapshot=). Otherwise only local paths are supported.
 func Open(uri string) (Source, error) {
 	if i := strings.Index(uri, "://"); i > 0 {
 		// Not s, err directly: a nil pointer in a Source would not be == nil.
@@ -126,6 +136,13 @@ func Open(uri string) (Source, error) {
 				return nil, err
 			}
 			return g, nil
+		}
+		if sqldb.IsURI(uri) {
+			s, err := OpenSQL(uri)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
 		}
 		return nil, fmt.Errorf("data: open %s: scheme %q: %w (%s; otherwise local paths only)",
 			uri, uri[:i], ErrUnsupportedFormat, supportedFormats)

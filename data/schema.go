@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -371,6 +372,7 @@ type schemaPlan struct {
 }
 
 type colPlan struct {
+	name   string // for errors
 	kind   ColumnKind
 	slot   int    // Numeric: feature index; Categorical, Hashed: id index
 	prefix uint64 // FNV-1a state after name + "="
@@ -387,7 +389,7 @@ func (s Schema) plan() (*schemaPlan, error) {
 	var bounded int64
 	unbounded := false
 	for i, c := range s.Columns {
-		cp := colPlan{kind: c.Kind, prefix: fnv1a(fnvOffset64, c.Name+"=")}
+		cp := colPlan{name: c.Name, kind: c.Kind, prefix: fnv1a(fnvOffset64, c.Name+"=")}
 		switch c.Kind {
 		case Numeric:
 			cp.slot = p.numDense
@@ -422,6 +424,52 @@ func (s Schema) plan() (*schemaPlan, error) {
 		p.idBound = bounded
 	}
 	return p, nil
+}
+
+// newBatch returns an empty batch with room for n records.
+func (p *schemaPlan) newBatch(n int) *Batch {
+	return &Batch{
+		FeatureShape:   []int{p.numDense},
+		Features:       make([]float32, 0, n*p.numDense),
+		Labels:         make([]int32, 0, n),
+		Index:          make([]int64, 0, n),
+		NumCategorical: p.numCategorical,
+		Categorical:    make([]int64, 0, n*p.numCategorical),
+	}
+}
+
+// decode appends one record, its fields in schema order, to b. On error b is left as it was, so a
+// corrupt record leaves no partial features or ids behind.
+func (p *schemaPlan) decode(fields []string, b *Batch) error {
+	if len(fields) != len(p.cols) {
+		return fmt.Errorf("got %d fields, want %d", len(fields), len(p.cols))
+	}
+	nf, nc := len(b.Features), len(b.Categorical)
+	b.Features = slices.Grow(b.Features, p.numDense)[:nf+p.numDense]
+	b.Categorical = slices.Grow(b.Categorical, p.numCategorical)[:nc+p.numCategorical]
+	feats, ids := b.Features[nf:], b.Categorical[nc:]
+	var label int32
+	for i, f := range fields {
+		cp := &p.cols[i]
+		f = strings.TrimSpace(f)
+		var err error
+		switch cp.kind {
+		case Numeric:
+			feats[cp.slot], err = parseNumeric(f)
+		case Categorical, Hashed:
+			ids[cp.slot] = cp.id(f)
+		case ID:
+			ids[cp.slot], err = parseID(f)
+		case Label:
+			label, err = parseLabel(f)
+		}
+		if err != nil {
+			b.Features, b.Categorical = b.Features[:nf], b.Categorical[:nc]
+			return fmt.Errorf("%v column %d (%s): %w", cp.kind, i, cp.name, err)
+		}
+	}
+	b.Labels = append(b.Labels, label)
+	return nil
 }
 
 // id maps a (trimmed) value of a Categorical or Hashed column to its id.

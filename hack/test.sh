@@ -12,6 +12,16 @@ hack/deps.sh --pytorch
 export ELASTICDL_REQUIRE_PYTORCH=1
 # ... and Chromium: the web pages' tests must run, not skip.
 export ELASTICDL_REQUIRE_BROWSER=1
+# PostgreSQL and MariaDB for the SQL tests (hack/db.sh, which installs them
+# when missing): servers already running are used and left running, others
+# are started and stopped at the end. Their tests must run, not skip.
+db_was_up=false
+hack/db.sh env >/dev/null 2>&1 && db_was_up=true
+db_down() { $db_was_up || hack/db.sh down >/dev/null 2>&1 || true; }
+trap db_down EXIT
+db_env="$(hack/db.sh up)" # not eval "$(...)": set -e would miss its failure
+eval "$db_env"
+export ELASTICDL_REQUIRE_DB=1
 phase "dependencies"
 # The rig's binaries (hack/k8s-rig/build.sh: instant when cached, 12-15 min
 # cold) and its process node (procnodes.sh --build, and the compile of its
@@ -28,7 +38,7 @@ setsid nice -n 19 bash -c '
   hack/k8s-rig/procnodes.sh --build
   cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 -run "^$" ./... >/dev/null' >"$rig_log" 2>&1 &
 rig_pid=$!
-trap 'kill -- -$rig_pid 2>/dev/null || true' EXIT
+trap 'kill -- -$rig_pid 2>/dev/null || true; db_down' EXIT
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
 if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi

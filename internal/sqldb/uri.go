@@ -1,0 +1,295 @@
+package sqldb
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+)
+
+// The parameters of a datasource URI that are ours; any other is the
+// driver's (sslmode=disable, _pragma=..., charset=...).
+const (
+	paramQuery    = "query"
+	paramTable    = "table"
+	paramLabel    = "label"
+	paramSnapshot = "snapshot"
+	paramOrder    = "order"
+	paramIgnore   = "ignore"
+)
+
+var ourParams = map[string]bool{paramQuery: true, paramTable: true, paramLabel: true, paramSnapshot: true, paramOrder: true, paramIgnore: true}
+
+// URISyntax is the help that errors about a URI end with.
+const URISyntax = "want sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@tcp(HOST:PORT)/DB, " +
+	"with ?table=NAME or ?query=SQL (URL-escaped) and &label=COLUMN for a data source"
+
+// Datasource is a parsed datasource URI.
+type Datasource struct {
+	URI      string // as given
+	Name     string // the URI with its password hidden: for messages and logs
+	Dialect  Dialect
+	DSN      string // the driver's data source name
+	Table    string // table=: a table's rows, in the order the database returns them
+	Query    string // query=: a query's rows
+	Snapshot string // snapshot=: a snapshot that Prepare made
+	Label    string // label=: the label column
+	// Order (order=A,B) numbers the rows by these columns; without, in
+	// the order the database returns them, which for PostgreSQL is not
+	// the order they were written in.
+	Order []string
+	// Ignore (ignore=A,B) are columns that are no feature: an id, a
+	// date.
+	Ignore []string
+
+	base   string     // the URI before the '?'
+	driver url.Values // the driver's parameters
+}
+
+// IsURI says whether uri names a database: its scheme is one of ours.
+func IsURI(uri string) bool {
+	scheme, _, ok := strings.Cut(uri, "://")
+	if !ok {
+		return false
+	}
+	_, known := schemes[scheme]
+	return known
+}
+
+var schemes = map[string]Dialect{"sqlite": SQLite, "postgres": Postgres, "postgresql": Postgres, "mysql": MySQL}
+
+// Parse parses a datasource URI:
+//
+//	sqlite://PATH                          (sqlite:///abs/path, sqlite://rel/path)
+//	postgres://USER:PASSWORD@HOST:PORT/DB  (also postgresql://)
+//	mysql://USER:PASSWORD@tcp(HOST:PORT)/DB
+//
+// each with optional parameters: table=NAME (schema.table is split at the
+// dot) or query=SQL (URL-escaped) for a data source, snapshot=NAME for a
+// snapshot that Prepare made, label=COLUMN; any other parameter is passed to
+// the driver. Parse does no I/O.
+func Parse(uri string) (*Datasource, error) {
+	ds, err := parse(uri)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // not the URL: it holds the password
+		}
+		return nil, fmt.Errorf("datasource %s: %w (%s)", redact(uri), err, URISyntax)
+	}
+	return ds, nil
+}
+
+func parse(uri string) (*Datasource, error) {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	d, known := schemes[scheme]
+	if !ok || !known {
+		return nil, errors.New("unknown scheme")
+	}
+	base, query, err := splitParams(d, rest)
+	if err != nil {
+		return nil, err
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("parameters: %w", err)
+	}
+	ds := &Datasource{URI: uri, Name: redact(uri), Dialect: d, base: scheme + "://" + base, driver: url.Values{}}
+	for _, k := range slices.Sorted(maps.Keys(q)) { // sorted: the same URI always gives the same error
+		v := q[k]
+		if _, ours := ourParams[k]; ours && len(v) != 1 {
+			return nil, fmt.Errorf("parameter %q given %d times", k, len(v))
+		}
+		switch k {
+		case paramQuery:
+			ds.Query = strings.TrimRight(strings.TrimSpace(v[0]), "; \t\n")
+		case paramTable:
+			ds.Table = v[0]
+		case paramLabel:
+			ds.Label = v[0]
+		case paramSnapshot:
+			ds.Snapshot = v[0]
+		case paramOrder:
+			ds.Order = splitNames(v[0])
+		case paramIgnore:
+			ds.Ignore = splitNames(v[0])
+		default:
+			ds.driver[k] = v
+		}
+	}
+	if err := ds.checkParams(q); err != nil {
+		return nil, err
+	}
+	ds.DSN, err = dsn(d, base, ds.driver)
+	return ds, err
+}
+
+// splitParams splits the rest of a URI after its scheme at the '?' that
+// starts the parameters. MySQL's password may hold a '?', so its
+// parameters start after the address, at the first '?' after ")/".
+func splitParams(d Dialect, rest string) (base, query string, err error) {
+	from := 0
+	if d == MySQL {
+		i := strings.Index(rest, ")/")
+		if i < 0 || !strings.Contains(rest[:i], "(") {
+			return "", "", errors.New("no address: want USER:PASSWORD@tcp(HOST:PORT)/DB")
+		}
+		from = i + 2
+	}
+	base, query, _ = strings.Cut(rest[from:], "?")
+	base = rest[:from] + base
+	if strings.TrimPrefix(base, "/") == "" || strings.HasSuffix(base, "/") {
+		return "", "", errors.New("no file or database")
+	}
+	return base, query, nil
+}
+
+// checkParams checks the combinations of our parameters.
+func (ds *Datasource) checkParams(q url.Values) error {
+	n := 0
+	for _, k := range []string{paramQuery, paramTable, paramSnapshot} {
+		if q.Has(k) {
+			if q.Get(k) == "" {
+				return fmt.Errorf("%s= is empty", k)
+			}
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("give one of table=, query= and snapshot=")
+	}
+	for _, p := range []struct {
+		k     string
+		names []string
+	}{{paramLabel, []string{ds.Label}}, {paramOrder, ds.Order}, {paramIgnore, ds.Ignore}} {
+		if k := p.k; q.Has(k) && slices.Contains(p.names, "") {
+			return fmt.Errorf("%s=%s: an empty column name", k, q.Get(k))
+		}
+	}
+	if slices.Contains(ds.Ignore, ds.Label) && ds.Label != "" {
+		return fmt.Errorf("label column %q is ignored too", ds.Label)
+	}
+	if q.Has(paramSnapshot) && !IsSnapshotName(ds.Snapshot) {
+		return fmt.Errorf("snapshot=%s: not a snapshot's name (%s...)", ds.Snapshot, snapshotPrefix)
+	}
+	return nil
+}
+
+// dsn is the driver's data source name for base, the URI after its scheme
+// without our parameters; it checks what the driver would refuse.
+func dsn(d Dialect, base string, params url.Values) (string, error) {
+	switch d {
+	case SQLite:
+		p := maps.Clone(params)
+		// Writers wait for each other instead of failing at once.
+		p.Add("_pragma", "busy_timeout(10000)")
+		return base + "?" + p.Encode(), nil
+	case Postgres:
+		u, err := url.Parse("postgres://" + base)
+		if err != nil {
+			return "", err
+		}
+		if u.Host == "" || strings.Trim(u.Path, "/") == "" {
+			return "", errors.New("want USER:PASSWORD@HOST:PORT/DB")
+		}
+		p := maps.Clone(params)
+		if !p.Has("connect_timeout") {
+			p.Set("connect_timeout", "10") // a dead host is an error, not a hang
+		}
+		u.RawQuery = p.Encode()
+		if _, err := pgx.ParseConfig(u.String()); err != nil {
+			return "", err
+		}
+		return u.String(), nil
+	default:
+		s := base
+		if len(params) > 0 {
+			s += "?" + params.Encode()
+		}
+		cfg, err := mysql.ParseDSN(s)
+		if err != nil {
+			return "", err
+		}
+		if cfg.DBName == "" {
+			return "", errors.New("no database: want USER:PASSWORD@tcp(HOST:PORT)/DB")
+		}
+		if cfg.Timeout == 0 {
+			cfg.Timeout = connectTimeout
+		}
+		return cfg.FormatDSN(), nil
+	}
+}
+
+// splitNames splits a comma-separated list of column names.
+func splitNames(s string) []string {
+	names := strings.Split(s, ",")
+	for i, n := range names {
+		names[i] = strings.TrimSpace(n)
+	}
+	return names
+}
+
+// identity is what makes a snapshot: its rows and their order.
+func (ds *Datasource) identity() string {
+	return ds.source() + "\x00" + strings.Join(ds.Order, ",")
+}
+
+// source is the SQL whose rows the data source has.
+func (ds *Datasource) source() string {
+	if ds.Query != "" {
+		return ds.Query
+	}
+	return "SELECT * FROM " + ds.Dialect.quoteName(ds.Table)
+}
+
+// WithSnapshot is the URI of snapshot name of this datasource: the same
+// database and label, the driver's parameters kept.
+func (ds *Datasource) WithSnapshot(name string) string {
+	p := maps.Clone(ds.driver)
+	p.Set(paramSnapshot, name)
+	if ds.Label != "" {
+		p.Set(paramLabel, ds.Label)
+	}
+	if len(ds.Ignore) > 0 {
+		p.Set(paramIgnore, strings.Join(ds.Ignore, ","))
+	}
+	return ds.base + "?" + p.Encode()
+}
+
+// redact hides the password of a URI.
+func redact(uri string) string {
+	scheme, rest, at, ok := userInfo(uri)
+	if !ok {
+		return uri
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// userInfo finds the end of a URI's user information, USER:PASSWORD: rest
+// is the URI after its scheme, at the index of the '@' that ends it; ok is
+// false without a password.
+func userInfo(uri string) (scheme, rest string, at int, ok bool) {
+	scheme, rest, ok = strings.Cut(uri, "://")
+	if !ok {
+		return "", "", 0, false
+	}
+	end := len(rest) // where the user information may end
+	if scheme == "mysql" {
+		if i := strings.Index(rest, ")/"); i >= 0 {
+			end = i
+		}
+	} else if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		end = i
+	}
+	at = strings.LastIndex(rest[:end], "@")
+	if at < 0 || !strings.Contains(rest[:at], ":") {
+		return "", "", 0, false
+	}
+	return scheme, rest, at, true
+}
