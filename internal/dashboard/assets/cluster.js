@@ -90,7 +90,7 @@
       var d = list[i], li = document.createElement('li');
       li.dataset.reason = text(d.reason);
       li.dataset.job = text(d.job);
-      li.title = text(d.reason);
+      li.title = text(d.job) + ': ' + text(d.from) + ' → ' + text(d.to) + ', ' + text(d.reason);
       [['time', clock(d.at)], ['kind', d.job], ['', d.from + ' → ' + d.to], ['cause', d.reason]].forEach(function (p) {
         var sp = document.createElement('span');
         sp.className = p[0];
