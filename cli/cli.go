@@ -43,10 +43,19 @@ func (e usageError) Unwrap() error { return e.err }
 // I/O goes through here so commands are testable.
 type Env struct {
 	Stdout, Stderr io.Writer
+	Stdin          io.Reader // nil: none (empty)
 	Registry       *model.Registry
 	// flagSets, when set, is handed every flag set newFlagSet makes (help,
 	// completion and docs/cli.md read a command's flags through it).
 	flagSets func(*flag.FlagSet)
+}
+
+// stdin is the standard input, empty when there is none.
+func (env Env) stdin() io.Reader {
+	if env.Stdin == nil {
+		return strings.NewReader("")
+	}
+	return env.Stdin
 }
 
 type command struct {
@@ -71,6 +80,7 @@ func (c command) usage() string {
 func commands() []command {
 	return []command{
 		{name: "train", summary: "run a training job (local processes by default)", run: runTrain},
+		{name: "sql", summary: "run SQL on a database (SQLFlow's extended SQL: TO TRAIN/PREDICT/EVALUATE parsed, not yet run)", run: runSQL},
 		{name: "evaluate", summary: "evaluate a saved model (a checkpoint or a training job's OUTPUT/model) on --validation_data", run: runEvaluate},
 		{name: "predict", summary: "write a saved model's predictions for --prediction_data to a CSV file, in input order", run: runPredict},
 		{name: "status", summary: "show a Kubernetes job: its pods, summary and events", run: runStatus, args: "JOB"},
@@ -91,7 +101,7 @@ func commands() []command {
 
 // Main runs the command named by args[0] and returns the process exit code.
 func Main(args []string, reg *model.Registry) int {
-	env := Env{Stdout: os.Stdout, Stderr: os.Stderr, Registry: reg}
+	env := Env{Stdout: os.Stdout, Stderr: os.Stderr, Stdin: os.Stdin, Registry: reg}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, env, args)

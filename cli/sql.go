@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode/utf8"
+
+	"elasticdl/internal/sqldb"
+	"elasticdl/internal/sqlflow"
+)
+
+// sqlOptions are elasticdl sql's own flags.
+type sqlOptions struct {
+	datasource string
+	execute    string
+	file       string
+}
+
+// runSQL parses SQLFlow's extended SQL from -e, -f or standard input and
+// runs it on --datasource, statement by statement. The whole script is
+// parsed first: a script with a mistake runs nothing.
+func runSQL(ctx context.Context, env Env, args []string) error {
+	fs := newFlagSet(env, "sql")
+	var o sqlOptions
+	fs.StringVar(&o.datasource, "datasource", "", "the database: sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@tcp(HOST:PORT)/DB")
+	fs.StringVarP(&o.execute, "execute", "e", "", "the statements to run (several separated by ';')")
+	fs.StringVarP(&o.file, "file", "f", "", "a file of statements to run ('-': standard input, the default without -e)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if o.datasource == "" {
+		return usageError{errors.New("--datasource is required: " + sqldb.URISyntax)}
+	}
+	src, err := o.source(env)
+	if err != nil {
+		return err
+	}
+	stmts, err := sqlflow.Parse(src)
+	if err != nil {
+		return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
+	}
+	for _, s := range stmts {
+		if err := checkRunnable(s); err != nil {
+			return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
+		}
+	}
+	db, _, err := sqldb.Connect(ctx, o.datasource)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for i, s := range stmts {
+		res, truncated, err := sqldb.Run(ctx, db, s.Text())
+		if err != nil {
+			// The statements before it ran: say which one failed.
+			return fmt.Errorf("statement %d of %d (%s): %w", i+1, len(stmts), s.Start(), err)
+		}
+		writeResult(env.Stdout, res, truncated)
+	}
+	return nil
+}
+
+// source is the script: -e's text, or -f's file ("-" or neither: stdin).
+func (o sqlOptions) source(env Env) (string, error) {
+	if o.execute != "" && o.file != "" {
+		return "", usageError{errors.New("give the statements with -e or with -f, not both")}
+	}
+	if o.execute != "" {
+		return o.execute, nil
+	}
+	var r io.Reader = env.stdin()
+	if o.file != "" && o.file != "-" {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return "", usageError{fmt.Errorf("-f: %w", err)}
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", o.origin(), err)
+	}
+	if !utf8.Valid(b) {
+		return "", usageError{fmt.Errorf("%s: not UTF-8 text", o.origin())}
+	}
+	return string(b), nil
+}
+
+// origin names where the script came from, for errors.
+func (o sqlOptions) origin() string {
+	switch {
+	case o.execute != "":
+		return "-e"
+	case o.file != "" && o.file != "-":
+		return o.file
+	}
+	return "standard input"
+}
+
+// checkRunnable refuses, before anything runs, what this version does
+// not run yet: the extended statements (docs/design-sql.md, build plan
+// steps 3 and 4).
+func checkRunnable(s sqlflow.Statement) error {
+	var what string
+	switch s.(type) {
+	case sqlflow.Standard:
+		return nil
+	case *sqlflow.Train:
+		what = "TO TRAIN"
+	case *sqlflow.Predict:
+		what = "TO PREDICT"
+	case *sqlflow.Evaluate:
+		what = "TO EVALUATE"
+	}
+	return fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements run", s.Start(), what)
+}
+
+// writeResult prints a query's rows as an aligned table with a row
+// count, or what a statement changed.
+func writeResult(w io.Writer, res sqldb.Result, truncated bool) {
+	if !res.Query {
+		if res.Affected >= 0 {
+			fmt.Fprintf(w, "OK, %d %s\n", res.Affected, plural(res.Affected, "row", "rows"))
+		} else {
+			fmt.Fprintln(w, "OK")
+		}
+		return
+	}
+	cells := make([][]string, 0, len(res.Rows)+1)
+	cells = append(cells, res.Columns)
+	for _, r := range res.Rows {
+		row := make([]string, len(r))
+		for i, v := range r {
+			row[i] = "NULL"
+			if v.Valid {
+				row[i] = strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(v.String)
+			}
+		}
+		cells = append(cells, row)
+	}
+	width := make([]int, len(res.Columns))
+	for _, row := range cells {
+		for i, c := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(row []string) {
+		for i, c := range row {
+			if i > 0 {
+				fmt.Fprint(w, " | ")
+			}
+			pad := width[i] - utf8.RuneCountInString(c)
+			if i == len(row)-1 {
+				pad = 0 // no trailing spaces
+			}
+			fmt.Fprint(w, c, strings.Repeat(" ", pad))
+		}
+		fmt.Fprintln(w)
+	}
+	line(cells[0])
+	rule := make([]string, len(width))
+	for i, n := range width {
+		rule[i] = strings.Repeat("-", n)
+	}
+	fmt.Fprintln(w, strings.Join(rule, "-+-"))
+	for _, row := range cells[1:] {
+		line(row)
+	}
+	n := int64(len(res.Rows))
+	if truncated {
+		fmt.Fprintf(w, "(the first %d rows; more not shown)\n", n)
+		return
+	}
+	fmt.Fprintf(w, "(%d %s)\n", n, plural(n, "row", "rows"))
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
