@@ -130,6 +130,7 @@ func prepareSQL(t *testing.T, uri string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	snap = sqldb.WithPassword(snap, sqldb.Password(uri)) // Prepare's URI has none
 	t.Cleanup(func() { sqldb.Drop(context.Background(), snap) })
 	return snap
 }

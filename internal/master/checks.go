@@ -41,6 +41,7 @@ func countRecords(uri string, spec model.Spec) (int64, error) {
 		return 0, err
 	}
 	defer src.Close()
+	uri = src.Name() // a snapshot's without its password
 	if src.Len() == 0 {
 		return 0, fmt.Errorf("%s: no records", uri)
 	}

@@ -124,6 +124,7 @@ type Master struct {
 	// (asking the PS what they applied); set before the first Step.
 	runCtx  context.Context
 	observe observers
+	sql     *sqlData // the snapshots of the job's tables
 }
 
 // jobOutput is what the job writes out, when and as the core decides.
@@ -203,7 +204,23 @@ func New(cfg Config, deps Deps) (*Master, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	jcfg, err := coreConfig(&cfg, spec, logger)
+	// New has no context: a copy runs to its end, as a count of a file.
+	sd, err := prepareSQL(context.Background(), &cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	m, err := build(cfg, deps, spec, optSpec, logger, sd)
+	if err != nil {
+		sd.dropMade(logger)
+		return nil, err
+	}
+	return m, nil
+}
+
+// build builds the master of New's checked job, its tables' snapshots
+// made (sd).
+func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.Logger, sd *sqlData) (*Master, error) {
+	jcfg, err := coreConfig(&cfg, spec, sd, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +238,7 @@ func New(cfg Config, deps Deps) (*Master, error) {
 		spec:      spec,
 		optimizer: optSpec,
 		job:       core,
+		sql:       sd,
 		ended:     make(chan struct{}),
 		listener:  deps.Listener,
 		failover:  failover{store: deps.Store, handOver: deps.HandOver, resuming: resuming},
@@ -287,25 +305,11 @@ func logDataChecked(logger *slog.Logger, spec model.Spec, jcfg job.Config) {
 		"prediction_records", jcfg.PredictionRecords, "init_version", jcfg.InitVersion)
 }
 
-// resolveModel is the job's model: the registry's, or, for a worker
-// program of the user's own (--worker_command), a spec that names the
-// program and knows only the classes: the master never builds it.
-func resolveModel(cfg *Config, reg *model.Registry) (model.Spec, error) {
-	if cfg.external() {
-		return model.Spec{Name: "worker command: " + cfg.WorkerCommand, NumClasses: cfg.NumClasses}, nil
-	}
-	spec, err := reg.Resolve(cfg.ModelDef, cfg.ModelParams)
-	if err != nil {
-		return spec, fmt.Errorf("--model_def/--model_params: %w", err)
-	}
-	return spec, nil
-}
-
 // coreConfig counts the records of every data set (checking they fit the
 // model) and the checkpoint the PS start from, and turns cfg into the
 // core's configuration. It may point cfg's --checkpoint_dir_for_init at
 // the directory the checkpoint was found in (checkCheckpoints).
-func coreConfig(cfg *Config, spec model.Spec, logger *slog.Logger) (job.Config, error) {
+func coreConfig(cfg *Config, spec model.Spec, sd *sqlData, logger *slog.Logger) (job.Config, error) {
 	jc := job.Config{
 		Mode:                cfg.Mode,
 		JobName:             cfg.JobName,
@@ -346,7 +350,7 @@ func coreConfig(cfg *Config, spec model.Spec, logger *slog.Logger) (job.Config, 
 	}
 	var err error
 	if cfg.training() {
-		n, err := countRecords(cfg.TrainingData, spec)
+		n, err := countRecords(sd.opened(cfg.TrainingData), spec)
 		if err != nil {
 			return jc, fmt.Errorf("--training_data: %w", err)
 		}
@@ -354,12 +358,12 @@ func coreConfig(cfg *Config, spec model.Spec, logger *slog.Logger) (job.Config, 
 		jc.Tasks.NumEpochs = cfg.NumEpochs
 	}
 	if cfg.ValidationData != "" {
-		if jc.ValidationRecords, err = countRecords(cfg.ValidationData, spec); err != nil {
+		if jc.ValidationRecords, err = countRecords(sd.opened(cfg.ValidationData), spec); err != nil {
 			return jc, fmt.Errorf("--validation_data: %w", err)
 		}
 	}
 	if cfg.Mode == ModePredict {
-		if jc.PredictionRecords, err = countRecords(cfg.PredictionData, spec); err != nil {
+		if jc.PredictionRecords, err = countRecords(sd.opened(cfg.PredictionData), spec); err != nil {
 			return jc, fmt.Errorf("--prediction_data: %w", err)
 		}
 		if err := checkOutputDir(cfg.PredictionOutputs); err != nil {
@@ -381,11 +385,13 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 	defer stop()
 	lis, err := m.listen()
 	if err != nil {
+		m.sql.dropMade(m.log)
 		return nil, err
 	}
 	defer lis.Close()
 	if m.cfg.Mode == ModePredict {
 		if err := m.openPredictions(); err != nil {
+			m.sql.dropMade(m.log)
 			return nil, err
 		}
 	}
@@ -490,6 +496,7 @@ func (m *Master) conclude(start time.Time) (*Summary, error) {
 			m.log.Warn("removing the predictions' temp file", "err", err)
 		}
 	}
+	m.sql.dropAll(m.log)
 	if _, err := WriteSummary(m.cfg.Output, s); err != nil {
 		return s, errors.Join(runErr, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/wire"
+	"elasticdl/model"
 	"elasticdl/proto/masterpb"
 	"elasticdl/proto/pserverpb"
 )
@@ -151,4 +152,18 @@ func (m *Master) restores(st []client.ShardStatus) []PSRestore {
 		}
 	}
 	return out
+}
+
+// resolveModel is the job's model: the registry's, or, for a worker
+// program of the user's own (--worker_command), a spec that names the
+// program and knows only the classes: the master never builds it.
+func resolveModel(cfg *Config, reg *model.Registry) (model.Spec, error) {
+	if cfg.external() {
+		return model.Spec{Name: "worker command: " + cfg.WorkerCommand, NumClasses: cfg.NumClasses}, nil
+	}
+	spec, err := reg.Resolve(cfg.ModelDef, cfg.ModelParams)
+	if err != nil {
+		return spec, fmt.Errorf("--model_def/--model_params: %w", err)
+	}
+	return spec, nil
 }

@@ -270,8 +270,8 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 			Command: argv,
 			// One thread each (torch, OpenMP, BLAS): the job's parallelism
 			// is its workers.
-			Env: append(w.CommandEnv(m.cfg.JobName, m.commandOptimizer(), m.cfg.UseAsync),
-				"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONUNBUFFERED=1"),
+			Env: append(append(w.CommandEnv(m.cfg.JobName, m.commandOptimizer(), m.cfg.UseAsync),
+				"OMP_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1", "MKL_NUM_THREADS=1", "PYTHONUNBUFFERED=1"), m.sql.workerEnv()...),
 		}
 	}
 	return cluster.InstanceSpec{
@@ -284,7 +284,7 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		// more, idle processors spin for work at every wake-up (a push's
 		// answer, a task), which on a shared host costs its neighbours:
 		// 2 mlp workers on 2 cores trained 6-15% faster with one.
-		Env: []string{"OPENBLAS_NUM_THREADS=1", "GOMAXPROCS=1"},
+		Env: append([]string{"OPENBLAS_NUM_THREADS=1", "GOMAXPROCS=1"}, m.sql.workerEnv()...),
 	}
 }
 

@@ -114,3 +114,54 @@ func passwordOf(uri string) string {
 	_, pw, _ := strings.Cut(userinfo, ":")
 	return pw
 }
+
+// TestPasswordNowhere: no URI Prepare returns and no error holds the
+// password; a URI without one takes EnvPassword's, and without it the
+// server refuses the connection.
+func TestPasswordNowhere(t *testing.T) {
+	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
+		ctx := context.Background()
+		table := newTable(t, db, 10)
+		pw := sqldb.Password(db.URI)
+		hides := func(what, s string) {
+			t.Helper()
+			if pw != "" && strings.Contains(s, pw) {
+				t.Errorf("%s holds the password: %s", what, s)
+			}
+		}
+		first, err := sqldb.PrepareSnapshot(ctx, db.Source("table="+table+"&label=y"), "run-Secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sqldb.Drop(ctx, sqldb.WithPassword(first.URI, pw)) })
+		again, err := sqldb.PrepareSnapshot(ctx, db.Source("table="+table+"&label=y"), "run-Secret")
+		if err != nil || !first.Made || again.Made || again.URI != first.URI {
+			t.Errorf("PrepareSnapshot twice: %+v then %+v, %v: want made, then found", first, again, err)
+		}
+		hides("the snapshot's URI", first.URI)
+		for _, params := range []string{"table=no_such_table&label=y", "table=" + table + "&label=nope", "label=y"} {
+			_, err := sqldb.Prepare(ctx, db.Source(params), "run-SecretBad")
+			if err == nil {
+				t.Fatalf("%s: no error", params)
+			}
+			hides("an error", err.Error())
+		}
+		if pw == "" {
+			return // SQLite
+		}
+		t.Setenv(sqldb.EnvPassword, "")
+		_, err = sqldb.Open(ctx, first.URI)
+		oneLine(t, "a snapshot's URI without "+sqldb.EnvPassword, err, "connect to")
+		t.Setenv(sqldb.EnvPassword, pw)
+		if tb := openTable(t, first.URI); tb.Len() != 10 {
+			t.Errorf("with %s: %d rows, want 10", sqldb.EnvPassword, tb.Len())
+		}
+		t.Setenv(sqldb.EnvPassword, pw+"x")
+		_, err = sqldb.Open(ctx, first.URI)
+		oneLine(t, "a wrong "+sqldb.EnvPassword, err, "connect to")
+		hides("an error", err.Error())
+		if tb := openTable(t, sqldb.WithPassword(first.URI, pw)); tb.Len() != 10 {
+			t.Errorf("the URI's own password goes before %s: %d rows", sqldb.EnvPassword, tb.Len())
+		}
+	})
+}

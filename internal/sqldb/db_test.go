@@ -52,13 +52,15 @@ func openTable(t *testing.T, uri string) *sqldb.Table {
 	return tb
 }
 
-// prepare prepares uri's snapshot for runID, dropped when the test ends.
+// prepare prepares uri's snapshot for runID, dropped when the test ends,
+// and returns its URI with uri's password (Prepare's has none).
 func prepare(t *testing.T, uri, runID string) string {
 	t.Helper()
 	snap, err := sqldb.Prepare(context.Background(), uri, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	snap = sqldb.WithPassword(snap, sqldb.Password(uri))
 	t.Cleanup(func() { sqldb.Drop(context.Background(), snap) })
 	return snap
 }

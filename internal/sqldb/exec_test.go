@@ -2,7 +2,6 @@ package sqldb_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -37,14 +36,9 @@ func TestRun(t *testing.T) {
 		if ds.Dialect != db.Dialect {
 			t.Errorf("dialect %v, want %v", ds.Dialect, db.Dialect)
 		}
-		name := fmt.Sprintf("run_%s", strings.ReplaceAll(t.Name(), "/", "_"))
-		name = strings.ToLower(name)
-		t.Cleanup(func() { conn.Exec("DROP TABLE " + name) })
-		for _, s := range []string{"CREATE TABLE " + name + " (id INTEGER, word VARCHAR(20))",
-			"INSERT INTO " + name + " VALUES (1, 'one'), (2, NULL), (3, 'three')"} {
-			if _, _, err := sqldb.Run(ctx, conn, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
+		name := db.NewTable(t, "id INTEGER", "word VARCHAR(20)") // unique: servers are shared
+		if _, _, err := sqldb.Run(ctx, conn, "INSERT INTO "+name+" VALUES (1, 'one'), (2, NULL), (3, 'three')"); err != nil {
+			t.Fatal(err)
 		}
 		res, truncated, err := sqldb.Run(ctx, conn, "UPDATE "+name+" SET word = 'x' WHERE id >= 2")
 		if err != nil || res.Query || res.Affected != 2 || truncated {

@@ -51,7 +51,9 @@ func SnapshotName(runID, source string) string {
 // drops no other table.
 func IsSnapshotName(name string) bool { return snapshotName.MatchString(name) }
 
-// connect opens ds's database and checks that it answers.
+// connect opens ds's database and checks that it answers. A URI without
+// a password takes EnvPassword's (PostgreSQL's driver also reads
+// PGPASSWORD and ~/.pgpass when neither gives one).
 func connect(ctx context.Context, ds *Datasource) (*sql.DB, error) {
 	if ds.Dialect == SQLite {
 		// The driver would create a missing file: a typo would be an
@@ -61,7 +63,14 @@ func connect(ctx context.Context, ds *Datasource) (*sql.DB, error) {
 			return nil, fmt.Errorf("%s: %w", ds.Name, err)
 		}
 	}
-	db, err := sql.Open(ds.Dialect.driverName(), ds.DSN)
+	dsn := ds.DSN
+	if pw := os.Getenv(EnvPassword); pw != "" && Password(ds.URI) == "" {
+		var err error
+		if dsn, err = dsnWithPassword(ds.Dialect, dsn, pw); err != nil {
+			return nil, fmt.Errorf("%s: %w", ds.Name, err)
+		}
+	}
+	db, err := sql.Open(ds.Dialect.driverName(), dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ds.Name, err)
 	}
@@ -97,41 +106,56 @@ func (f flat) Unwrap() error { return f.err }
 // the snapshot made (Prepare is idempotent). The rows are copied, numbered
 // from 0 in RowColumn, into a table of another name, which is renamed
 // into place last: a snapshot under its own name is complete. A URI that
-// already names a snapshot is returned as it is.
+// already names a snapshot is returned as it is, but for its password:
+// no URI Prepare returns holds one.
 //
 // Prepare fails, leaving nothing behind, when the query fails (an unknown
 // table or column), a column has a type a model cannot take, the label
 // column is not among the columns or is NULL in a row.
 func Prepare(ctx context.Context, uri, runID string) (string, error) {
+	s, err := PrepareSnapshot(ctx, uri, runID)
+	return s.URI, err
+}
+
+// Snapshot is a snapshot that PrepareSnapshot made or found.
+type Snapshot struct {
+	URI string // what reads it (snapshot=), without a password
+	// Made: this call copied the rows; false when it found them copied
+	// (by a master before, for the same run).
+	Made bool
+}
+
+// PrepareSnapshot is Prepare, and says whether it copied the rows.
+func PrepareSnapshot(ctx context.Context, uri, runID string) (Snapshot, error) {
 	ds, err := Parse(uri)
 	if err != nil {
-		return "", err
+		return Snapshot{}, err
 	}
 	if ds.Snapshot != "" {
-		return uri, nil
+		return Snapshot{URI: StripPassword(uri)}, nil
 	}
 	if err := ds.needSource(); err != nil {
-		return "", err
+		return Snapshot{}, err
 	}
 	if runID == "" {
-		return "", fmt.Errorf("%s: prepare a snapshot: no run ID", ds.Name)
+		return Snapshot{}, fmt.Errorf("%s: prepare a snapshot: no run ID", ds.Name)
 	}
 	db, err := connect(ctx, ds)
 	if err != nil {
-		return "", err
+		return Snapshot{}, err
 	}
 	defer db.Close()
 	name := SnapshotName(runID, ds.identity())
 	have, err := tableExists(ctx, db, ds.Dialect, name)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", ds.Name, err)
+		return Snapshot{}, fmt.Errorf("%s: %w", ds.Name, err)
 	}
 	if !have {
 		if err := materialize(ctx, db, ds, name); err != nil {
-			return "", fmt.Errorf("%s: snapshot %s: %w", ds.Name, name, err)
+			return Snapshot{}, fmt.Errorf("%s: snapshot %s: %w", ds.Name, name, err)
 		}
 	}
-	return ds.WithSnapshot(name), nil
+	return Snapshot{URI: ds.WithSnapshot(name), Made: !have}, nil
 }
 
 // needSource checks that ds names a data source and its label.

@@ -248,7 +248,9 @@ func (ds *Datasource) source() string {
 }
 
 // WithSnapshot is the URI of snapshot name of this datasource: the same
-// database and label, the driver's parameters kept.
+// database and label, the driver's parameters kept, and no password: the
+// URI becomes task names, persisted state and log lines (a reader takes
+// the password from EnvPassword).
 func (ds *Datasource) WithSnapshot(name string) string {
 	p := maps.Clone(ds.driver)
 	p.Set(paramSnapshot, name)
@@ -258,7 +260,7 @@ func (ds *Datasource) WithSnapshot(name string) string {
 	if len(ds.Ignore) > 0 {
 		p.Set(paramIgnore, strings.Join(ds.Ignore, ","))
 	}
-	return ds.base + "?" + p.Encode()
+	return StripPassword(ds.base) + "?" + p.Encode()
 }
 
 // redact hides the password of a URI.
@@ -271,6 +273,87 @@ func redact(uri string) string {
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
+// Redact is uri with its password hidden when it names a database, else
+// uri: for messages about any data source.
+func Redact(uri string) string {
+	if !IsURI(uri) {
+		return uri
+	}
+	return redact(uri)
+}
+
+// StripPassword is uri without its password (USER:PASSWORD@ becomes
+// USER@); a URI with none is returned as it is.
+func StripPassword(uri string) string {
+	scheme, rest, at, ok := userInfo(uri)
+	if !ok {
+		return uri
+	}
+	user, _, _ := strings.Cut(rest[:at], ":")
+	return scheme + "://" + user + rest[at:]
+}
+
+// Password is the password a database URI holds ("" for none): the
+// master hands it to its workers in EnvPassword.
+func Password(uri string) string {
+	scheme, rest, at, ok := userInfo(uri)
+	if !ok {
+		return ""
+	}
+	_, pw, _ := strings.Cut(rest[:at], ":")
+	if scheme != "mysql" { // a URL's user information is escaped; MySQL's DSN is not
+		if u, err := url.PathUnescape(pw); err == nil {
+			pw = u
+		}
+	}
+	return pw
+}
+
+// WithPassword is uri, a database URI without a password, with password
+// in its user information (escaped as the URI's syntax wants): what the
+// master opens its snapshots with when the user's URI held the password.
+func WithPassword(uri, password string) string {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok || password == "" || Password(uri) != "" {
+		return uri
+	}
+	at := strings.LastIndex(rest[:userEnd(scheme, rest)], "@")
+	if at < 0 {
+		return uri // no user to give it to
+	}
+	if scheme != "mysql" {
+		password = strings.TrimPrefix(url.UserPassword("", password).String(), ":")
+	}
+	return scheme + "://" + rest[:at] + ":" + password + rest[at:]
+}
+
+// EnvPassword is the environment variable a database URI without a
+// password takes it from: the user's, so that --training_data need not
+// hold it, and the one a master sets for the workers it launches.
+const EnvPassword = "ELASTICDL_DB_PASSWORD"
+
+// dsnWithPassword is a driver's data source name dsn with password put
+// in; SQLite has none.
+func dsnWithPassword(d Dialect, dsn, password string) (string, error) {
+	switch d {
+	case Postgres:
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "", errors.New("bad URL") // not err: it holds the DSN
+		}
+		u.User = url.UserPassword(u.User.Username(), password)
+		return u.String(), nil
+	case MySQL:
+		cfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return "", errors.New("bad DSN")
+		}
+		cfg.Passwd = password
+		return cfg.FormatDSN(), nil
+	}
+	return dsn, nil
+}
+
 // userInfo finds the end of a URI's user information, USER:PASSWORD: rest
 // is the URI after its scheme, at the index of the '@' that ends it; ok is
 // false without a password.
@@ -279,17 +362,22 @@ func userInfo(uri string) (scheme, rest string, at int, ok bool) {
 	if !ok {
 		return "", "", 0, false
 	}
-	end := len(rest) // where the user information may end
-	if scheme == "mysql" {
-		if i := strings.Index(rest, ")/"); i >= 0 {
-			end = i
-		}
-	} else if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		end = i
-	}
-	at = strings.LastIndex(rest[:end], "@")
+	at = strings.LastIndex(rest[:userEnd(scheme, rest)], "@")
 	if at < 0 || !strings.Contains(rest[:at], ":") {
 		return "", "", 0, false
 	}
 	return scheme, rest, at, true
+}
+
+// userEnd is where the user information of rest, a URI after its scheme,
+// may end at the latest.
+func userEnd(scheme, rest string) int {
+	if scheme == "mysql" {
+		if i := strings.Index(rest, ")/"); i >= 0 {
+			return i
+		}
+	} else if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		return i
+	}
+	return len(rest)
 }

@@ -100,8 +100,9 @@ func TestRedact(t *testing.T) {
 func TestWithSnapshot(t *testing.T) {
 	for _, c := range [][2]string{
 		{"sqlite:///d/x.db?query=SELECT+1&label=y", "sqlite:///d/x.db?label=y&snapshot=S"},
-		{"postgres://u:p@h:1/db?sslmode=disable&table=t&label=y", "postgres://u:p@h:1/db?label=y&snapshot=S&sslmode=disable"},
-		{"mysql://u:p@tcp(h:1)/db?table=t&label=y&order=id&ignore=id,+d", "mysql://u:p@tcp(h:1)/db?ignore=id%2Cd&label=y&snapshot=S"},
+		{"postgres://u:p@h:1/db?sslmode=disable&table=t&label=y", "postgres://u@h:1/db?label=y&snapshot=S&sslmode=disable"},
+		{"mysql://u:p@tcp(h:1)/db?table=t&label=y&order=id&ignore=id,+d", "mysql://u@tcp(h:1)/db?ignore=id%2Cd&label=y&snapshot=S"},
+		{"mysql://u:p?@x@tcp(h:1)/db?table=t&label=y", "mysql://u@tcp(h:1)/db?label=y&snapshot=S"},
 	} {
 		ds, err := Parse(c[0])
 		if err != nil {
@@ -121,5 +122,54 @@ func TestIsURI(t *testing.T) {
 		if IsURI(uri) != want {
 			t.Errorf("IsURI(%q) = %v, want %v", uri, !want, want)
 		}
+	}
+}
+
+// TestPasswords: the password of each URI form is found, stripped, put
+// back and given to the driver, and no URI meant for names holds it.
+func TestPasswords(t *testing.T) {
+	for _, c := range []struct {
+		uri, password, stripped string
+	}{
+		{"postgres://u:s%40c%2Fr%3Aet@h:1/db?table=t", "s@c/r:et", "postgres://u@h:1/db?table=t"},
+		{"postgresql://u:secret@h:1/db", "secret", "postgresql://u@h:1/db"},
+		{"postgres://u@h:1/db?table=t", "", "postgres://u@h:1/db?table=t"},
+		{"mysql://u:se@c/r)et@tcp(h:1)/db?table=t", "se@c/r)et", "mysql://u@tcp(h:1)/db?table=t"},
+		{"mysql://u@tcp(h:1)/db", "", "mysql://u@tcp(h:1)/db"},
+		{"sqlite:///a@b/x.db?table=t", "", "sqlite:///a@b/x.db?table=t"},
+	} {
+		if got := Password(c.uri); got != c.password {
+			t.Errorf("Password(%q) = %q, want %q", c.uri, got, c.password)
+		}
+		if got := StripPassword(c.uri); got != c.stripped {
+			t.Errorf("StripPassword(%q) = %q, want %q", c.uri, got, c.stripped)
+		}
+		if c.password == "" {
+			continue
+		}
+		back := WithPassword(c.stripped, c.password)
+		if Password(back) != c.password || StripPassword(back) != c.stripped {
+			t.Errorf("WithPassword(%q) = %q: password %q, want %q", c.stripped, back, Password(back), c.password)
+		}
+		if got := WithPassword(c.uri, "other"); got != c.uri {
+			t.Errorf("WithPassword of a URI with a password = %q, want it unchanged", got)
+		}
+		want, err := Parse(c.uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := Parse(c.stripped)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dsn, err := dsnWithPassword(ds.Dialect, ds.DSN, c.password); err != nil || dsn != want.DSN {
+			t.Errorf("%s: the driver's DSN with the password = %q, %v; want %q", c.stripped, dsn, err, want.DSN)
+		}
+	}
+	if got := WithPassword("sqlite:///x.db", "pw"); got != "sqlite:///x.db" {
+		t.Errorf("WithPassword of an SQLite URI = %q", got)
+	}
+	if got := Redact("/data/a:b@c.csv"); got != "/data/a:b@c.csv" {
+		t.Errorf("Redact of a file path = %q", got)
 	}
 }
