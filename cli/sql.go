@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
+	flag "github.com/spf13/pflag"
+
+	"elasticdl/internal/master"
 	"elasticdl/internal/sqldb"
 	"elasticdl/internal/sqlflow"
 )
@@ -22,14 +26,27 @@ type sqlOptions struct {
 
 // runSQL parses SQLFlow's extended SQL from -e, -f or standard input and
 // runs it on --datasource, statement by statement. The whole script is
-// parsed first: a script with a mistake runs nothing.
+// checked first: a script with a mistake runs nothing.
 func runSQL(ctx context.Context, env Env, args []string) error {
 	fs := newFlagSet(env, "sql")
 	var o sqlOptions
 	fs.StringVar(&o.datasource, "datasource", "", "the database: sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@tcp(HOST:PORT)/DB")
 	fs.StringVarP(&o.execute, "execute", "e", "", "the statements to run (several separated by ';')")
 	fs.StringVarP(&o.file, "file", "f", "", "a file of statements to run ('-': standard input, the default without -e)")
+	// train's flags set the jobs of TO TRAIN statements, whose attributes win.
+	cfg := master.DefaultConfig()
+	var jo jobOptions
+	addTrainFlags(fs, &cfg, &jo)
+	for _, name := range statementFlags {
+		if err := fs.MarkHidden(name); err != nil {
+			return err
+		}
+	}
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	jobFlags, err := setJobFlags(fs)
+	if err != nil {
 		return err
 	}
 	if o.datasource == "" {
@@ -43,25 +60,41 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
 	}
-	for _, s := range stmts {
-		if err := checkRunnable(s); err != nil {
+	checks := make([]trainCheck, len(stmts))
+	for i, s := range stmts {
+		if checks[i], err = checkRunnable(s, jo.backend); err != nil {
 			return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
 		}
 	}
-	db, _, err := sqldb.Connect(ctx, o.datasource)
+	db, ds, err := sqldb.Connect(ctx, o.datasource)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	r := sqlRun{env: env, db: db, dialect: ds.Dialect, datasource: o.datasource, jobFlags: jobFlags}
 	for i, s := range stmts {
-		res, truncated, err := sqldb.Run(ctx, db, s.Text())
-		if err != nil {
+		if err := r.run(ctx, s, checks[i]); err != nil {
 			// The statements before it ran: say which one failed.
 			return fmt.Errorf("statement %d of %d (%s): %w", i+1, len(stmts), s.Start(), err)
 		}
-		writeResult(env.Stdout, res, truncated)
 	}
 	return nil
+}
+
+// setJobFlags are the train flags given to elasticdl sql, as arguments
+// for its jobs; the flags a statement sets itself are refused.
+func setJobFlags(fs *flag.FlagSet) ([]string, error) {
+	var out []string
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case slices.Contains(statementFlags, f.Name):
+			err = usageError{fmt.Errorf("--%s: a TO TRAIN statement sets it (TO TRAIN model, the SELECT, WITH model.*)", f.Name)}
+		case f.Name != "datasource" && f.Name != "execute" && f.Name != "file":
+			out = append(out, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return out, err
 }
 
 // source is the script: -e's text, or -f's file ("-" or neither: stdin).
@@ -102,22 +135,26 @@ func (o sqlOptions) origin() string {
 	return "standard input"
 }
 
-// checkRunnable refuses, before anything runs, what this version does
-// not run yet: the extended statements (docs/design-sql.md, build plan
-// steps 3 and 4).
-func checkRunnable(s sqlflow.Statement) error {
+// checkRunnable checks a statement before anything runs, and refuses
+// what this version does not run yet: TO PREDICT and TO EVALUATE
+// (docs/design-sql.md, build plan step 4), and jobs on Kubernetes.
+func checkRunnable(s sqlflow.Statement, backend string) (trainCheck, error) {
 	var what string
-	switch s.(type) {
+	switch s := s.(type) {
 	case sqlflow.Standard:
-		return nil
+		return trainCheck{}, nil
 	case *sqlflow.Train:
-		what = "TO TRAIN"
+		if backend == backendK8s {
+			return trainCheck{}, fmt.Errorf("%s: TO TRAIN runs its job on the local backend in this version, not --backend=k8s (docs/design-sql.md, step 4)", s.Start())
+		}
+		settings, features, err := checkTrain(s)
+		return trainCheck{settings: settings, features: features}, err
 	case *sqlflow.Predict:
 		what = "TO PREDICT"
 	case *sqlflow.Evaluate:
 		what = "TO EVALUATE"
 	}
-	return fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements run", s.Start(), what)
+	return trainCheck{}, fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements and TO TRAIN run", s.Start(), what)
 }
 
 // writeResult prints a query's rows as an aligned table with a row

@@ -253,3 +253,82 @@ func kindOfValues(classes []string) (Kind, string) {
 	}
 	return Number, "NUMERIC"
 }
+
+// Project is the query for cols of query's rows, in that order, each cast
+// to its Cast kind: a COLUMN clause that takes an integer column as
+// categorical ids, or a text column as numbers.
+func (d Dialect) Project(query string, cols []Projected) string {
+	list := make([]string, len(cols))
+	for i, c := range cols {
+		q := "q." + d.quote(c.Name)
+		switch c.Cast {
+		case Number:
+			q = "CAST(" + q + " AS " + d.numberType() + ") AS " + d.quote(c.Name)
+		case Text:
+			q = "CAST(" + q + " AS " + d.textType() + ") AS " + d.quote(c.Name)
+		}
+		list[i] = q
+	}
+	return "SELECT " + strings.Join(list, ", ") + " FROM (" + query + ") q"
+}
+
+// numberType and textType are the types CAST takes for a number and text.
+func (d Dialect) numberType() string {
+	switch d {
+	case SQLite:
+		return "REAL"
+	case MySQL:
+		return "DOUBLE"
+	}
+	return "DOUBLE PRECISION"
+}
+
+func (d Dialect) textType() string {
+	if d == MySQL {
+		return "CHAR"
+	}
+	return "TEXT"
+}
+
+// blobType is the type of a column of bytes as large as a model's
+// checkpoint: MariaDB's BLOB holds 64 KiB.
+func (d Dialect) blobType() string {
+	switch d {
+	case Postgres:
+		return "BYTEA"
+	case MySQL:
+		return "LONGBLOB"
+	}
+	return "BLOB"
+}
+
+// keyType is the type of a text primary key: MariaDB indexes only a
+// VARCHAR of a bounded length.
+func (d Dialect) keyType() string {
+	if d == MySQL {
+		return "VARCHAR(255)"
+	}
+	return "TEXT"
+}
+
+// textColumn is the type of a column of text of any length (MariaDB's
+// TEXT holds 64 KiB).
+func (d Dialect) textColumn() string {
+	if d == MySQL {
+		return "LONGTEXT"
+	}
+	return "TEXT"
+}
+
+// placeholders are n bind parameters: $1, $2, ... for PostgreSQL, ? for
+// the others.
+func (d Dialect) placeholders(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = "?"
+		if d == Postgres {
+			ps[i] = fmt.Sprintf("$%d", i+1)
+		}
+	}
+	return strings.Join(ps, ", ")
+}

@@ -43,6 +43,20 @@ func TestDialectSQL(t *testing.T) {
 		{MySQL.rowCount("s"), "SELECT COALESCE(MAX(`_edl_row`) + 1, 0) FROM `s`"},
 		{SQLite.firstNull("s", "y"), `SELECT MIN("_edl_row"), COUNT(*) FROM "s" WHERE "y" IS NULL`},
 		{valueTypes("SELECT 1", "x"), `SELECT DISTINCT typeof("x") FROM (SELECT 1) q`},
+		{SQLite.Project("SELECT * FROM t", []Projected{{Name: "a"}, {Name: "b", Cast: Text}, {Name: "c", Cast: Number}}),
+			`SELECT q."a", CAST(q."b" AS TEXT) AS "b", CAST(q."c" AS REAL) AS "c" FROM (SELECT * FROM t) q`},
+		{Postgres.Project("SELECT 1", []Projected{{Name: "b", Cast: Text}, {Name: "c", Cast: Number}}),
+			`SELECT CAST(q."b" AS TEXT) AS "b", CAST(q."c" AS DOUBLE PRECISION) AS "c" FROM (SELECT 1) q`},
+		{MySQL.Project("SELECT 1", []Projected{{Name: "b", Cast: Text}, {Name: "c", Cast: Number}}),
+			"SELECT CAST(q.`b` AS CHAR) AS `b`, CAST(q.`c` AS DOUBLE) AS `c` FROM (SELECT 1) q"},
+		{SQLite.createModels(), `CREATE TABLE IF NOT EXISTS "elasticdl_models" (name TEXT NOT NULL PRIMARY KEY, created_at TEXT NOT NULL, ` +
+			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BLOB)`},
+		{Postgres.createModels(), `CREATE TABLE IF NOT EXISTS "elasticdl_models" (name TEXT NOT NULL PRIMARY KEY, created_at TEXT NOT NULL, ` +
+			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BYTEA)`},
+		{MySQL.createModels(), "CREATE TABLE IF NOT EXISTS `elasticdl_models` (name VARCHAR(255) NOT NULL PRIMARY KEY, created_at VARCHAR(255) NOT NULL, " +
+			"statement LONGTEXT, model_def LONGTEXT, model_params LONGTEXT, summary LONGTEXT, checkpoint LONGBLOB)"},
+		{Postgres.placeholders(3), "$1, $2, $3"},
+		{MySQL.placeholders(2), "?, ?"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got  %s\nwant %s", c.got, c.want)

@@ -184,7 +184,7 @@ func materialize(ctx context.Context, db *sql.DB, ds *Datasource, name string) (
 	if err != nil {
 		return err
 	}
-	if err := resolveKinds(ctx, db, ds, cols); err != nil {
+	if err := resolveKinds(ctx, db, ds.Dialect, ds.source(), cols); err != nil {
 		return err
 	}
 	if err := checkColumns(cols, ds); err != nil {
@@ -252,13 +252,13 @@ func queryColumns(ctx context.Context, db *sql.DB, q string) ([]Column, error) {
 
 // resolveKinds sets each column's Kind from its type; an SQLite column of
 // no declared type (an expression's) from its values.
-func resolveKinds(ctx context.Context, db *sql.DB, ds *Datasource, cols []Column) error {
+func resolveKinds(ctx context.Context, db *sql.DB, d Dialect, query string, cols []Column) error {
 	for i := range cols {
 		c := &cols[i]
-		if c.Kind = ds.Dialect.classify(c.Type); c.Kind != byValues {
+		if c.Kind = d.classify(c.Type); c.Kind != byValues {
 			continue
 		}
-		classes, err := strings1(ctx, db, valueTypes(ds.source(), c.Name))
+		classes, err := strings1(ctx, db, valueTypes(query, c.Name))
 		if err != nil {
 			return fmt.Errorf("column %q: its values' types: %w", c.Name, err)
 		}

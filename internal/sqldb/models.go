@@ -1,0 +1,167 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ModelsTable is the table of the models TO TRAIN … INTO stores.
+const ModelsTable = "elasticdl_models"
+
+// StoredModel is a row of ModelsTable: a trained model and what made it.
+type StoredModel struct {
+	Name        string
+	CreatedAt   time.Time
+	Statement   string // the TO TRAIN statement, as written
+	ModelDef    string // --model_def: a zoo name or a model file's path
+	ModelParams string // --model_params
+	Summary     string // the job's job_summary.json
+}
+
+// ErrModelExists is wrapped by StoreModel's error for a name taken when
+// replacing was not asked for.
+var ErrModelExists = errors.New("a model of that name is stored")
+
+// createModels is the statement that makes ModelsTable if it is missing.
+func (d Dialect) createModels() string {
+	t := d.textColumn()
+	return "CREATE TABLE IF NOT EXISTS " + d.quote(ModelsTable) + " (name " + d.keyType() + " NOT NULL PRIMARY KEY, " +
+		"created_at " + d.keyType() + " NOT NULL, statement " + t + ", model_def " + t + ", model_params " + t +
+		", summary " + t + ", checkpoint " + d.blobType() + ")"
+}
+
+// modelColumns are ModelsTable's columns in the order insert and load use.
+const modelColumns = "name, created_at, statement, model_def, model_params, summary, checkpoint"
+
+// ModelExists says whether a model named name is stored (false when
+// there is no ModelsTable yet).
+func ModelExists(ctx context.Context, db *sql.DB, d Dialect, name string) (bool, error) {
+	have, err := tableExists(ctx, db, d, ModelsTable)
+	if err != nil || !have {
+		return false, err
+	}
+	return modelExists(ctx, db, d, name)
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func modelExists(ctx context.Context, q querier, d Dialect, name string) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), name).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("look for model %s: %w", name, err)
+	}
+	return n > 0, nil
+}
+
+// StoreModel stores m with the checkpoint directory dir (archived with
+// TarDir) in ModelsTable, made if missing, in one transaction. An
+// existing model of m's name is replaced when replace is set, and
+// otherwise an error wrapping ErrModelExists. It returns the archive's
+// size in bytes.
+func StoreModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, dir string, replace bool) (int, error) {
+	ckpt, err := TarDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	if d == MySQL {
+		var limit int64
+		if err := db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&limit); err != nil {
+			return 0, fmt.Errorf("max_allowed_packet: %w", err)
+		}
+		size := int64(len(ckpt) + len(m.Statement) + len(m.Summary) + len(m.ModelParams) + len(m.ModelDef))
+		if err := checkPacket(size, limit); err != nil {
+			return 0, fmt.Errorf("store model %s: %w", m.Name, err)
+		}
+	}
+	// MariaDB commits a CREATE TABLE at once: it is made before, not in,
+	// the transaction (an empty table left is harmless).
+	if _, err := db.ExecContext(ctx, d.createModels()); err != nil {
+		return 0, fmt.Errorf("create %s: %w", ModelsTable, err)
+	}
+	if err := insertModel(ctx, db, d, m, ckpt, replace); err != nil {
+		return 0, fmt.Errorf("store model %s: %w", m.Name, err)
+	}
+	return len(ckpt), nil
+}
+
+func insertModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, ckpt []byte, replace bool) (err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	have, err := modelExists(ctx, tx, d, m.Name)
+	if err != nil {
+		return err
+	}
+	if have && !replace {
+		return fmt.Errorf("%w: INTO OR REPLACE %s replaces it", ErrModelExists, m.Name)
+	}
+	if have {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), m.Name); err != nil {
+			return fmt.Errorf("delete the old one: %w", err)
+		}
+	}
+	at := m.CreatedAt.UTC().Format(time.RFC3339Nano)
+	_, err = tx.ExecContext(ctx, "INSERT INTO "+d.quote(ModelsTable)+" ("+modelColumns+") VALUES ("+d.placeholders(7)+")",
+		m.Name, at, m.Statement, m.ModelDef, m.ModelParams, m.Summary, ckpt)
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// checkPacket fails a row of size bytes that MariaDB's max_allowed_packet
+// (limit) would refuse, saying how to raise it; a little is kept for the
+// statement around the values.
+func checkPacket(size, limit int64) error {
+	const slack = 1 << 10
+	if size+slack <= limit {
+		return nil
+	}
+	return fmt.Errorf("the model is %s, more than the server's max_allowed_packet of %s: raise it "+
+		"(SET GLOBAL max_allowed_packet = %d, or max_allowed_packet in the server's configuration)", mib(size), mib(limit), need(size+slack))
+}
+
+// need rounds n up to a whole MiB.
+func need(n int64) int64 { return (n + 1<<20 - 1) / (1 << 20) * (1 << 20) }
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// LoadModel reads model name from ModelsTable and extracts its checkpoint
+// into dir (made if missing), where --checkpoint_dir_for_init finds it.
+func LoadModel(ctx context.Context, db *sql.DB, d Dialect, name, dir string) (StoredModel, error) {
+	have, err := ModelExists(ctx, db, d, name)
+	if err != nil {
+		return StoredModel{}, err
+	}
+	if !have {
+		return StoredModel{}, fmt.Errorf("no model %s in %s (TO TRAIN … INTO %s stores one)", name, ModelsTable, name)
+	}
+	var m StoredModel
+	var at string
+	var ckpt []byte
+	err = db.QueryRowContext(ctx, "SELECT "+modelColumns+" FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), name).
+		Scan(&m.Name, &at, &m.Statement, &m.ModelDef, &m.ModelParams, &m.Summary, &ckpt)
+	if err != nil {
+		return StoredModel{}, fmt.Errorf("load model %s: %w", name, err)
+	}
+	if m.CreatedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+		return StoredModel{}, fmt.Errorf("load model %s: created_at: %w", name, err)
+	}
+	if err := Untar(ckpt, dir); err != nil {
+		return StoredModel{}, fmt.Errorf("load model %s: %w", name, err)
+	}
+	return m, nil
+}

@@ -1,0 +1,162 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"elasticdl/internal/master"
+	"elasticdl/internal/sqldb"
+	"elasticdl/internal/sqldb/sqldbtest"
+)
+
+// runSQL runs elasticdl sql args and returns its exit code and output.
+func runSQL(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"sql"}, args...)...)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("elasticdl sql: %v", err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+// modelName is a model name of the test's own, its row deleted at the
+// end: the servers' models table is shared by the runs on them.
+func modelName(t *testing.T, db *sqldbtest.DB) string {
+	name := "m_" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() { db.SQL.Exec("DELETE FROM " + sqldb.ModelsTable + " WHERE name = '" + name + "'") })
+	return name
+}
+
+// summaryOf reads a job summary's JSON.
+func summaryOf(t *testing.T, data []byte) master.Summary {
+	t.Helper()
+	var s master.Summary
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatalf("summary %q: %v", data, err)
+	}
+	return s
+}
+
+// TestSQLTrainInto trains ctr.wide_and_deep by a TO TRAIN statement on
+// each database, its features by the columns' types and its shape from
+// them; the model stored INTO the models table is loaded back, and
+// evaluated on the held-out table gives the training job's own result.
+// INTO the same name again is refused before training.
+func TestSQLTrainInto(t *testing.T) {
+	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
+		train, valid := sqlTable(t, db, 3000, 1), db.Source("table="+sqlTable(t, db, 1000, 2)+"&label=y")
+		name := modelName(t, db)
+		stmt := "SELECT * FROM " + train + " TO TRAIN ctr.wide_and_deep\n  WITH train.epoch = 2, train.optimizer = 'adam:learning_rate=0.01', train.minibatch_size = 64\n  LABEL y INTO " + name
+		code, out, errOut := runSQL(t, "--datasource="+db.URI, "--num_workers=2", "--validation_data="+valid, "-e", stmt)
+		if code != 0 {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		for _, re := range []string{`(?m)^x1 +\| \S+.* \| dense$`, `(?m)^c +\| \S+.* \| categorical$`, `(?m)^y +\| \S+.* \| label$`,
+			"features: 2 dense, 1 categorical", "model " + name + " stored in table elasticdl_models"} {
+			if !regexp.MustCompile(re).MatchString(out) {
+				t.Errorf("stdout has no %s:\n%s", re, out)
+			}
+		}
+		dir := filepath.Join(t.TempDir(), "model")
+		m, err := sqldb.LoadModel(context.Background(), db.SQL, db.Dialect, name, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Statement != stmt || m.ModelDef != "ctr.wide_and_deep" || m.ModelParams != "dense=2; fields=1" {
+			t.Errorf("stored %+v", m)
+		}
+		s := summaryOf(t, []byte(m.Summary))
+		if s.Status != "succeeded" || s.Eval == nil || s.Eval.AUC == nil || *s.Eval.AUC < 0.9 {
+			t.Fatalf("stored summary %s: want a succeeded job with an AUC of at least 0.9", m.Summary)
+		}
+		if pw := sqldb.Password(db.URI); pw != "" && strings.Contains(out+errOut+m.Summary, pw) {
+			t.Error("the password shows in the output or the stored summary")
+		}
+		evalOut := t.TempDir()
+		ev := exec.Command(binary, "evaluate", "--model_def="+m.ModelDef, "--model_params="+m.ModelParams,
+			"--checkpoint_dir_for_init="+dir, "--validation_data="+valid, "--output="+evalOut)
+		if b, err := ev.CombinedOutput(); err != nil {
+			t.Fatalf("evaluate the loaded model: %v\n%s", err, b)
+		}
+		b, err := os.ReadFile(filepath.Join(evalOut, "job_summary.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := summaryOf(t, b).Eval; e == nil || e.AUC == nil || e.ModelVersion != s.Eval.ModelVersion || math.Abs(*e.AUC-*s.Eval.AUC) > 1e-9 {
+			t.Errorf("the loaded model evaluates to %+v, the trained one to %+v", e, s.Eval)
+		}
+		code, out, errOut = runSQL(t, "--datasource="+db.URI, "-e", stmt)
+		if code == 0 || !strings.Contains(errOut, "a model of that name is stored: INTO OR REPLACE "+name+" replaces it") || out != "" {
+			t.Errorf("INTO %s again: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	})
+}
+
+// TestSQLTrainShapes: a table of ticdata's shape, 23 numeric and 62 text
+// columns, trains with no model.* attribute; a COLUMN clause then
+// replaces the model INTO OR REPLACE with a YAML model file on two of
+// the columns (SQLite).
+func TestSQLTrainShapes(t *testing.T) {
+	db := sqldbtest.Open(t, "sqlite")
+	var defs, names []string
+	for i := range 85 {
+		n, typ := fmt.Sprintf("n%d", i), "INTEGER"
+		if i >= 23 {
+			n, typ = fmt.Sprintf("c%d", i), "TEXT"
+		}
+		defs, names = append(defs, n+" "+typ), append(names, n)
+	}
+	table := db.NewTable(t, append(defs, "y INTEGER")...)
+	var rows [][]any
+	for r := range 300 {
+		row := make([]any, 0, 86)
+		for i := range 85 {
+			if i < 23 {
+				row = append(row, (r*7+i)%11)
+			} else {
+				row = append(row, fmt.Sprintf("v%d", (r+i)%5))
+			}
+		}
+		rows = append(rows, append(row, r%2))
+	}
+	db.Insert(t, table, strings.Join(names, ", ")+", y", rows...)
+	name := modelName(t, db)
+	ds := "--datasource=" + db.URI
+	code, out, errOut := runSQL(t, ds, "--num_workers=1", "-e", "SELECT * FROM "+table+" TO TRAIN ctr.deepfm LABEL y INTO "+name)
+	if code != 0 || !strings.Contains(out, "features: 23 dense, 62 categorical") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	check := func(def, params string) {
+		t.Helper()
+		m, err := sqldb.LoadModel(context.Background(), db.SQL, db.Dialect, name, t.TempDir())
+		if err != nil || m.ModelDef != def || m.ModelParams != params {
+			t.Errorf("stored %+v, %v; want %s with %q", m, err, def, params)
+		}
+	}
+	check("ctr.deepfm", "dense=23; fields=62")
+	yaml := filepath.Join(t.TempDir(), "tabular.yaml")
+	spec := "name: tabular\ninput_shape: [2]\nnum_classes: 2\noptimizer: adam:learning_rate=0.01\nlayers:\n  - dense: {units: 4}\n  - relu: {}\n  - dense: {units: 2}\n"
+	if err := os.WriteFile(yaml, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stmt := fmt.Sprintf("SELECT * FROM %s TO TRAIN '%s' WITH train.epoch = 1 COLUMN n0, NUMERIC(c30) LABEL y INTO OR REPLACE %s", table, yaml, name)
+	if code, out, errOut = runSQL(t, ds, "--num_workers=1", "-e", stmt); code != 0 || !strings.Contains(out, "features: 2 dense, 0 categorical") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	check(yaml, "")
+}
