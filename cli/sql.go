@@ -60,7 +60,7 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
 	}
-	checks := make([]trainCheck, len(stmts))
+	checks := make([]stmtCheck, len(stmts))
 	for i, s := range stmts {
 		if checks[i], err = checkRunnable(s, jo.backend); err != nil {
 			return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
@@ -136,25 +136,29 @@ func (o sqlOptions) origin() string {
 }
 
 // checkRunnable checks a statement before anything runs, and refuses
-// what this version does not run yet: TO PREDICT and TO EVALUATE
-// (docs/design-sql.md, build plan step 4), and jobs on Kubernetes.
-func checkRunnable(s sqlflow.Statement, backend string) (trainCheck, error) {
+// what this version does not run yet: TO PREDICT (docs/design-sql.md,
+// build plan step 4), and jobs on Kubernetes.
+func checkRunnable(s sqlflow.Statement, backend string) (stmtCheck, error) {
 	var what string
 	switch s := s.(type) {
 	case sqlflow.Standard:
-		return trainCheck{}, nil
+		return stmtCheck{}, nil
 	case *sqlflow.Train:
 		if backend == backendK8s {
-			return trainCheck{}, fmt.Errorf("%s: TO TRAIN runs its job on the local backend in this version, not --backend=k8s (docs/design-sql.md, step 4)", s.Start())
+			return stmtCheck{}, fmt.Errorf("%s: TO TRAIN runs its job on the local backend in this version, not --backend=k8s (docs/design-sql.md, step 4)", s.Start())
 		}
 		settings, features, err := checkTrain(s)
-		return trainCheck{settings: settings, features: features}, err
+		return stmtCheck{settings: settings, features: features}, err
+	case *sqlflow.Evaluate:
+		if backend == backendK8s {
+			return stmtCheck{}, fmt.Errorf("%s: TO EVALUATE runs its job on the local backend in this version, not --backend=k8s", s.Start())
+		}
+		c, err := checkEvaluate(s)
+		return stmtCheck{eval: c}, err
 	case *sqlflow.Predict:
 		what = "TO PREDICT"
-	case *sqlflow.Evaluate:
-		what = "TO EVALUATE"
 	}
-	return trainCheck{}, fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements and TO TRAIN run", s.Start(), what)
+	return stmtCheck{}, fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements, TO TRAIN and TO EVALUATE run", s.Start(), what)
 }
 
 // writeResult prints a query's rows as an aligned table with a row

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"elasticdl/internal/master"
 	"elasticdl/internal/sqldb"
 	"elasticdl/internal/sqlflow"
 )
@@ -21,15 +23,19 @@ type sqlRun struct {
 	jobFlags   []string // the train flags given to elasticdl sql
 }
 
-// trainCheck is what checkTrain found of a TO TRAIN statement.
-type trainCheck struct {
+// stmtCheck is what checkTrain or checkEvaluate found of a statement.
+type stmtCheck struct {
 	settings sqlflow.Settings
 	features []columnFeature
+	eval     evalCheck
 }
 
-func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c trainCheck) error {
-	if t, ok := s.(*sqlflow.Train); ok {
-		return r.train(ctx, t, c)
+func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c stmtCheck) error {
+	switch s := s.(type) {
+	case *sqlflow.Train:
+		return r.train(ctx, s, c)
+	case *sqlflow.Evaluate:
+		return r.evaluate(ctx, s, c.eval)
 	}
 	res, truncated, err := sqldb.Run(ctx, r.db, s.Text())
 	if err != nil {
@@ -41,7 +47,7 @@ func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c trainCheck) erro
 
 // train runs a TO TRAIN statement: a local training job on the query's
 // rows, whose model it stores INTO the models table.
-func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c trainCheck) error {
+func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error {
 	if !s.Replace {
 		// Cheap, and before the training it would waste.
 		have, err := sqldb.ModelExists(ctx, r.db, r.dialect, s.Into)
@@ -99,3 +105,50 @@ func writeFeatures(env Env, p featurePlan) {
 }
 
 func kib(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+
+// evaluate runs a TO EVALUATE statement: an evaluate job of the stored
+// model on the query's rows; the metrics asked for are printed and
+// appended INTO the results table.
+func (r sqlRun) evaluate(ctx context.Context, s *sqlflow.Evaluate, c evalCheck) error {
+	dir, err := os.MkdirTemp("", "elasticdl-sql-evaluate-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	m, err := sqldb.LoadModel(ctx, r.db, r.dialect, s.Model, filepath.Join(dir, "model"))
+	if err != nil {
+		return fmt.Errorf("TO EVALUATE %s: %w", s.Model, err)
+	}
+	out := filepath.Join(dir, "output")
+	args := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, filepath.Join(dir, "model"), "validation_data",
+		r.datasource, s.Select, s.Label, r.jobFlags, c.flags)
+	if err := runEvaluate(ctx, r.env, append(args, "--output="+out)); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
+	if err != nil {
+		return fmt.Errorf("the job's summary: %w", err)
+	}
+	var sum master.Summary
+	if err := json.Unmarshal(b, &sum); err != nil {
+		return fmt.Errorf("the job's summary: %w", err)
+	}
+	metrics, err := evalMetrics(sum.Eval, c.metrics)
+	if err != nil {
+		return err
+	}
+	e := sqldb.Evaluation{Model: s.Model, At: time.Now(), Records: sum.Eval.Records, Metrics: metrics}
+	res := sqldb.Result{Query: true, Columns: []string{"metric", "value"}}
+	for _, mt := range metrics {
+		res.Rows = append(res.Rows, []sql.NullString{{String: mt.Name, Valid: true}, {String: fmt.Sprintf("%.6f", mt.Value), Valid: true}})
+	}
+	writeResult(r.env.Stdout, res, false)
+	if s.Into == "" {
+		return nil
+	}
+	if err := sqldb.WriteEvaluation(ctx, r.db, r.dialect, s.Into, e); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.env.Stdout, "%d %s of model %s on %d rows written into %s\n", len(metrics), plural(int64(len(metrics)), "metric", "metrics"), s.Model, e.Records, s.Into)
+	return nil
+}

@@ -277,15 +277,23 @@ func deriveParams(model, given string, p featurePlan) string {
 // query over datasource with their label, the parameters, then the job
 // flags given to elasticdl sql and the statement's, which win.
 func trainArgs(datasource, model, query, label, params string, jobFlags, stmtFlags []string) []string {
-	sep := "?"
-	if strings.Contains(datasource, "?") {
-		sep = "&"
-	}
-	args := []string{"--model_def=" + model,
-		"--training_data=" + datasource + sep + "query=" + url.QueryEscape(query) + "&label=" + url.QueryEscape(label)}
+	args := []string{"--model_def=" + model, "--training_data=" + sourceURI(datasource, query, label)}
 	if params != "" {
 		args = append(args, "--model_params="+params)
 	}
 	args = append(args, jobFlags...)
 	return append(args, stmtFlags...)
+}
+
+// sourceURI is datasource reading query's rows, with their label ("": none).
+func sourceURI(datasource, query, label string) string {
+	sep := "?"
+	if strings.Contains(datasource, "?") {
+		sep = "&"
+	}
+	u := datasource + sep + "query=" + url.QueryEscape(query)
+	if label != "" {
+		u += "&label=" + url.QueryEscape(label)
+	}
+	return u
 }

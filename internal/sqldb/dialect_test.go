@@ -55,6 +55,10 @@ func TestDialectSQL(t *testing.T) {
 			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BYTEA)`},
 		{MySQL.createModels(), "CREATE TABLE IF NOT EXISTS `elasticdl_models` (name VARCHAR(255) NOT NULL PRIMARY KEY, created_at VARCHAR(255) NOT NULL, " +
 			"statement LONGTEXT, model_def LONGTEXT, model_params LONGTEXT, summary LONGTEXT, checkpoint LONGBLOB)"},
+		{SQLite.createEvaluation("s.r"), `CREATE TABLE IF NOT EXISTS "s"."r" (model TEXT NOT NULL, metric TEXT NOT NULL, value REAL, ` +
+			`records BIGINT NOT NULL, evaluated_at TEXT NOT NULL)`},
+		{MySQL.createEvaluation("r"), "CREATE TABLE IF NOT EXISTS `r` (model VARCHAR(255) NOT NULL, metric VARCHAR(255) NOT NULL, value DOUBLE, " +
+			"records BIGINT NOT NULL, evaluated_at VARCHAR(255) NOT NULL)"},
 		{Postgres.placeholders(3), "$1, $2, $3"},
 		{MySQL.placeholders(2), "?, ?"},
 	} {

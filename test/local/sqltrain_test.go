@@ -59,7 +59,8 @@ func summaryOf(t *testing.T, data []byte) master.Summary {
 // INTO the same name again is refused before training.
 func TestSQLTrainInto(t *testing.T) {
 	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
-		train, valid := sqlTable(t, db, 3000, 1), db.Source("table="+sqlTable(t, db, 1000, 2)+"&label=y")
+		train, validTable := sqlTable(t, db, 3000, 1), sqlTable(t, db, 1000, 2)
+		valid := db.Source("table=" + validTable + "&label=y")
 		name := modelName(t, db)
 		stmt := "SELECT * FROM " + train + " TO TRAIN ctr.wide_and_deep\n  WITH train.epoch = 2, train.optimizer = 'adam:learning_rate=0.01', train.minibatch_size = 64\n  LABEL y INTO " + name
 		code, out, errOut := runSQL(t, "--datasource="+db.URI, "--num_workers=2", "--validation_data="+valid, "-e", stmt)
@@ -104,7 +105,36 @@ func TestSQLTrainInto(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "a model of that name is stored: INTO OR REPLACE "+name+" replaces it") || out != "" {
 			t.Errorf("INTO %s again: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
+		sqlEvaluate(t, db, name, validTable, *s.Eval.AUC)
 	})
+}
+
+// sqlEvaluate evaluates the stored model by TO EVALUATE on table valid:
+// the AUC written INTO a new results table is
+// auc, the training job's on the same rows. A missing model is an error
+// that writes nothing.
+func sqlEvaluate(t *testing.T, db *sqldbtest.DB, name, valid string, auc float64) {
+	t.Helper()
+	results := "r_" + strings.ToLower(rand.Text()[:10])
+	t.Cleanup(func() { db.SQL.Exec("DROP TABLE IF EXISTS " + results) })
+	stmt := "SELECT * FROM " + valid + " TO EVALUATE " + name + " WITH validation.metrics = 'AUC,accuracy' LABEL y INTO " + results
+	code, out, errOut := runSQL(t, "--datasource="+db.URI, "--num_workers=1", "-e", stmt)
+	if code != 0 || !regexp.MustCompile(`(?m)^AUC +\| 0\.\d{6}$`).MatchString(out) || !strings.Contains(out, "2 metrics of model "+name+" on 1000 rows written into "+results) {
+		t.Fatalf("TO EVALUATE: exit %d\n%s\n%s", code, out, errOut)
+	}
+	var got float64
+	var n int
+	if err := db.SQL.QueryRow("SELECT value, records FROM "+results+" WHERE model = '"+name+"' AND metric = 'AUC'").Scan(&got, &n); err != nil || math.Abs(got-auc) > 1e-9 || n != 1000 {
+		t.Errorf("AUC written %v on %d rows, %v; the training job's %v on 1000", got, n, err, auc)
+	}
+	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM " + results).Scan(&n); err != nil || n != 2 {
+		t.Errorf("%s holds %d rows, %v; want AUC and Accuracy", results, n, err)
+	}
+	missing := strings.Replace(stmt, "TO EVALUATE "+name, "TO EVALUATE no_such_model", 1)
+	code, out, errOut = runSQL(t, "--datasource="+db.URI, "-e", missing)
+	if code == 0 || !strings.Contains(errOut, "TO EVALUATE no_such_model: no model no_such_model in elasticdl_models") || out != "" {
+		t.Errorf("a missing model: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 }
 
 // TestSQLTrainShapes: a table of ticdata's shape, 23 numeric and 62 text

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	flag "github.com/spf13/pflag"
+
+	"elasticdl/internal/master"
+	"elasticdl/internal/sqldb"
+	"elasticdl/internal/sqlflow"
+)
+
+// evalStatementFlags are the evaluate flags a TO EVALUATE statement sets
+// itself: the stored model and the query's rows with their label.
+var evalStatementFlags = []string{"model_def", "model_params", "validation_data", "checkpoint_dir_for_init", "output", "backend"}
+
+// knownMetrics are what an evaluate job's summary reports, by the name
+// validation.metrics takes (case does not matter).
+var knownMetrics = []string{"AUC", "Accuracy", "Loss"}
+
+// evalCheck is what checkEvaluate found of a TO EVALUATE statement.
+type evalCheck struct {
+	flags   []string // validation.* attributes as evaluate's flags
+	metrics []string // what to write, as knownMetrics spells them; nil: all there are
+}
+
+func evaluateFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
+	cfg := master.DefaultConfig()
+	var opts jobOptions
+	addEvaluateFlags(fs, &cfg, &opts)
+	return fs
+}
+
+// checkEvaluate checks a TO EVALUATE statement before anything runs:
+// its LABEL, validation.metrics, and its other attributes, each set on a
+// fresh flag set of evaluate's. model.* is refused: the stored model's
+// parameters are the ones it was trained with.
+func checkEvaluate(s *sqlflow.Evaluate) (evalCheck, error) {
+	if s.Label == "" {
+		return evalCheck{}, &sqlflow.Error{Pos: s.At, Msg: "TO EVALUATE needs LABEL column: the column the model's predictions are scored against"}
+	}
+	known := map[string][]string{}
+	evaluateFlagSet().VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(evalStatementFlags, f.Name) {
+			known["validation"] = append(known["validation"], f.Name)
+		}
+	})
+	known["validation"] = append(known["validation"], "metrics")
+	var c evalCheck
+	for _, a := range s.Attrs {
+		if strings.HasPrefix(strings.ToLower(a.Name), "model.") {
+			return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": a stored model keeps the parameters it was trained with"}
+		}
+		one, err := sqlflow.Translate([]sqlflow.Attr{a}, known)
+		if err != nil {
+			return evalCheck{}, err
+		}
+		if v, ok := strings.CutPrefix(one.Flags[0], "--metrics="); ok {
+			if c.metrics, err = parseMetrics(v); err != nil {
+				return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": " + err.Error()}
+			}
+			continue
+		}
+		fs := evaluateFlagSet()
+		fs.SetOutput(nil)
+		if err := fs.Parse(one.Flags); err != nil {
+			return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: fmt.Sprintf("%s: %v", a.Name, err)}
+		}
+		c.flags = append(c.flags, one.Flags...)
+	}
+	return c, nil
+}
+
+// parseMetrics reads validation.metrics: names of knownMetrics,
+// comma-separated, each once.
+func parseMetrics(v string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(v, ",") {
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(knownMetrics, func(k string) bool { return strings.EqualFold(k, n) })
+		switch {
+		case i < 0:
+			return nil, fmt.Errorf("unknown metric %q: known are %s", n, strings.Join(knownMetrics, ", "))
+		case slices.Contains(out, knownMetrics[i]):
+			return nil, fmt.Errorf("metric %s is named twice", knownMetrics[i])
+		}
+		out = append(out, knownMetrics[i])
+	}
+	return out, nil
+}
+
+// modelJobArgs are an evaluate or predict job's arguments for a stored
+// model extracted into dir: its def and parameters, dataFlag's rows of
+// query over datasource (label: "" none), then the job flags given to
+// elasticdl sql that the job takes, then the statement's, which win.
+func modelJobArgs(fs *flag.FlagSet, owned []string, m sqldb.StoredModel, dir, dataFlag, datasource, query, label string, jobFlags, stmtFlags []string) []string {
+	args := []string{"--model_def=" + m.ModelDef, "--checkpoint_dir_for_init=" + dir, "--" + dataFlag + "=" + sourceURI(datasource, query, label)}
+	if m.ModelParams != "" {
+		args = append(args, "--model_params="+m.ModelParams)
+	}
+	for _, f := range jobFlags {
+		name, _, _ := strings.Cut(strings.TrimPrefix(f, "--"), "=")
+		if fs.Lookup(name) != nil && !slices.Contains(owned, name) {
+			args = append(args, f)
+		}
+	}
+	return append(args, stmtFlags...)
+}
+
+// evalMetrics picks the metrics asked for (nil: all there are) from an
+// evaluate job's result; AUC is only defined for a binary model.
+func evalMetrics(e *master.EvalSummary, names []string) ([]sqldb.Metric, error) {
+	if e == nil {
+		return nil, fmt.Errorf("the evaluate job reported no evaluation")
+	}
+	all := names == nil
+	if all {
+		names = knownMetrics
+	}
+	var out []sqldb.Metric
+	for _, n := range names {
+		switch n {
+		case "AUC":
+			if e.AUC == nil && all {
+				continue
+			}
+			if e.AUC == nil {
+				return nil, fmt.Errorf("AUC: not defined for this model (a binary, two-class model has one); ask for validation.metrics = 'Accuracy,Loss'")
+			}
+			out = append(out, sqldb.Metric{Name: n, Value: *e.AUC})
+		case "Accuracy":
+			out = append(out, sqldb.Metric{Name: n, Value: e.Accuracy})
+		case "Loss":
+			out = append(out, sqldb.Metric{Name: n, Value: e.Loss})
+		}
+	}
+	return out, nil
+}
