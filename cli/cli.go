@@ -80,7 +80,7 @@ func (c command) usage() string {
 func commands() []command {
 	return []command{
 		{name: "train", summary: "run a training job (local processes by default)", run: runTrain},
-		{name: "sql", summary: "run SQL on a database (SQLFlow's extended SQL: TO TRAIN/PREDICT/EVALUATE parsed, not yet run)", run: runSQL},
+		{name: "sql", summary: "run SQL on a database: standard statements, and SQLFlow's TO TRAIN … INTO, TO PREDICT … USING and TO EVALUATE as local jobs", run: runSQL},
 		{name: "evaluate", summary: "evaluate a saved model (a checkpoint or a training job's OUTPUT/model) on --validation_data", run: runEvaluate},
 		{name: "predict", summary: "write a saved model's predictions for --prediction_data to a CSV file, in input order", run: runPredict},
 		{name: "status", summary: "show a Kubernetes job: its pods, summary and events", run: runStatus, args: "JOB"},

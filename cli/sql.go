@@ -136,10 +136,9 @@ func (o sqlOptions) origin() string {
 }
 
 // checkRunnable checks a statement before anything runs, and refuses
-// what this version does not run yet: TO PREDICT (docs/design-sql.md,
-// build plan step 4), and jobs on Kubernetes.
+// what this version does not run yet: jobs on Kubernetes
+// (docs/design-sql.md, build plan step 4).
 func checkRunnable(s sqlflow.Statement, backend string) (stmtCheck, error) {
-	var what string
 	switch s := s.(type) {
 	case sqlflow.Standard:
 		return stmtCheck{}, nil
@@ -156,9 +155,13 @@ func checkRunnable(s sqlflow.Statement, backend string) (stmtCheck, error) {
 		c, err := checkEvaluate(s)
 		return stmtCheck{eval: c}, err
 	case *sqlflow.Predict:
-		what = "TO PREDICT"
+		if backend == backendK8s {
+			return stmtCheck{}, fmt.Errorf("%s: TO PREDICT runs its job on the local backend in this version, not --backend=k8s", s.Start())
+		}
+		flags, err := checkPredict(s)
+		return stmtCheck{predict: flags}, err
 	}
-	return stmtCheck{}, fmt.Errorf("%s: %s is parsed but not run by this version yet (docs/design-sql.md); standard statements, TO TRAIN and TO EVALUATE run", s.Start(), what)
+	return stmtCheck{}, fmt.Errorf("%s: %T: not a statement elasticdl sql runs", s.Start(), s)
 }
 
 // writeResult prints a query's rows as an aligned table with a row

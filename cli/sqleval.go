@@ -93,11 +93,11 @@ func parseMetrics(v string) ([]string, error) {
 }
 
 // modelJobArgs are an evaluate or predict job's arguments for a stored
-// model extracted into dir: its def and parameters, dataFlag's rows of
-// query over datasource (label: "" none), then the job flags given to
-// elasticdl sql that the job takes, then the statement's, which win.
-func modelJobArgs(fs *flag.FlagSet, owned []string, m sqldb.StoredModel, dir, dataFlag, datasource, query, label string, jobFlags, stmtFlags []string) []string {
-	args := []string{"--model_def=" + m.ModelDef, "--checkpoint_dir_for_init=" + dir, "--" + dataFlag + "=" + sourceURI(datasource, query, label)}
+// model extracted into dir: its def and parameters, dataFlag's rows
+// (source, a data source URI), then the job flags given to elasticdl sql
+// that the job takes, then the statement's, which win.
+func modelJobArgs(fs *flag.FlagSet, owned []string, m sqldb.StoredModel, dir, dataFlag, source string, jobFlags, stmtFlags []string) []string {
+	args := []string{"--model_def=" + m.ModelDef, "--checkpoint_dir_for_init=" + dir, "--" + dataFlag + "=" + source}
 	if m.ModelParams != "" {
 		args = append(args, "--model_params="+m.ModelParams)
 	}

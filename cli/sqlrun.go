@@ -28,6 +28,7 @@ type stmtCheck struct {
 	settings sqlflow.Settings
 	features []columnFeature
 	eval     evalCheck
+	predict  []string // a TO PREDICT's predict.* attributes as predict's flags
 }
 
 func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c stmtCheck) error {
@@ -36,6 +37,8 @@ func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c stmtCheck) error
 		return r.train(ctx, s, c)
 	case *sqlflow.Evaluate:
 		return r.evaluate(ctx, s, c.eval)
+	case *sqlflow.Predict:
+		return r.predict(ctx, s, c.predict)
 	}
 	res, truncated, err := sqldb.Run(ctx, r.db, s.Text())
 	if err != nil {
@@ -121,7 +124,7 @@ func (r sqlRun) evaluate(ctx context.Context, s *sqlflow.Evaluate, c evalCheck) 
 	}
 	out := filepath.Join(dir, "output")
 	args := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, filepath.Join(dir, "model"), "validation_data",
-		r.datasource, s.Select, s.Label, r.jobFlags, c.flags)
+		sourceURI(r.datasource, s.Select, s.Label), r.jobFlags, c.flags)
 	if err := runEvaluate(ctx, r.env, append(args, "--output="+out)); err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ func (d Dialect) quote(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
+// Quote quotes an identifier.
+func (d Dialect) Quote(name string) string { return d.quote(name) }
+
 // quoteName quotes a table name, SCHEMA.TABLE as two identifiers.
 func (d Dialect) quoteName(name string) string {
 	parts := strings.Split(name, ".")
@@ -87,7 +90,12 @@ const RowColumn = "_edl_row"
 //   - PostgreSQL may scan a table in parallel, its workers' rows
 //     interleaved: the copy is made by one process.
 func (d Dialect) createSnapshot(table, query string, cols []Column, order []string) []string {
-	r := d.quote(RowColumn)
+	return d.numberedCopy(table, query, RowColumn, cols, order)
+}
+
+// numberedCopy is createSnapshot with row number column rowCol.
+func (d Dialect) numberedCopy(table, query, rowCol string, cols []Column, order []string) []string {
+	r := d.quote(rowCol)
 	number := "ROW_NUMBER() OVER () - 1"
 	if len(order) > 0 {
 		by := make([]string, len(order))

@@ -37,6 +37,23 @@ func TestDialectSQL(t *testing.T) {
 			"CREATE TABLE `s` (`_edl_row` BIGINT NOT NULL PRIMARY KEY) AS SELECT ROW_NUMBER() OVER (ORDER BY q.`id`) - 1 AS `_edl_row`, " +
 				"q.* FROM (SELECT * FROM t) q"},
 		{MySQL.rename("a", "b"), "ALTER TABLE `a` RENAME TO `b`"},
+		{SQLite.rename("a", "b"), `ALTER TABLE "a" RENAME TO "b"`},
+		{Postgres.rename("a", "b"), `ALTER TABLE "a" RENAME TO "b"`},
+		{strings.Join(MySQL.stageInput("p__edl_in", "SELECT * FROM t ORDER BY a", cols), "; "),
+			"CREATE TABLE `p__edl_in` (`_edl_in_row` BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY) SELECT * FROM t ORDER BY a; " +
+				"UPDATE `p__edl_in` SET `_edl_in_row` = `_edl_in_row` - 1 ORDER BY `_edl_in_row`"},
+		{strings.Join(Postgres.stageInput("p__edl_in", "SELECT * FROM t ORDER BY a", cols), "; "),
+			`SET LOCAL max_parallel_workers_per_gather = 0; ` +
+				`CREATE TABLE "p__edl_in" AS SELECT ROW_NUMBER() OVER () - 1 AS "_edl_in_row", q.* FROM (SELECT * FROM t ORDER BY a) q; ` +
+				`ALTER TABLE "p__edl_in" ADD PRIMARY KEY ("_edl_in_row")`},
+		{SQLite.createPredictions("p__edl_pred"), `CREATE TABLE "p__edl_pred" ("_edl_in_row" BIGINT NOT NULL PRIMARY KEY, class BIGINT NOT NULL, p1 REAL)`},
+		{MySQL.createPredictions("p__edl_pred"), "CREATE TABLE `p__edl_pred` (`_edl_in_row` BIGINT NOT NULL PRIMARY KEY, class BIGINT NOT NULL, p1 DOUBLE)"},
+		{Postgres.createResult(StagingFor("p"), []string{"a", "b"}, "y", true),
+			`CREATE TABLE "p__edl_tmp" AS SELECT i."a", i."b", p.class AS "y", p.p1 AS "y_p1" FROM "p__edl_in" i JOIN "p__edl_pred" p ` +
+				`ON p."_edl_in_row" = i."_edl_in_row" ORDER BY i."_edl_in_row"`},
+		{MySQL.createResult(StagingFor("p"), []string{"a"}, "y", false),
+			"CREATE TABLE `p__edl_tmp` AS SELECT i.`a`, p.class AS `y` FROM `p__edl_in` i JOIN `p__edl_pred` p " +
+				"ON p.`_edl_in_row` = i.`_edl_in_row` ORDER BY i.`_edl_in_row`"},
 		{Postgres.columnsOf("SELECT 1"), "SELECT * FROM (SELECT 1) q WHERE 1 = 0"},
 		{Postgres.readRange("s", cols, 10, 20),
 			`SELECT "_edl_row", "a", "b""c" FROM "s" WHERE "_edl_row" >= 10 AND "_edl_row" < 20 ORDER BY "_edl_row"`},

@@ -106,6 +106,17 @@ func TestSQLTrainInto(t *testing.T) {
 			t.Errorf("INTO %s again: exit %d, stdout %q, stderr %q", name, code, out, errOut)
 		}
 		sqlEvaluate(t, db, name, validTable, *s.Eval.AUC)
+		sqlPredict(t, db, name, validTable, m, dir)
+		// With the training table gone, the query's columns but the label
+		// are the features: the same predictions.
+		db.Exec(t, "DROP TABLE "+train)
+		pred := "p_" + strings.ToLower(rand.Text()[:10])
+		t.Cleanup(func() { db.SQL.Exec("DROP TABLE IF EXISTS " + pred) })
+		code, out, errOut = runSQL(t, "--datasource="+db.URI, "-e", "SELECT * FROM "+validTable+" ORDER BY x1 TO PREDICT "+pred+".y USING "+name)
+		if code != 0 || !strings.Contains(out, "model "+name+" takes its features from this query's columns but y (its training query fails: ") {
+			t.Fatalf("TO PREDICT, the training table gone: exit %d\n%s\n%s", code, out, errOut)
+		}
+		checkPredicted(t, db, pred, predictCSV(t, db, m, dir, validTable))
 	})
 }
 
@@ -189,4 +200,12 @@ func TestSQLTrainShapes(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	check(yaml, "")
+	// PREDICT takes the COLUMN clause's features (c30 cast to a number),
+	// not every column the query has.
+	pred := "p_" + strings.ToLower(rand.Text()[:10])
+	code, out, errOut = runSQL(t, ds, "-e", "SELECT n0, n1, c30 FROM "+table+" TO PREDICT "+pred+".y USING "+name+"; SELECT * FROM "+pred+" LIMIT 1")
+	if code != 0 || !strings.Contains(out, "300 predictions of model "+name+" written into "+pred) ||
+		!strings.Contains(out, "takes its features from its COLUMN clause") || !regexp.MustCompile(`(?m)^n0 +\| n1 +\| c30 +\| y +\| y_p1$`).MatchString(out) {
+		t.Errorf("TO PREDICT with a COLUMN clause's model: exit %d\n%s\n%s", code, out, errOut)
+	}
 }
