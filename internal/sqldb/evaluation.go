@@ -34,28 +34,22 @@ func (d Dialect) createEvaluation(table string) string {
 
 // WriteEvaluation appends e's metrics to table, made if missing, in one
 // transaction.
-func WriteEvaluation(ctx context.Context, db *sql.DB, d Dialect, table string, e Evaluation) (err error) {
+func WriteEvaluation(ctx context.Context, db *sql.DB, d Dialect, table string, e Evaluation) error {
 	// DDL outside the transaction: MariaDB would commit it anyway.
 	if _, err := db.ExecContext(ctx, d.createEvaluation(table)); err != nil {
 		return fmt.Errorf("create table %s: %w", table, err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	err := inTx(ctx, db, func(tx *sql.Tx) error {
+		insert := "INSERT INTO " + d.quoteName(table) + " (" + evaluationColumns + ") VALUES (" + d.placeholders(5) + ")"
+		at := e.At.UTC().Format(time.RFC3339Nano)
+		for _, m := range e.Metrics {
+			if _, err := tx.ExecContext(ctx, insert, e.Model, m.Name, m.Value, e.Records, at); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	insert := "INSERT INTO " + d.quoteName(table) + " (" + evaluationColumns + ") VALUES (" + d.placeholders(5) + ")"
-	at := e.At.UTC().Format(time.RFC3339Nano)
-	for _, m := range e.Metrics {
-		if _, err := tx.ExecContext(ctx, insert, e.Model, m.Name, m.Value, e.Records, at); err != nil {
-			return fmt.Errorf("write into %s: %w", table, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("write into %s: %w", table, err)
 	}
 	return nil

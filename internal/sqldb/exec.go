@@ -21,6 +21,20 @@ func Connect(ctx context.Context, uri string) (*sql.DB, *Datasource, error) {
 	return db, ds, nil
 }
 
+// inTx runs fn in one transaction: committed when fn returns nil, rolled
+// back otherwise (so an error leaves nothing half-written).
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
 // Result is what a statement gave: a query's columns and rows (NULL is
 // an invalid NullString), or the rows a statement changed.
 type Result struct {

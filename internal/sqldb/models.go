@@ -91,35 +91,25 @@ func StoreModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, dir s
 	return len(ckpt), nil
 }
 
-func insertModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, ckpt []byte, replace bool) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
+func insertModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, ckpt []byte, replace bool) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error {
+		have, err := modelExists(ctx, tx, d, m.Name)
 		if err != nil {
-			tx.Rollback()
+			return err
 		}
-	}()
-	have, err := modelExists(ctx, tx, d, m.Name)
-	if err != nil {
-		return err
-	}
-	if have && !replace {
-		return fmt.Errorf("%w: INTO OR REPLACE %s replaces it", ErrModelExists, m.Name)
-	}
-	if have {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), m.Name); err != nil {
-			return fmt.Errorf("delete the old one: %w", err)
+		if have && !replace {
+			return fmt.Errorf("%w: INTO OR REPLACE %s replaces it", ErrModelExists, m.Name)
 		}
-	}
-	at := m.CreatedAt.UTC().Format(time.RFC3339Nano)
-	_, err = tx.ExecContext(ctx, "INSERT INTO "+d.quote(ModelsTable)+" ("+modelColumns+") VALUES ("+d.placeholders(7)+")",
-		m.Name, at, m.Statement, m.ModelDef, m.ModelParams, m.Summary, ckpt)
-	if err != nil {
+		if have {
+			if _, err := tx.ExecContext(ctx, "DELETE FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), m.Name); err != nil {
+				return fmt.Errorf("delete the old one: %w", err)
+			}
+		}
+		at := m.CreatedAt.UTC().Format(time.RFC3339Nano)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+d.quote(ModelsTable)+" ("+modelColumns+") VALUES ("+d.placeholders(7)+")",
+			m.Name, at, m.Statement, m.ModelDef, m.ModelParams, m.Summary, ckpt)
 		return err
-	}
-	return tx.Commit()
+	})
 }
 
 // checkPacket fails a row of size bytes that MariaDB's max_allowed_packet

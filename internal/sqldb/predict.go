@@ -123,27 +123,20 @@ func WritePredictions(ctx context.Context, db *sql.DB, d Dialect, s Staging, ps 
 	return nil
 }
 
-func writeBatch(ctx context.Context, db *sql.DB, d Dialect, table string, ps []Prediction) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
+func writeBatch(ctx context.Context, db *sql.DB, d Dialect, table string, ps []Prediction) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, "INSERT INTO "+d.quote(table)+" VALUES ("+d.placeholders(3)+")")
 		if err != nil {
-			tx.Rollback()
-		}
-	}()
-	stmt, err := tx.PrepareContext(ctx, "INSERT INTO "+d.quote(table)+" VALUES ("+d.placeholders(3)+")")
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, p := range ps {
-		if _, err := stmt.ExecContext(ctx, p.Row, p.Class, p.P1); err != nil {
 			return err
 		}
-	}
-	return tx.Commit()
+		defer stmt.Close()
+		for _, p := range ps {
+			if _, err := stmt.ExecContext(ctx, p.Row, p.Class, p.P1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // createResult is the statement that makes s.Tmp: the input's columns in
