@@ -26,13 +26,7 @@ type evalCheck struct {
 	metrics []string // what to write, as knownMetrics spells them; nil: all there are
 }
 
-func evaluateFlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("evaluate", flag.ContinueOnError)
-	cfg := master.DefaultConfig()
-	var opts jobOptions
-	addEvaluateFlags(fs, &cfg, &opts)
-	return fs
-}
+func evaluateFlagSet() *flag.FlagSet { return jobFlagSet("evaluate", addEvaluateFlags) }
 
 // checkEvaluate checks a TO EVALUATE statement before anything runs:
 // its LABEL, validation.metrics, and its other attributes, each set on a
@@ -51,25 +45,21 @@ func checkEvaluate(s *sqlflow.Evaluate) (evalCheck, error) {
 	known["validation"] = append(known["validation"], "metrics")
 	var c evalCheck
 	for _, a := range s.Attrs {
-		if strings.HasPrefix(strings.ToLower(a.Name), "model.") {
-			return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": a stored model keeps the parameters it was trained with"}
-		}
-		one, err := sqlflow.Translate([]sqlflow.Attr{a}, known)
-		if err != nil {
+		if err := refuseModelAttr(a); err != nil {
 			return evalCheck{}, err
 		}
-		if v, ok := strings.CutPrefix(one.Flags[0], "--metrics="); ok {
-			if c.metrics, err = parseMetrics(v); err != nil {
+		if strings.EqualFold(a.Name, "validation.metrics") { // ours, not evaluate's
+			var err error
+			if c.metrics, err = parseMetrics(a.Value.String()); err != nil {
 				return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": " + err.Error()}
 			}
 			continue
 		}
-		fs := evaluateFlagSet()
-		fs.SetOutput(nil)
-		if err := fs.Parse(one.Flags); err != nil {
-			return evalCheck{}, &sqlflow.Error{Pos: a.Pos, Msg: fmt.Sprintf("%s: %v", a.Name, err)}
+		flags, err := attrFlag(a, known, evaluateFlagSet)
+		if err != nil {
+			return evalCheck{}, err
 		}
-		c.flags = append(c.flags, one.Flags...)
+		c.flags = append(c.flags, flags...)
 	}
 	return c, nil
 }

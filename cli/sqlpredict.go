@@ -10,7 +10,6 @@ import (
 
 	flag "github.com/spf13/pflag"
 
-	"elasticdl/internal/master"
 	"elasticdl/internal/sqldb"
 	"elasticdl/internal/sqlflow"
 )
@@ -19,13 +18,7 @@ import (
 // itself: the stored model, the staged rows and where they go.
 var predictStatementFlags = []string{"model_def", "model_params", "prediction_data", "prediction_outputs", "checkpoint_dir_for_init", "output", "backend"}
 
-func predictFlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("predict", flag.ContinueOnError)
-	cfg := master.DefaultConfig()
-	var opts jobOptions
-	addPredictFlags(fs, &cfg, &opts)
-	return fs
-}
+func predictFlagSet() *flag.FlagSet { return jobFlagSet("predict", addPredictFlags) }
 
 // checkPredict checks a TO PREDICT statement before anything runs: its
 // result table (one of the connection's schema, not a staging name) and
@@ -46,19 +39,14 @@ func checkPredict(s *sqlflow.Predict) ([]string, error) {
 	})
 	var flags []string
 	for _, a := range s.Attrs {
-		if strings.HasPrefix(strings.ToLower(a.Name), "model.") {
-			return nil, &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": a stored model keeps the parameters it was trained with"}
+		if err := refuseModelAttr(a); err != nil {
+			return nil, err
 		}
-		one, err := sqlflow.Translate([]sqlflow.Attr{a}, known)
+		one, err := attrFlag(a, known, predictFlagSet)
 		if err != nil {
 			return nil, err
 		}
-		fs := predictFlagSet()
-		fs.SetOutput(nil)
-		if err := fs.Parse(one.Flags); err != nil {
-			return nil, &sqlflow.Error{Pos: a.Pos, Msg: fmt.Sprintf("%s: %v", a.Name, err)}
-		}
-		flags = append(flags, one.Flags...)
+		flags = append(flags, one...)
 	}
 	return flags, nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"slices"
 	"strconv"
@@ -24,13 +25,41 @@ var statementFlags = []string{"model_def", "model_params", "training_data", "out
 // statement's: where its jobs run.
 var notAttrs = []string{"backend"}
 
-// trainFlagSet is a fresh flag set of train's flags.
-func trainFlagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet("train", flag.ContinueOnError)
+// jobFlagSet is a fresh, silent flag set of a job command's flags (add:
+// addTrainFlags, addEvaluateFlags or addPredictFlags).
+func jobFlagSet(name string, add func(*flag.FlagSet, *master.Config, *jobOptions)) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	cfg := master.DefaultConfig()
 	var opts jobOptions
-	addTrainFlags(fs, &cfg, &opts)
+	add(fs, &cfg, &opts)
 	return fs
+}
+
+// trainFlagSet is a fresh flag set of train's flags.
+func trainFlagSet() *flag.FlagSet { return jobFlagSet("train", addTrainFlags) }
+
+// attrFlag is attribute a as the flags it sets (none for model.*), each
+// set on a fresh flag set from newFS so that a bad value is an error at
+// the attribute, not in the job it would start.
+func attrFlag(a sqlflow.Attr, known map[string][]string, newFS func() *flag.FlagSet) ([]string, error) {
+	one, err := sqlflow.Translate([]sqlflow.Attr{a}, known)
+	if err != nil {
+		return nil, err
+	}
+	if err := newFS().Parse(one.Flags); err != nil {
+		return nil, &sqlflow.Error{Pos: a.Pos, Msg: fmt.Sprintf("%s: %v", a.Name, err)}
+	}
+	return one.Flags, nil
+}
+
+// refuseModelAttr refuses model.* on a statement that uses a stored
+// model: it keeps the parameters it was trained with.
+func refuseModelAttr(a sqlflow.Attr) error {
+	if strings.HasPrefix(strings.ToLower(a.Name), "model.") {
+		return &sqlflow.Error{Pos: a.Pos, Msg: a.Name + ": a stored model keeps the parameters it was trained with"}
+	}
+	return nil
 }
 
 // trainAttrs are the flags train.* and validation.* attributes may set:
@@ -60,15 +89,9 @@ func checkTrain(s *sqlflow.Train) (sqlflow.Settings, []columnFeature, error) {
 	if err != nil {
 		return sqlflow.Settings{}, nil, err
 	}
-	for _, a := range s.Attrs {
-		one, err := sqlflow.Translate([]sqlflow.Attr{a}, known)
-		if err != nil || len(one.Flags) == 0 {
-			continue // a model.* attribute: the model checks it
-		}
-		fs := trainFlagSet()
-		fs.SetOutput(nil)
-		if err := fs.Parse(one.Flags); err != nil {
-			return sqlflow.Settings{}, nil, &sqlflow.Error{Pos: a.Pos, Msg: fmt.Sprintf("%s: %v", a.Name, err)}
+	for _, a := range s.Attrs { // model.* ones set no flag: the model checks them
+		if _, err := attrFlag(a, known, trainFlagSet); err != nil {
+			return sqlflow.Settings{}, nil, err
 		}
 	}
 	if s.Label == "" {
