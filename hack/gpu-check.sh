@@ -3,8 +3,10 @@
 # parameter servers and with elastic AllReduce (two ring members sharing the
 # one GPU, their collectives staged through host memory), and prints each
 # job's accuracy, its exactly-once ledger and steps/s, beside the same loop
-# without the SDK on the same GPU. Without a GPU (or a torch that sees none)
-# it says so and exits 0: the test suite never needs one.
+# without the SDK on the same GPU. A third job, three ring members on the GPU,
+# has one killed (-9) mid-epoch: the survivors must go on in their own
+# processes and the epoch stay exact. Without a GPU (or a torch that sees
+# none) it says so and exits 0: the test suite never needs one.
 #
 #   hack/gpu-check.sh            # ELASTICDL_BINARY=path skips the build
 set -euo pipefail
@@ -30,24 +32,34 @@ if [ -z "$bin" ]; then
   go build -o "$bin" ./cmd/elasticdl
 fi
 export ELASTICDL_BINARY=$bin PYTHONPATH=$PWD/python ELASTICDL_DEVICE=cuda
-out=$(mktemp -d)
+out=${OUTDIR:-$(mktemp -d)}
 
-job() { # name, flags...
+run() { # name, flags...: the job, in the foreground
   local name=$1; shift
   "$bin" train --worker_command="$py examples/pytorch/train.py" --optimizer=adam:learning_rate=0.001 \
     --training_data="$data/train-images-idx3-ubyte.gz" --validation_data="$data/t10k-images-idx3-ubyte.gz" \
-    --num_epochs=1 --log_interval=0 --output="$out/$name" "$@" >"$out/$name.log" 2>&1 || {
-    echo "gpu-check: $name job failed:"; tail -30 "$out/$name.log"; exit 1; }
-  "$py" - "$out/$name/job_summary.json" "$name" <<'EOF'
+    --num_epochs=1 --output="$out/$name" "$@" >"$out/$name.log" 2>&1
+}
+fail() { echo "gpu-check: $1 job failed:"; tail -30 "$out/$1.log"; exit 1; }
+report() { # name: accuracy, ledger, steps/s, and for a ring its changes
+  "$py" - "$out/$1/job_summary.json" "$1" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 e = s["epochs"][0]
 steps = s["model_version"] / max(s["training_seconds"], 1e-9)
-print("%-10s accuracy %.4f  records %d trained %d twice %d missed %d  %.1f steps/s  %.0f records/s"
+print("%-14s accuracy %.4f  records %d trained %d twice %d missed %d  %.1f steps/s  %.0f records/s"
       % (sys.argv[2], s["eval"]["accuracy"], e["records"], e["records_trained"], e["records_trained_twice"],
          e["records_missed"], steps, s["records_per_second"]))
+w, r = s["workers"], s.get("ring") or {}
+if r.get("recoveries"):
+    print("%-14s workers launched %d lost %d; ring versions %d; to the next step after %s"
+          % ("", w["launched"], w["lost"], r["versions"],
+             ", ".join("%s: %.2f s" % (x["cause"][:48], x["seconds"]) for x in r["recoveries"])))
 EOF
 }
+job() { run "$@" --log_interval=0 || fail "$1"; report "$1"; }
+records_done() { grep -o 'records_done=[0-9]*' "$1" | tail -1 | cut -d= -f2; }
+workers() { pgrep -f "^[^ ]*python[0-9.]* examples/pytorch/train.py" | sort -n | tr '\n' ' '; }
 
 job ps --num_workers=1 --num_ps_pods=1
 job allreduce --distribution_strategy=AllreduceStrategy --num_workers=2
@@ -71,4 +83,24 @@ for i in range(520):
 torch.cuda.synchronize()
 print("plain      %.1f steps/s (the loop without the SDK, batch 64)" % (500 / (time.perf_counter() - start)))
 EOF
+
+# Three members on the GPU, one killed (-9) once the ring has trained a
+# while; the two others must still be the same processes 6,000 records on.
+run allreduce-kill --distribution_strategy=AllreduceStrategy --num_workers=3 --log_interval=1s &
+pid=$!
+until [ "$(records_done "$out/allreduce-kill.log")" -ge 6000 ] 2>/dev/null && [ "$(workers | wc -w)" -eq 3 ]; do
+  kill -0 $pid 2>/dev/null || fail allreduce-kill
+  sleep 0.2
+done
+read -r victim a b <<<"$(workers)"
+kill -9 "$victim"
+at=$(records_done "$out/allreduce-kill.log")
+until [ "$(records_done "$out/allreduce-kill.log")" -ge $((at + 6000)) ]; do
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.2
+done
+kill -0 "$a" 2>/dev/null && kill -0 "$b" 2>/dev/null && echo "allreduce-kill killed $victim at $at records; survivors $a $b kept" ||
+  { echo "gpu-check: a survivor of the kill is gone (killed $victim; $a $b)"; exit 1; }
+wait $pid || fail allreduce-kill
+report allreduce-kill
 echo "gpu-check: logs and summaries under $out"

@@ -34,6 +34,7 @@ from ._ps import tensor
 from ._proto import master_pb2 as mpb
 from ._rpc import ElasticDLError
 from .data import DataError
+from .job import loss_value
 
 # Bounds every collective wait; must exceed the members' skew between
 # steps (an evaluation task runs between two steps). The Go worker's.
@@ -48,6 +49,15 @@ class LetGo(Exception):
     """The master let this worker go (scale down) at a step boundary."""
 
 
+def _scaled_into(dst, src, scale):
+    """dst, the ring's host memory, = src * scale, src on any device: on a
+    GPU scaled there and copied once (out= cannot cross devices)."""
+    if src.device.type == "cpu":
+        torch.mul(src, scale, out=dst)
+    else:
+        dst.copy_(src.mul(scale))
+
+
 class Member:
     """This worker's ring state. The job's main thread drives it; one
     poller thread watches the ring's version."""
@@ -58,6 +68,10 @@ class Member:
         self.params = [p for p in model.parameters()]
         self.buffers = [b for b in model.buffers()]
         self.n_grads = sum(p.numel() for p in self.params) + sum(b.numel() for b in self.buffers)
+        # A model wholly on one GPU crosses to the ring's host memory in one
+        # copy each way a step: a copy per tensor costs a sync each.
+        devs = {t.device for t in self.params + self.buffers}
+        self.gpu = devs.pop() if len(devs) == 1 and next(iter(devs)).type != "cpu" else None
         # The initial model (the restore point of a ring none of whose
         # members holds a state): a member may hold a trained one later.
         self.initial = io.BytesIO()
@@ -314,24 +328,32 @@ class Member:
         return boundary
 
     def _gather(self, flat, records):
+        if self.gpu is not None:
+            parts = [torch.zeros(p.numel(), device=self.gpu) if p.grad is None else p.grad.reshape(-1).float()
+                     for p in self.params] + [b.reshape(-1).float() for b in self.buffers]
+            flat[:self.n_grads].copy_(torch.cat(parts).mul_(records))
+            return
         k = 0
         for p in self.params:
             g = flat[k:k + p.numel()]
             if p.grad is None:
                 g.zero_()
             else:
-                torch.mul(p.grad.reshape(-1), records, out=g)  # from the model's device to the ring's memory
+                _scaled_into(g, p.grad.reshape(-1), records)
             k += p.numel()
         for b in self.buffers:
-            torch.mul(b.reshape(-1), records, out=flat[k:k + b.numel()])
+            _scaled_into(flat[k:k + b.numel()], b.reshape(-1), records)
             k += b.numel()
 
     def _apply(self, flat, total):
-        flat[:self.n_grads].div_(total)  # one pass over the ring's memory
+        if self.gpu is not None:
+            flat = flat[:self.n_grads].to(self.gpu)  # the sums, on the model's GPU
+        flat[:self.n_grads].div_(total)  # one pass over the ring's memory (or its copy)
         k = 0
         for p in self.params:
             # On the CPU a view of the ring's memory, dropped after the
             # optimizer's step: the memory is rewritten (or remapped) next.
+            # On a GPU a view of the sums' copy there.
             p.grad = flat[k:k + p.numel()].view(p.shape).to(p.device)
             k += p.numel()
         for b in self.buffers:
@@ -460,7 +482,7 @@ def step(job, loss):
     if job._pending is None or job._pending[1] is not None:
         raise ElasticDLError("step: no batch to step: call it once for every batch job.batches() yields")
     part = job._pending[0]
-    value = 0.0 if loss is None else float(loss)
+    value = loss_value(loss)
     if value != value or value in (float("inf"), float("-inf")):
         raise ElasticDLError("loss is %s on records [%d, %d) of task %d: this worker stops (AllReduce members step "
                              "together, so one member's task cannot fail alone)" % (value, part[1], part[2], part[0]))

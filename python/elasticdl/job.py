@@ -93,6 +93,14 @@ def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
                timeout=timeout)
 
 
+def loss_value(loss):
+    """The float of a loss: a tensor that requires grad is detached first
+    (float() of it warns in newer torch)."""
+    if loss is None:
+        return 0.0
+    return float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss)
+
+
 def pick_device():
     """The device a worker trains on: $ELASTICDL_DEVICE (cpu, cuda, cuda:N),
     else the GPU when torch sees one (the pod's: Kubernetes gives it the
@@ -470,7 +478,7 @@ class Job:
         if self._pending is None or self._pending[3] is not None:
             raise ElasticDLError("step: no batch to step: call it once for every batch job.batches() yields")
         key, leave_out, only_rejected, _ = self._pending
-        value = 0.0 if loss is None else float(loss)
+        value = loss_value(loss)
         if not math.isfinite(value):
             # The task fails (the master retries it, or fails the job):
             # nothing of this minibatch is pushed.
@@ -516,7 +524,7 @@ class Job:
                     if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != hi - lo:
                         raise ElasticDLError("forward: want logits [%d, classes], got %s" % (
                             hi - lo, tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__))
-                    yield logits.float(), lo, hi
+                    yield logits.float().cpu(), lo, hi  # metrics are summed on the host
         finally:
             self.model.train(was_training)
 
