@@ -12,7 +12,8 @@ import (
 
 // runData is `elasticdl data export`: a data source written as a CSV file
 // that any reader takes (the Python SDK's included), with the csv:// URI
-// that reads it back record for record.
+// that reads it back record for record; `data serve` is the SDK's reader
+// of the sources it has none of its own for (dataserve.go).
 func runData(_ context.Context, env Env, args []string) error {
 	fs := newFlagSet(env, "data export")
 	uri := fs.String("data", "", "the source: any --training_data value (an IDX file, a CSV file, csv://..., synthetic-ctr://...)")
@@ -20,10 +21,12 @@ func runData(_ context.Context, env Env, args []string) error {
 	start := fs.Int64("start", 0, "first record to export")
 	end := fs.Int64("end", -1, "record to stop before (-1: the end of the source)")
 	switch {
+	case len(args) > 0 && args[0] == "serve":
+		return runDataServe(env, args[1:])
 	case len(args) > 0 && args[0] == "export":
 		args = args[1:]
 	case len(args) == 0 || (args[0] != "--help" && args[0] != "-h"):
-		return usageError{errors.New("want `elasticdl data export --data=URI --output=FILE.csv` (the only data command)")}
+		return usageError{errors.New("want `elasticdl data export --data=URI --output=FILE.csv` (or `data serve`, the Python SDK's reader)")}
 	}
 	if err := parse(fs, args); err != nil {
 		return err

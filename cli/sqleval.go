@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -88,6 +89,18 @@ func parseMetrics(v string) ([]string, error) {
 // that the job takes, then the statement's, which win.
 func modelJobArgs(fs *flag.FlagSet, owned []string, m sqldb.StoredModel, dir, dataFlag, source string, jobFlags, stmtFlags []string) []string {
 	args := []string{"--model_def=" + m.ModelDef, "--checkpoint_dir_for_init=" + dir, "--" + dataFlag + "=" + source}
+	var trained struct {
+		WorkerCommand string `json:"worker_command"`
+	}
+	if json.Unmarshal([]byte(m.Summary), &trained) == nil && trained.WorkerCommand != "" {
+		// Its program defines it; a --worker_command given now wins. A
+		// predict job of it needs the classes, which training stored.
+		args[0] = "--model_def="
+		args = append(args, "--worker_command="+trained.WorkerCommand)
+		if n := paramValue(m.ModelParams, "num_classes"); n != "" && fs.Lookup("num_classes") != nil {
+			args = append(args, "--num_classes="+n)
+		}
+	}
 	if m.ModelParams != "" {
 		args = append(args, "--model_params="+m.ModelParams)
 	}
@@ -98,6 +111,16 @@ func modelJobArgs(fs *flag.FlagSet, owned []string, m sqldb.StoredModel, dir, da
 		}
 	}
 	return append(args, stmtFlags...)
+}
+
+// paramValue is key's value in model parameters "k=v; k=v" ("": none).
+func paramValue(params, key string) string {
+	for _, kv := range strings.Split(params, ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // evalMetrics picks the metrics asked for (nil: all there are) from an

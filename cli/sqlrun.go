@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"elasticdl/internal/master"
@@ -73,14 +74,26 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 	if p.project != nil {
 		query = r.dialect.Project(s.Select, p.project)
 	}
-	params := deriveParams(s.Model, c.settings.ModelParams, p)
+	// A --worker_command (PyTorch) model is the program's: the statement
+	// names it, and the program takes the shape from the parameters.
+	worker := lastFlag("worker_command", r.jobFlags, c.settings.Flags) != ""
+	params := deriveParams(s.Model, c.settings.ModelParams, p, worker)
+	if worker && paramValue(params, "num_classes") == "" {
+		if params, err = r.withClasses(ctx, query, s.Label, params); err != nil {
+			return err
+		}
+	}
 	writeFeatures(r.env, p)
 	out, err := os.MkdirTemp("", "elasticdl-sql-train-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(out)
-	args := trainArgs(r.datasource, s.Model, query, s.Label, params, r.jobFlags, c.settings.Flags)
+	def := s.Model
+	if worker {
+		def = ""
+	}
+	args := trainArgs(r.datasource, def, query, s.Label, params, r.jobFlags, c.settings.Flags)
 	if err := runTrain(ctx, r.env, append(args, "--output="+out)); err != nil {
 		return err
 	}
@@ -95,6 +108,24 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 	}
 	fmt.Fprintf(r.env.Stdout, "model %s stored in table %s (checkpoint %s)\n", s.Into, sqldb.ModelsTable, kib(n))
 	return nil
+}
+
+// withClasses adds num_classes, the largest label of the query's rows
+// plus one, to a worker program's parameters: a predict job of the model
+// needs it later, and the program may take it.
+func (r sqlRun) withClasses(ctx context.Context, query, label, params string) (string, error) {
+	var top sql.NullInt64
+	q := "SELECT MAX(" + r.dialect.Quote(label) + ") FROM (" + query + ") q"
+	if err := r.db.QueryRowContext(ctx, q).Scan(&top); err != nil {
+		return "", fmt.Errorf("the label's classes: %w", err)
+	}
+	if !top.Valid || top.Int64 < 1 {
+		return "", fmt.Errorf("LABEL %s: want class numbers 0, 1, …; the largest is %v", label, top.Int64)
+	}
+	if params != "" {
+		params += "; "
+	}
+	return params + "num_classes=" + strconv.FormatInt(top.Int64+1, 10), nil
 }
 
 // writeFeatures shows how the columns are taken, before the job starts.

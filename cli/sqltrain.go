@@ -270,10 +270,11 @@ func posError(pos sqlflow.Pos, msg string) error {
 var ctrModels = []string{zoo.CTRWideAndDeep, zoo.CTRDeepFM, zoo.CTRXDeepFM}
 
 // deriveParams adds to the statement's model parameters what the
-// features say and the statement did not: a CTR model's dense and fields
-// counts, and its embedding_dim from an EMBEDDING column.
-func deriveParams(model, given string, p featurePlan) string {
-	if !slices.Contains(ctrModels, model) {
+// features say and the statement did not: a CTR model's (or a worker
+// program's: worker) dense and fields counts, and its embedding_dim from
+// an EMBEDDING column.
+func deriveParams(model, given string, p featurePlan, worker bool) string {
+	if !worker && !slices.Contains(ctrModels, model) {
 		return given
 	}
 	have := map[string]bool{}
@@ -306,6 +307,19 @@ func trainArgs(datasource, model, query, label, params string, jobFlags, stmtFla
 	}
 	args = append(args, jobFlags...)
 	return append(args, stmtFlags...)
+}
+
+// lastFlag is the value of the last --name= among flag lists ("": none).
+func lastFlag(name string, lists ...[]string) string {
+	v := ""
+	for _, l := range lists {
+		for _, f := range l {
+			if rest, ok := strings.CutPrefix(f, "--"+name+"="); ok {
+				v = rest
+			}
+		}
+	}
+	return v
 }
 
 // sourceURI is datasource reading query's rows, with their label ("": none).

@@ -109,25 +109,30 @@ func TestCheckTrainErrors(t *testing.T) {
 }
 
 // TestDeriveParams: a CTR model's shape from the features, unless the
-// statement gives it; other models' parameters as given.
+// statement gives it; a worker program's too; other models' parameters
+// as given.
 func TestDeriveParams(t *testing.T) {
 	p := featurePlan{dense: 23, fields: 62}
-	for _, c := range []struct{ model, given, want string }{
-		{"ctr.wide_and_deep", "", "dense=23; fields=62"},
-		{"ctr.deepfm", "fields=10", "fields=10; dense=23"},
-		{"ctr.xdeepfm", "dense=1; fields=2", "dense=1; fields=2"},
-		{"fashion_mnist.cnn", "", ""},
-		{"model.yaml", "hidden=8", "hidden=8"},
+	for _, c := range []struct {
+		model, given, want string
+		worker             bool
+	}{
+		{"ctr.wide_and_deep", "", "dense=23; fields=62", false},
+		{"ctr.deepfm", "fields=10", "fields=10; dense=23", false},
+		{"ctr.xdeepfm", "dense=1; fields=2", "dense=1; fields=2", false},
+		{"fashion_mnist.cnn", "", "", false},
+		{"model.yaml", "hidden=8", "hidden=8", false},
+		{"deepfm", "embedding_dim=4", "embedding_dim=4; dense=23; fields=62", true},
 	} {
-		if got := deriveParams(c.model, c.given, p); got != c.want {
+		if got := deriveParams(c.model, c.given, p, c.worker); got != c.want {
 			t.Errorf("deriveParams(%s, %q) = %q, want %q", c.model, c.given, got, c.want)
 		}
 	}
 	p.embeddingWidth = 16
-	if got := deriveParams("ctr.deepfm", "embedding_dim=4", p); got != "embedding_dim=4; dense=23; fields=62" {
+	if got := deriveParams("ctr.deepfm", "embedding_dim=4", p, false); got != "embedding_dim=4; dense=23; fields=62" {
 		t.Errorf("an embedding_dim given: %q", got)
 	}
-	if got := deriveParams("ctr.deepfm", "", p); got != "dense=23; fields=62; embedding_dim=16" {
+	if got := deriveParams("ctr.deepfm", "", p, false); got != "dense=23; fields=62; embedding_dim=16" {
 		t.Errorf("an EMBEDDING width: %q", got)
 	}
 }

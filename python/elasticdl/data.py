@@ -13,6 +13,10 @@ train on the same records:
   (``num``, ``cat``, ``cat(V1|V2)``, ``hash(N)``, ``id``, ``label``,
   ``ignore``);
   categorical columns become int64 ids in one id space, as in Go.
+* ``sqlite://``, ``postgres://``, ``mysql://``: a database table's snapshot
+  (an ``elasticdl sql`` job's, or ``--training_data=sqlite://...?table=``),
+  read through the elasticdl binary (``elasticdl data serve``), the Go
+  workers' own reader: no database driver in Python, and the same records.
 
 A user's own format: pass ``reader=`` to :meth:`elasticdl.Job.batches`, a
 callable ``(name, start, end) -> Records``.
@@ -20,9 +24,13 @@ callable ``(name, start, end) -> Records``.
 
 import csv
 import gzip
+import json
 import os
 import re
+import shutil
 import struct
+import subprocess
+import threading
 import urllib.parse
 
 import numpy as np
@@ -71,16 +79,86 @@ def open_source(name):
         scheme = name.split("://", 1)[0]
         if scheme == "csv":
             return SchemaCSV(name)
+        if scheme in GO_SCHEMES:
+            return GoSource(name)
         if scheme == "synthetic-ctr":
             raise DataError("%s: generated data is read by elasticdl's Go workers only; write it to a file with "
                             "`elasticdl data export --data=%s --output=FILE.csv` and train on the csv:// URI it prints" % (name, name))
-        raise DataError("%s: unsupported scheme %r (IDX files, *.csv, csv://PATH?schema=...)" % (name, scheme))
+        raise DataError("%s: unsupported scheme %r (IDX files, *.csv, csv://PATH?schema=..., %s)"
+                        % (name, scheme, ", ".join(s + "://" for s in GO_SCHEMES)))
     base = os.path.basename(name)
     if "idx3-ubyte" in base:
         return IDX(name)
     if base.lower().endswith(".csv"):
         return PlainCSV(name)
     raise DataError("%s: unsupported data format (IDX images files named *idx3-ubyte*, *.csv, csv://PATH?schema=...)" % name)
+
+
+GO_SCHEMES = ("sqlite", "postgres", "postgresql", "mysql")
+
+
+class GoSource:
+    """A source read by the elasticdl binary's own reader: ``elasticdl data
+    serve --data=NAME``, one helper process per source, asked for ranges on
+    its standard input (protocol: cli/dataserve.go). The database's
+    password, when the URI has none, comes from $ELASTICDL_DB_PASSWORD,
+    which the helper inherits."""
+
+    def __init__(self, name):
+        binary = os.environ.get("ELASTICDL_BINARY") or shutil.which("elasticdl")
+        if not binary:
+            raise DataError("%s: read by the elasticdl binary, which is not on PATH and ELASTICDL_BINARY is unset" % name)
+        self.name = name
+        self._lock = threading.Lock()  # the courier prefetches beside the main thread
+        self._p = subprocess.Popen([binary, "data", "serve", "--data=" + name], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self._n = int(self._header()["records"])
+
+    def _header(self):
+        line = self._p.stdout.readline()
+        if not line:
+            self._p.stdin.close()
+            err = self._p.stderr.read().decode(errors="replace").strip()
+            self._p.wait()
+            if err.startswith("elasticdl data: "):  # the Go reader's error names the source
+                raise DataError(err[len("elasticdl data: "):].splitlines()[0])
+            raise DataError("%s: %s" % (self.name, err or "the reader exited (code %s)" % self._p.returncode))
+        return json.loads(line)
+
+    def __len__(self):
+        return self._n
+
+    def read(self, start, end):
+        with self._lock:
+            self._p.stdin.write(b"%d %d\n" % (start, end))
+            self._p.stdin.flush()
+            h = self._header()
+            if h.get("error"):
+                raise DataError(h["error"])
+            n, shape, k = h["n"], h["feature_shape"], h["num_categorical"]
+            width = int(np.prod(shape)) if shape else 1
+            raw = self._p.stdout.read(n * (4 * width + 4 + 8 + 8 * k))
+        if len(raw) != n * (4 * width + 4 + 8 + 8 * k):
+            raise DataError("%s: the reader's reply for [%d, %d) is cut short" % (self.name, start, end))
+        at = 0
+
+        def take(dtype, count):
+            nonlocal at
+            a = np.frombuffer(raw, dtype, count, at)
+            at += a.nbytes
+            return a
+
+        x = take("<f4", n * width).reshape([n] + list(shape))
+        y = take("<i4", n).astype(np.int64)
+        index = take("<i8", n)
+        ids = take("<i8", n * k).reshape(n, k) if k else None
+        corrupt = [(int(r), e) for r, e in h.get("corrupt") or ()]
+        return Records(x, y, ids, index, corrupt)
+
+    def close(self):
+        if self._p.poll() is None:
+            self._p.stdin.close()
+            self._p.wait()
 
 
 def _read_maybe_gzip(path):

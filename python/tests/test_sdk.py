@@ -390,6 +390,15 @@ class SDKTest(unittest.TestCase):
         with self.assertRaisesRegex(data.DataError, "exactly one label column"):
             data.open_source("csv://" + self.csv + "?schema=a:num,b:num,c:num,d:num")
 
+    @unittest.skipUnless(os.environ.get("ELASTICDL_BINARY"), "ELASTICDL_BINARY (a built elasticdl binary) is not set")
+    def test_go_source_errors(self):
+        # The Go reader's own error, one line, and no helper left running.
+        with self.assertRaisesRegex(data.DataError, r"^datasource sqlite:///nonexistent/x\.db\?label=y&snapshot=s: snapshot=s: not a snapshot's name"):
+            data.open_source("sqlite:///nonexistent/x.db?label=y&snapshot=s")
+        with mock.patch.dict(os.environ, {"ELASTICDL_BINARY": "", "PATH": ""}):
+            with self.assertRaisesRegex(data.DataError, "ELASTICDL_BINARY is unset"):
+                data.open_source("postgres://u@h:1/db?label=y&snapshot=s")
+
     def test_shard_of_matches_go(self):
         # internal/ps/shard's FNV-1a 32 test vectors.
         self.assertEqual([shard_of(n, 1 << 32) for n in ("", "a", "foobar")], [0x811c9dc5, 0xe40c292c, 0xbf9cf968])

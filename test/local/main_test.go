@@ -71,12 +71,19 @@ type job struct {
 func startJob(t *testing.T, args ...string) *job {
 	t.Helper()
 	out := t.TempDir()
+	return startCommand(t, out, append([]string{"train", "--output=" + out, "--log_interval=1s"}, args...))
+}
+
+// startCommand starts elasticdl args as a job whose output directory is
+// out (empty: none).
+func startCommand(t *testing.T, out string, args []string) *job {
+	t.Helper()
 	j := &job{t: t, out: out, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	j.cmd = exec.Command(binary, append([]string{"train", "--output=" + out, "--log_interval=1s"}, args...)...)
+	j.cmd = exec.Command(binary, args...)
 	j.cmd.Stdout = &j.stdout
 	j.cmd.Stderr = j.stderr
 	if err := j.cmd.Start(); err != nil {
-		t.Fatalf("start elasticdl train: %v", err)
+		t.Fatalf("start elasticdl %s: %v", args[0], err)
 	}
 	go func() { j.done <- j.cmd.Wait() }()
 	t.Cleanup(func() {
@@ -94,6 +101,9 @@ func startJob(t *testing.T, args ...string) *job {
 // dumpLogs logs the end of every process's log of a job whose test failed
 // (the output directory goes with the test).
 func (j *job) dumpLogs() {
+	if j.out == "" {
+		return
+	}
 	logs, _ := filepath.Glob(filepath.Join(j.out, "logs", "*.log"))
 	for _, l := range logs {
 		b, err := os.ReadFile(l)

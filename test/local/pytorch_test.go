@@ -2,6 +2,7 @@ package local
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -16,6 +17,8 @@ import (
 
 	"elasticdl/data"
 	"elasticdl/internal/proctest"
+	"elasticdl/internal/sqldb"
+	"elasticdl/internal/sqldb/sqldbtest"
 )
 
 // The PyTorch example's script, from this package's directory.
@@ -193,6 +196,7 @@ func TestPythonReadersMatchGo(t *testing.T) {
 	sources := []string{
 		filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
 		"csv://" + csvPath + "?schema=y:label,a:num,b:num,c:num,d:cat,e:hash(50),f:hash(7),g:cat(red|green|blue)",
+		sqliteSnapshot(t), // through `elasticdl data serve`
 	}
 	for _, src := range sources {
 		goBatch, err := readGo(src, 3, 203)
@@ -203,7 +207,9 @@ func TestPythonReadersMatchGo(t *testing.T) {
 r = data.open_source(sys.argv[1]).read(3, 203)
 json.dump({"x": r.x.reshape(len(r), -1).tolist(), "y": r.y.tolist(), "index": r.index.tolist(),
   "ids": None if r.ids is None else [str(v) for v in r.ids.reshape(-1).tolist()], "corrupt": [c[0] for c in r.corrupt]}, sys.stdout)`
-		out, err := exec.Command(py, "-c", script, src).Output()
+		cmd := exec.Command(py, "-c", script, src)
+		cmd.Env = append(os.Environ(), "ELASTICDL_BINARY="+binary, "PYTHONPATH=../../python")
+		out, err := cmd.Output()
 		if err != nil {
 			t.Fatalf("%s: python: %v", src, err)
 		}
@@ -242,6 +248,28 @@ json.dump({"x": r.x.reshape(len(r), -1).tolist(), "y": r.y.tolist(), "index": r.
 		}
 		t.Logf("%s: %d records, %d features and %d ids each, %d corrupt: the same in Python and Go", src, goBatch.N, per, goBatch.NumCategorical, len(goCorrupt))
 	}
+}
+
+// sqliteSnapshot is a snapshot, as a job's master makes it, of an SQLite
+// table of 300 rows: numbers, text and NULLs.
+func sqliteSnapshot(t *testing.T) string {
+	db := sqldbtest.Open(t, "sqlite")
+	table := db.NewTable(t, "y INTEGER", "a REAL", "b INTEGER", "d TEXT", "e TEXT")
+	var rows [][]any
+	for i := range 300 {
+		var e any = fmt.Sprintf("w%d", i%11)
+		if i%9 == 0 {
+			e = nil
+		}
+		rows = append(rows, []any{i % 2, float64(i)*0.37 - 5, i * i, fmt.Sprintf(" v%d ", i%7), e})
+	}
+	db.Insert(t, table, "y, a, b, d, e", rows...)
+	uri, err := sqldb.Prepare(context.Background(), db.Source("table="+table+"&label=y"), "pyreaders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sqldb.Drop(context.Background(), uri) })
+	return uri
 }
 
 func readGo(uri string, start, end int64) (*data.Batch, error) {
