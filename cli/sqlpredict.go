@@ -98,7 +98,7 @@ func predictQuery(d sqldb.Dialect, in string, cols []sqldb.Column, label string,
 			for _, c := range cols {
 				names = append(names, c.Name)
 			}
-			return "", fmt.Errorf("column %s, a feature of the model, is not one of the query's columns: %s", sp.name, strings.Join(names, ", "))
+			return "", fmt.Errorf("column %s, a feature of the model, is not one of the query's columns: %s", sp.name, columnList(names))
 		}
 	}
 	p, err := planFeatures(append(feats, sqldb.Column{Name: label, Kind: sqldb.Number}), label, specs)

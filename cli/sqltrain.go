@@ -193,6 +193,16 @@ type featurePlan struct {
 	embeddingWidth int // from an EMBEDDING column; 0 none
 }
 
+// columnList names a query's columns for an error: the first 12 and how
+// many there are (a table of pixels has hundreds).
+func columnList(names []string) string {
+	const show = 12
+	if len(names) <= show {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s, … (%d columns)", strings.Join(names[:show], ", "), len(names))
+}
+
 // planFeatures maps the query's columns to features: by their types with
 // no COLUMN clause (every column), or as the COLUMN clause says (only the
 // columns it names, cast where it takes one as the other kind).
@@ -203,7 +213,7 @@ func planFeatures(cols []sqldb.Column, label string, specs []columnFeature) (fea
 		byName[c.Name] = c
 		names = append(names, c.Name)
 	}
-	list := strings.Join(names, ", ")
+	list := columnList(names)
 	lc, ok := byName[label]
 	if !ok {
 		return featurePlan{}, fmt.Errorf("LABEL %s is not one of the query's columns: %s", label, list)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -79,6 +80,13 @@ func TestPlanFeatures(t *testing.T) {
 	}
 	if _, err := planFeatures(testCols, "label", nil); err == nil || !strings.Contains(err.Error(), "LABEL label is not one of the query's columns: x1, n, c, d, y") {
 		t.Errorf("a missing label: %v", err)
+	}
+	var pixels []sqldb.Column
+	for i := range 785 {
+		pixels = append(pixels, sqldb.Column{Name: fmt.Sprintf("p%d", i), Kind: sqldb.Number, Type: "REAL"})
+	}
+	if _, err := planFeatures(pixels, "label", nil); err == nil || !strings.HasSuffix(err.Error(), "p0, p1, p2, p3, p4, p5, p6, p7, p8, p9, p10, p11, … (785 columns)") {
+		t.Errorf("a missing label among 785 columns: %v", err)
 	}
 }
 
