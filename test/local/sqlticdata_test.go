@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -154,7 +153,7 @@ func ticPredict(t *testing.T, db *sqldbtest.DB, name, test string, auc float64) 
 	}
 	defer q.Close()
 	var scores []float64
-	var labels []bool
+	var labels []int32
 	for q.Next() {
 		var n1, n2, n3 int
 		var c1 string
@@ -167,13 +166,14 @@ func ticPredict(t *testing.T, db *sqldbtest.DB, name, test string, auc float64) 
 		if i >= len(rows) || got != rows[i][0] {
 			t.Fatalf("prediction row %d (%s) is not the query's row %d", i, got, i)
 		}
-		scores, labels = append(scores, p), append(labels, rows[i][1] == "1")
+		y, _ := strconv.Atoi(rows[i][1])
+		scores, labels = append(scores, p), append(labels, int32(y))
 	}
 	if err := q.Err(); err != nil || len(scores) != len(rows) {
 		t.Fatalf("%s: %d rows, %v; want %d", pred, len(scores), err, len(rows))
 	}
 	// The evaluation's AUC is from a histogram of 1,000 buckets.
-	if got := exactAUC(scores, labels); math.Abs(got-auc) > 0.005 {
+	if got := data.AUC(scores, labels); math.Abs(got-auc) > 0.005 {
 		t.Errorf("the predictions' AUC against the file's labels %.4f, the job's %.4f", got, auc)
 	}
 }
@@ -200,44 +200,6 @@ func tableRows(t *testing.T, db *sqldbtest.DB, table string) [][2]string {
 		t.Fatal(err)
 	}
 	return rows
-}
-
-// exactAUC is the probability that a positive outranks a negative (ties
-// count half).
-func exactAUC(scores []float64, labels []bool) float64 {
-	idx := make([]int, len(scores))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortFunc(idx, func(a, b int) int { return cmpFloat(scores[a], scores[b]) })
-	var pos, neg, sum float64
-	for i := 0; i < len(idx); {
-		j := i
-		for j < len(idx) && scores[idx[j]] == scores[idx[i]] {
-			j++
-		}
-		var p, n float64
-		for _, k := range idx[i:j] {
-			if labels[k] {
-				p++
-			} else {
-				n++
-			}
-		}
-		sum += p * (neg + n/2)
-		pos, neg, i = pos+p, neg+n, j
-	}
-	return sum / (pos * neg)
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ticEvaluate evaluates model name on table test by TO EVALUATE: the AUC
