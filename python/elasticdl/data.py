@@ -108,9 +108,12 @@ class GoSource:
         binary = os.environ.get("ELASTICDL_BINARY") or shutil.which("elasticdl")
         if not binary:
             raise DataError("%s: read by the elasticdl binary, which is not on PATH and ELASTICDL_BINARY is unset" % name)
-        self.name = name
+        self.name, self._binary = name, binary
         self._lock = threading.Lock()  # the courier prefetches beside the main thread
-        self._p = subprocess.Popen([binary, "data", "serve", "--data=" + name], stdin=subprocess.PIPE,
+        self._start()
+
+    def _start(self):
+        self._p = subprocess.Popen([self._binary, "data", "serve", "--data=" + self.name], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self._n = int(self._header()["records"])
 
@@ -121,25 +124,37 @@ class GoSource:
             err = self._p.stderr.read().decode(errors="replace").strip()
             self._p.wait()
             if err.startswith("elasticdl data: "):  # the Go reader's error names the source
-                raise DataError(err[len("elasticdl data: "):].splitlines()[0])
-            raise DataError("%s: %s" % (self.name, err or "the reader exited (code %s)" % self._p.returncode))
+                raise _Gone(err[len("elasticdl data: "):].splitlines()[0])
+            raise _Gone("%s: %s" % (self.name, err or "the reader exited (code %s)" % self._p.returncode))
         return json.loads(line)
 
     def __len__(self):
         return self._n
 
+    def _ask(self, start, end):
+        self._p.stdin.write(b"%d %d\n" % (start, end))
+        self._p.stdin.flush()
+        h = self._header()
+        if h.get("error"):
+            raise DataError(h["error"])
+        width = int(np.prod(h["feature_shape"])) if h["feature_shape"] else 1
+        size = h["n"] * (4 * width + 4 + 8 + 8 * h["num_categorical"])
+        raw = self._p.stdout.read(size)
+        if len(raw) != size:
+            raise _Gone("%s: the reader's reply for [%d, %d) is cut short" % (self.name, start, end))
+        return h, raw
+
     def read(self, start, end):
         with self._lock:
-            self._p.stdin.write(b"%d %d\n" % (start, end))
-            self._p.stdin.flush()
-            h = self._header()
-            if h.get("error"):
-                raise DataError(h["error"])
-            n, shape, k = h["n"], h["feature_shape"], h["num_categorical"]
-            width = int(np.prod(shape)) if shape else 1
-            raw = self._p.stdout.read(n * (4 * width + 4 + 8 + 8 * k))
-        if len(raw) != n * (4 * width + 4 + 8 + 8 * k):
-            raise DataError("%s: the reader's reply for [%d, %d) is cut short" % (self.name, start, end))
+            try:
+                h, raw = self._ask(start, end)
+            except (BrokenPipeError, _Gone):
+                # The helper died (killed, out of memory): a new one, once.
+                self.close()
+                self._start()
+                h, raw = self._ask(start, end)
+        n, shape, k = h["n"], h["feature_shape"], h["num_categorical"]
+        width = int(np.prod(shape)) if shape else 1
         at = 0
 
         def take(dtype, count):
@@ -158,7 +173,11 @@ class GoSource:
     def close(self):
         if self._p.poll() is None:
             self._p.stdin.close()
-            self._p.wait()
+        self._p.wait()
+
+
+class _Gone(DataError):
+    """The reader process ended."""
 
 
 def _read_maybe_gzip(path):

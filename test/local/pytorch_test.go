@@ -203,8 +203,15 @@ func TestPythonReadersMatchGo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A Go reader's helper killed is replaced at the next read.
 		script := `import json, sys; from elasticdl import data
-r = data.open_source(sys.argv[1]).read(3, 203)
+src = data.open_source(sys.argv[1])
+r = src.read(3, 203)
+if isinstance(src, data.GoSource):
+    src._p.kill()
+    src._p.wait()
+    again = src.read(3, 203)
+    assert (again.x == r.x).all() and (again.ids == r.ids).all() and (again.index == r.index).all(), "a new helper read other records"
 json.dump({"x": r.x.reshape(len(r), -1).tolist(), "y": r.y.tolist(), "index": r.index.tolist(),
   "ids": None if r.ids is None else [str(v) for v in r.ids.reshape(-1).tolist()], "corrupt": [c[0] for c in r.corrupt]}, sys.stdout)`
 		cmd := exec.Command(py, "-c", script, src)
