@@ -67,6 +67,10 @@ def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
     starts it with (ELASTICDL_MASTER_ADDR, ELASTICDL_WORKER_ID,
     ELASTICDL_PS_ADDRS, ...); arguments override the environment."""
     env = os.environ
+    if env.get("ELASTICDL_EXPORT"):  # elasticdl export --worker_command: the script exports, not trains
+        from .export import Exporter
+        return Exporter(env["ELASTICDL_EXPORT"], env.get("ELASTICDL_EXPORT_CHECKPOINT", ""),
+                        parse_model_params(env.get("ELASTICDL_MODEL_PARAMS", "")), seed=int(env.get("ELASTICDL_SEED", "0")))
     master_addr = master_addr or env.get("ELASTICDL_MASTER_ADDR")
     if not master_addr:
         raise ElasticDLError(

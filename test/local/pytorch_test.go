@@ -138,6 +138,7 @@ func TestPyTorchFashionMNIST(t *testing.T) {
 	if rows != 10000 || float64(correct)/10000 != s.Eval.Accuracy {
 		t.Errorf("predictions: %d rows, accuracy %.4f; want 10000 and the evaluation's %.4f", rows, float64(correct)/10000, s.Eval.Accuracy)
 	}
+	exportedCNN(t, py, model, s.Eval.Accuracy)
 }
 
 // TestPyTorchWorkerKilledTwice kills a Python worker twice (kill -9) while
