@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
+	"elasticdl/internal/sqldb"
 )
 
 // k8sOptions are the flags of --backend=k8s: how the job's pods are built.
@@ -33,11 +36,13 @@ type k8sOptions struct {
 	collectivePort                  int
 	psHost, masterHost              string
 	apiTimeout, workerGracePeriod   time.Duration
+	dbPasswordSecret                string
+	wait                            bool
 }
 
 // clientOnlyFlags are read by the submitting client and not passed on to
 // the master pod.
-var clientOnlyFlags = map[string]bool{"backend": true, "yaml": true, "kubeconfig": true}
+var clientOnlyFlags = map[string]bool{"backend": true, "yaml": true, "kubeconfig": true, "wait": true}
 
 func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.image, "image", "", "k8s: container image with the elasticdl binary (deploy/Dockerfile); every pod of the job runs it")
@@ -67,6 +72,8 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.masterHost, "master_host", "", "k8s: host at which workers and PS reach the master instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
 	fs.BoolVar(&o.gang, "gang", false, "k8s: gang admission, the non-elastic baseline: the master launches no worker or PS until all --num_workers workers and --num_ps_pods PS fit at once in what the cluster's pods leave free, then launches them all (the master needs deploy/rbac-gang.yaml to see the nodes and pods)")
+	fs.StringVar(&o.dbPasswordSecret, "db_password_secret", "", "k8s: Secret (key "+k8s.SecretKeyPassword+") whose value every pod gets as $"+sqldb.EnvPassword+", the password of a database URI without one; default: with $"+sqldb.EnvPassword+" set here and database data, a Secret the job owns is made of it (no pod spec holds the password)")
+	fs.BoolVar(&o.wait, "wait", false, "k8s: wait for the job to end, print its summary, and exit non-zero when it failed")
 	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
 }
 
@@ -88,8 +95,10 @@ func (o k8sOptions) check() error {
 	if _, _, err := k8s.ParseKeyValues(o.nodeSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--node_selector: %w", err))
 	}
-	if _, _, err := k8s.ParseKeyValues(o.envs); err != nil {
+	if envs, _, err := k8s.ParseKeyValues(o.envs); err != nil {
 		errs = append(errs, fmt.Errorf("--envs: %w", err))
+	} else if _, ok := envs[sqldb.EnvPassword]; ok {
+		errs = append(errs, fmt.Errorf("--envs: %s would put the password in the pod spec: set it here, or give --db_password_secret", sqldb.EnvPassword))
 	}
 	if _, err := k8s.ParseVolumes(o.volumes); err != nil {
 		errs = append(errs, fmt.Errorf("--volume: %w", err))
@@ -159,6 +168,9 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 	for _, k := range order {
 		s.Env = append(s.Env, corev1.EnvVar{Name: k, Value: envs[k]})
 	}
+	if o.dbPasswordSecret != "" {
+		s.Env = append(s.Env, k8s.SecretEnv(sqldb.EnvPassword, o.dbPasswordSecret, k8s.SecretKeyPassword))
+	}
 	return s, nil
 }
 
@@ -213,8 +225,25 @@ func masterJob(fs *flag.FlagSet, cfg master.Config, o k8sOptions, dashboardPort 
 	return mj, nil
 }
 
-// submitK8s creates the job's master Job (or prints it, with --yaml).
+// submitK8s creates the job's master Job (or prints it, with --yaml);
+// with --wait it waits for the job to end.
 func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions) error {
+	pw, err := podPassword(fs, &cfg)
+	if err != nil {
+		return err
+	}
+	password := ""
+	if pw != "" && o.k8s.dbPasswordSecret == "" && usesDatabase(cfg) {
+		if o.k8s.yaml {
+			return usageError{fmt.Errorf("a database password ($%s, or in a data URI) with --yaml: a manifest holds no password; create a Secret with key %s and give --db_password_secret", sqldb.EnvPassword, k8s.SecretKeyPassword)}
+		}
+		password = pw
+		// The pods get it from the Secret made below, by this name.
+		if err := fs.Set("db_password_secret", k8s.DBPasswordSecretName(cfg.JobName)); err != nil {
+			return err
+		}
+		o.k8s.dbPasswordSecret = k8s.DBPasswordSecretName(cfg.JobName)
+	}
 	mj, err := masterJob(fs, cfg, o.k8s, o.k8sDashboardPort())
 	if err != nil {
 		return err
@@ -231,11 +260,7 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	if err != nil {
 		return err
 	}
-	if err := client.SubmitJob(ctx, mj, priorityClasses(cfg, o.k8s)); err != nil {
-		var pe *k8s.PriorityClassError
-		if errors.As(err, &pe) {
-			return usageError{err}
-		}
+	if err := createJob(ctx, client, mj, cfg, o.k8s, password); err != nil {
 		return err
 	}
 	ns := o.k8s.namespace
@@ -243,7 +268,91 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	fmt.Fprintf(env.Stdout, "  follow:  elasticdl logs %s --namespace=%s -f   (kubectl logs -f -n %s job/%s)\n", cfg.JobName, ns, ns, mj.Name)
 	fmt.Fprintf(env.Stdout, "  status:  elasticdl status %s --namespace=%s   (kubectl get pods -n %s -l %s)\n", cfg.JobName, ns, ns, k8s.JobSelector(cfg.JobName))
 	fmt.Fprintf(env.Stdout, "  stop:    elasticdl stop %s --namespace=%s\n", cfg.JobName, ns)
+	if !o.k8s.wait {
+		return nil
+	}
+	return waitK8s(ctx, env, client, cfg.JobName, ns)
+}
+
+// createJob creates the master Job, and first, with a password, the
+// Secret its pods take it from, which the Job then owns.
+func createJob(ctx context.Context, client *k8s.Client, mj *batchv1.Job, cfg master.Config, o k8sOptions, password string) error {
+	if password != "" {
+		if _, err := client.CreatePasswordSecret(ctx, o.namespace, cfg.JobName, password); err != nil {
+			return err
+		}
+	}
+	if err := client.SubmitJob(ctx, mj, priorityClasses(cfg, o)); err != nil {
+		if password != "" {
+			if derr := client.DeleteSecret(context.WithoutCancel(ctx), o.namespace, o.dbPasswordSecret); derr != nil {
+				err = fmt.Errorf("%w (and %v)", err, derr)
+			}
+		}
+		var pe *k8s.PriorityClassError
+		if errors.As(err, &pe) {
+			return usageError{err}
+		}
+		return err
+	}
+	if password != "" {
+		return client.OwnSecret(ctx, o.namespace, cfg.JobName, o.dbPasswordSecret)
+	}
 	return nil
+}
+
+// waitK8s waits for a submitted job to end and prints its summary; a job
+// that failed is an error.
+func waitK8s(ctx context.Context, env Env, client *k8s.Client, job, ns string) error {
+	st, err := client.WaitJob(ctx, ns, job, time.Second)
+	if err != nil {
+		return fmt.Errorf("wait for job %s: %w", job, err)
+	}
+	if st.Summary != nil {
+		var s master.Summary
+		if err := json.Unmarshal(st.Summary, &s); err == nil {
+			printSummary(env, &s, "ConfigMap "+k8s.SummaryConfigMapName(job), "elasticdl logs "+job)
+		}
+	}
+	if st.Result != k8s.StatusFinished {
+		reason := ""
+		if st.Condition != "" {
+			reason = " (" + st.Condition + ")"
+		}
+		return fmt.Errorf("job %s %s%s: elasticdl logs %s --namespace=%s", job, st.Result, reason, job, ns)
+	}
+	return nil
+}
+
+// podPassword takes the database password out of the job's data URIs,
+// which the master pod's arguments hold, or else from $ELASTICDL_DB_PASSWORD.
+func podPassword(fs *flag.FlagSet, cfg *master.Config) (string, error) {
+	pw := ""
+	for _, d := range []struct {
+		flag string
+		uri  *string
+	}{{"training_data", &cfg.TrainingData}, {"validation_data", &cfg.ValidationData}, {"prediction_data", &cfg.PredictionData}} {
+		p := sqldb.Password(*d.uri)
+		if !sqldb.IsURI(*d.uri) || p == "" {
+			continue
+		}
+		if pw != "" && p != pw {
+			return "", usageError{fmt.Errorf("--%s: another password than the other data's: a job takes one ($%s)", d.flag, sqldb.EnvPassword)}
+		}
+		pw, *d.uri = p, sqldb.StripPassword(*d.uri)
+		if err := fs.Set(d.flag, *d.uri); err != nil {
+			return "", err
+		}
+	}
+	if pw == "" {
+		pw = os.Getenv(sqldb.EnvPassword)
+	}
+	return pw, nil
+}
+
+// usesDatabase says whether a job reads a database (and so may need its
+// password).
+func usesDatabase(cfg master.Config) bool {
+	return sqldb.IsURI(cfg.TrainingData) || sqldb.IsURI(cfg.ValidationData) || sqldb.IsURI(cfg.PredictionData)
 }
 
 // priorityClasses are the PriorityClasses the job's pods ask for, for the

@@ -22,6 +22,7 @@ type sqlOptions struct {
 	datasource string
 	execute    string
 	file       string
+	sharedDir  string
 }
 
 // runSQL parses SQLFlow's extended SQL from -e, -f or standard input and
@@ -33,6 +34,7 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.datasource, "datasource", "", "the database: sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@tcp(HOST:PORT)/DB")
 	fs.StringVarP(&o.execute, "execute", "e", "", "the statements to run (several separated by ';')")
 	fs.StringVarP(&o.file, "file", "f", "", "a file of statements to run ('-': standard input, the default without -e)")
+	fs.StringVar(&o.sharedDir, "shared_dir", "", "where each statement's model and job output go (default: the temporary directory); required with --backend=k8s: a directory the job's pods see at the same path (a volume mounted here too, given to the pods by --volume)")
 	// train's flags set the jobs of TO TRAIN statements, whose attributes win.
 	cfg := master.DefaultConfig()
 	var jo jobOptions
@@ -52,6 +54,9 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	if o.datasource == "" {
 		return usageError{errors.New("--datasource is required: " + sqldb.URISyntax)}
 	}
+	if err := checkSQLBackend(o, jo); err != nil {
+		return err
+	}
 	src, err := o.source(env)
 	if err != nil {
 		return err
@@ -62,7 +67,7 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	}
 	checks := make([]stmtCheck, len(stmts))
 	for i, s := range stmts {
-		if checks[i], err = checkRunnable(s, jo.backend); err != nil {
+		if checks[i], err = checkRunnable(s); err != nil {
 			return usageError{fmt.Errorf("%s: %w", o.origin(), err)}
 		}
 	}
@@ -71,7 +76,8 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer db.Close()
-	r := sqlRun{env: env, db: db, dialect: ds.Dialect, datasource: o.datasource, jobFlags: jobFlags}
+	r := sqlRun{env: env, db: db, dialect: ds.Dialect, datasource: o.datasource, jobFlags: jobFlags,
+		sharedDir: o.sharedDir, jobs: jo, jobName: cfg.JobName}
 	for i, s := range stmts {
 		if err := r.run(ctx, s, checks[i]); err != nil {
 			// The statements before it ran: say which one failed.
@@ -90,7 +96,7 @@ func setJobFlags(fs *flag.FlagSet) ([]string, error) {
 		switch {
 		case slices.Contains(statementFlags, f.Name):
 			err = usageError{fmt.Errorf("--%s: a TO TRAIN statement sets it (TO TRAIN model, the SELECT, WITH model.*)", f.Name)}
-		case f.Name != "datasource" && f.Name != "execute" && f.Name != "file":
+		case f.Name != "datasource" && f.Name != "execute" && f.Name != "file" && f.Name != "shared_dir":
 			out = append(out, "--"+f.Name+"="+f.Value.String())
 		}
 	})
@@ -135,29 +141,18 @@ func (o sqlOptions) origin() string {
 	return "standard input"
 }
 
-// checkRunnable checks a statement before anything runs, and refuses
-// what this version does not run yet: jobs on Kubernetes
-// (docs/design-sql.md, build plan step 4).
-func checkRunnable(s sqlflow.Statement, backend string) (stmtCheck, error) {
+// checkRunnable checks a statement before anything runs.
+func checkRunnable(s sqlflow.Statement) (stmtCheck, error) {
 	switch s := s.(type) {
 	case sqlflow.Standard:
 		return stmtCheck{}, nil
 	case *sqlflow.Train:
-		if backend == backendK8s {
-			return stmtCheck{}, fmt.Errorf("%s: TO TRAIN runs its job on the local backend in this version, not --backend=k8s (docs/design-sql.md, step 4)", s.Start())
-		}
 		settings, features, err := checkTrain(s)
 		return stmtCheck{settings: settings, features: features}, err
 	case *sqlflow.Evaluate:
-		if backend == backendK8s {
-			return stmtCheck{}, fmt.Errorf("%s: TO EVALUATE runs its job on the local backend in this version, not --backend=k8s", s.Start())
-		}
 		c, err := checkEvaluate(s)
 		return stmtCheck{eval: c}, err
 	case *sqlflow.Predict:
-		if backend == backendK8s {
-			return stmtCheck{}, fmt.Errorf("%s: TO PREDICT runs its job on the local backend in this version, not --backend=k8s", s.Start())
-		}
 		flags, err := checkPredict(s)
 		return stmtCheck{predict: flags}, err
 	}

@@ -15,7 +15,7 @@ import (
 
 // evalStatementFlags are the evaluate flags a TO EVALUATE statement sets
 // itself: the stored model and the query's rows with their label.
-var evalStatementFlags = []string{"model_def", "model_params", "validation_data", "checkpoint_dir_for_init", "output", "backend"}
+var evalStatementFlags = []string{"model_def", "model_params", "validation_data", "checkpoint_dir_for_init", "output"}
 
 // knownMetrics are what an evaluate job's summary reports, by the name
 // validation.metrics takes (case does not matter).
@@ -39,7 +39,7 @@ func checkEvaluate(s *sqlflow.Evaluate) (evalCheck, error) {
 	}
 	known := map[string][]string{}
 	evaluateFlagSet().VisitAll(func(f *flag.Flag) {
-		if !slices.Contains(evalStatementFlags, f.Name) {
+		if !slices.Contains(evalStatementFlags, f.Name) && !slices.Contains(notAttrs, f.Name) {
 			known["validation"] = append(known["validation"], f.Name)
 		}
 	})

@@ -50,14 +50,14 @@ func TestCheckEvaluate(t *testing.T) {
 
 // TestModelJobArgs: the stored model, the query's rows, the job flags
 // given to elasticdl sql that evaluate takes (not the ones the statement
-// sets, nor train's own), then the statement's.
+// sets, nor train's own; --backend too), then the statement's.
 func TestModelJobArgs(t *testing.T) {
 	m := sqldb.StoredModel{ModelDef: "ctr.wide_and_deep", ModelParams: "dense=2; fields=1"}
 	got := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, "/tmp/m", "validation_data", sourceURI("sqlite:///d.db", "SELECT * FROM t", "y"),
-		[]string{"--num_workers=2", "--num_epochs=3", "--validation_data=x", "--minibatch_size=16"}, []string{"--num_workers=4"})
+		[]string{"--num_workers=2", "--num_epochs=3", "--validation_data=x", "--minibatch_size=16", "--backend=k8s"}, []string{"--num_workers=4"})
 	want := []string{"--model_def=ctr.wide_and_deep", "--checkpoint_dir_for_init=/tmp/m",
 		"--validation_data=sqlite:///d.db?query=SELECT+%2A+FROM+t&label=y", "--model_params=dense=2; fields=1",
-		"--num_workers=2", "--minibatch_size=16", "--num_workers=4"}
+		"--num_workers=2", "--minibatch_size=16", "--backend=k8s", "--num_workers=4"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}

@@ -16,7 +16,7 @@ import (
 
 // predictStatementFlags are the predict flags a TO PREDICT statement sets
 // itself: the stored model, the staged rows and where they go.
-var predictStatementFlags = []string{"model_def", "model_params", "prediction_data", "prediction_outputs", "checkpoint_dir_for_init", "output", "backend"}
+var predictStatementFlags = []string{"model_def", "model_params", "prediction_data", "prediction_outputs", "checkpoint_dir_for_init", "output"}
 
 func predictFlagSet() *flag.FlagSet { return jobFlagSet("predict", addPredictFlags) }
 
@@ -33,7 +33,7 @@ func checkPredict(s *sqlflow.Predict) ([]string, error) {
 	}
 	known := map[string][]string{}
 	predictFlagSet().VisitAll(func(f *flag.Flag) {
-		if !slices.Contains(predictStatementFlags, f.Name) {
+		if !slices.Contains(predictStatementFlags, f.Name) && !slices.Contains(notAttrs, f.Name) {
 			known["predict"] = append(known["predict"], f.Name)
 		}
 	})

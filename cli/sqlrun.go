@@ -22,6 +22,9 @@ type sqlRun struct {
 	dialect    sqldb.Dialect
 	datasource string   // --datasource, as given
 	jobFlags   []string // the train flags given to elasticdl sql
+	sharedDir  string   // --shared_dir ("": the temporary directory)
+	jobs       jobOptions
+	jobName    string // --job_name, the jobs' name unless a statement sets it
 }
 
 // stmtCheck is what checkTrain or checkEvaluate found of a statement.
@@ -84,7 +87,7 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 		}
 	}
 	writeFeatures(r.env, p)
-	out, err := os.MkdirTemp("", "elasticdl-sql-train-")
+	out, err := r.workDir("elasticdl-sql-train-")
 	if err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 		def = ""
 	}
 	args := trainArgs(r.datasource, def, query, s.Label, params, r.jobFlags, c.settings.Flags)
-	if err := runTrain(ctx, r.env, append(args, "--output="+out)); err != nil {
+	if err := r.runJob(ctx, runTrain, append(args, "--output="+out)); err != nil {
 		return err
 	}
 	summary, err := os.ReadFile(filepath.Join(out, "job_summary.json"))
@@ -144,7 +147,7 @@ func kib(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
 // model on the query's rows; the metrics asked for are printed and
 // appended INTO the results table.
 func (r sqlRun) evaluate(ctx context.Context, s *sqlflow.Evaluate, c evalCheck) error {
-	dir, err := os.MkdirTemp("", "elasticdl-sql-evaluate-")
+	dir, err := r.workDir("elasticdl-sql-evaluate-")
 	if err != nil {
 		return err
 	}
@@ -156,7 +159,7 @@ func (r sqlRun) evaluate(ctx context.Context, s *sqlflow.Evaluate, c evalCheck) 
 	out := filepath.Join(dir, "output")
 	args := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, filepath.Join(dir, "model"), "validation_data",
 		sourceURI(r.datasource, s.Select, s.Label), r.jobFlags, c.flags)
-	if err := runEvaluate(ctx, r.env, append(args, "--output="+out)); err != nil {
+	if err := r.runJob(ctx, runEvaluate, append(args, "--output="+out)); err != nil {
 		return err
 	}
 	b, err := os.ReadFile(filepath.Join(out, "job_summary.json"))

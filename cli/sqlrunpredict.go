@@ -22,7 +22,7 @@ func (r sqlRun) predict(ctx context.Context, s *sqlflow.Predict, flags []string)
 	if have {
 		return fmt.Errorf("TO PREDICT %s.%s: table %s exists: drop it first, or predict into another table (TO PREDICT does not overwrite)", s.Table, s.Column, s.Table)
 	}
-	dir, err := os.MkdirTemp("", "elasticdl-sql-predict-")
+	dir, err := r.workDir("elasticdl-sql-predict-")
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func (r sqlRun) predictStaged(ctx context.Context, m sqldb.StoredModel, dir stri
 	args := modelJobArgs(predictFlagSet(), predictStatementFlags, m, filepath.Join(dir, "model"), "prediction_data",
 		predictSource(r.datasource, query, label), r.jobFlags, flags)
 	args = append(args, "--prediction_outputs="+outputs, "--output="+filepath.Join(dir, "output"))
-	if err := runPredict(ctx, r.env, args); err != nil {
+	if err := r.runJob(ctx, runPredict, args); err != nil {
 		return 0, err
 	}
 	f, err := os.Open(outputs)

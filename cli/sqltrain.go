@@ -22,8 +22,8 @@ import (
 var statementFlags = []string{"model_def", "model_params", "training_data", "output"}
 
 // notAttrs are train flags that are elasticdl sql's to set, not a
-// statement's: where its jobs run.
-var notAttrs = []string{"backend"}
+// statement's: where its jobs run, and that they are run and waited for.
+var notAttrs = []string{"backend", "wait", "yaml"}
 
 // jobFlagSet is a fresh, silent flag set of a job command's flags (add:
 // addTrainFlags, addEvaluateFlags or addPredictFlags).
