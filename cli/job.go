@@ -47,6 +47,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.IntVar(&cfg.NumClasses, "num_classes", 0, "--worker_command predict jobs: the classes the model predicts (the output's columns)")
 	fs.IntVar(&o.dashboardPort, "dashboard_port", 0, "serve the job's live dashboard (a web page and its JSON API, docs/dashboard.md) on this port: -1 none; 0 a free port on 127.0.0.1 for a local job, which prints its URL, and 8042 in the master pod with --backend=k8s (reached by port-forward)")
 	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")
+	fs.BoolVar(&cfg.KeepSnapshot, "keep_snapshot", false, "database data: keep the snapshot tables of the job's rows when it ends, for inspection (the master logs their names; elasticdl sql drops them once older than its --snapshot_max_age)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
 	addK8sFlags(fs, &o.k8s)
 }

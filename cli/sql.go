@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	flag "github.com/spf13/pflag"
@@ -23,6 +24,7 @@ type sqlOptions struct {
 	execute    string
 	file       string
 	sharedDir  string
+	maxAge     time.Duration // --snapshot_max_age
 }
 
 // runSQL parses SQLFlow's extended SQL from -e, -f or standard input and
@@ -35,6 +37,8 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	fs.StringVarP(&o.execute, "execute", "e", "", "the statements to run (several separated by ';')")
 	fs.StringVarP(&o.file, "file", "f", "", "a file of statements to run ('-': standard input, the default without -e)")
 	fs.StringVar(&o.sharedDir, "shared_dir", "", "where each statement's model and job output go (default: the temporary directory); required with --backend=k8s: a directory the job's pods see at the same path (a volume mounted here too, given to the pods by --volume)")
+	fs.DurationVar(&o.maxAge, "snapshot_max_age", 24*time.Hour, "a script that runs a job first drops the snapshot tables (elasticdl_snap_*) last prepared this long ago or more: "+
+		"leftovers of jobs killed as a whole, or kept by --keep_snapshot (a running job's master records its own every hour; 0: drop none)")
 	// train's flags set the jobs of TO TRAIN statements, whose attributes win.
 	cfg := master.DefaultConfig()
 	var jo jobOptions
@@ -76,6 +80,9 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer db.Close()
+	if runsJob(stmts) {
+		sweepSnapshots(ctx, env, db, ds.Dialect, o.maxAge)
+	}
 	r := sqlRun{env: env, db: db, dialect: ds.Dialect, datasource: o.datasource, jobFlags: jobFlags,
 		sharedDir: o.sharedDir, jobs: jo, jobName: cfg.JobName}
 	for i, s := range stmts {
@@ -87,6 +94,9 @@ func runSQL(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// sqlOwnFlags are elasticdl sql's flags that its jobs do not take.
+var sqlOwnFlags = []string{"datasource", "execute", "file", "shared_dir", "snapshot_max_age"}
+
 // setJobFlags are the train flags given to elasticdl sql, as arguments
 // for its jobs; the flags a statement sets itself are refused.
 func setJobFlags(fs *flag.FlagSet) ([]string, error) {
@@ -96,7 +106,7 @@ func setJobFlags(fs *flag.FlagSet) ([]string, error) {
 		switch {
 		case slices.Contains(statementFlags, f.Name):
 			err = usageError{fmt.Errorf("--%s: a TO TRAIN statement sets it (TO TRAIN model, the SELECT, WITH model.*)", f.Name)}
-		case f.Name != "datasource" && f.Name != "execute" && f.Name != "file" && f.Name != "shared_dir":
+		case !slices.Contains(sqlOwnFlags, f.Name):
 			out = append(out, "--"+f.Name+"="+f.Value.String())
 		}
 	})

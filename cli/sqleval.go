@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -11,6 +13,7 @@ import (
 	"elasticdl/internal/master"
 	"elasticdl/internal/sqldb"
 	"elasticdl/internal/sqlflow"
+	"elasticdl/model"
 )
 
 // evalStatementFlags are the evaluate flags a TO EVALUATE statement sets
@@ -121,6 +124,38 @@ func paramValue(params, key string) string {
 		}
 	}
 	return ""
+}
+
+// modelText is the text of a TO TRAIN model file (a YAML model), which
+// the models table keeps with the model; "" for a zoo model.
+func modelText(def string) (string, error) {
+	if !model.IsDeclarative(def) {
+		return "", nil
+	}
+	b, err := os.ReadFile(def)
+	if err != nil {
+		return "", fmt.Errorf("TO TRAIN '%s': %w", def, err)
+	}
+	return string(b), nil
+}
+
+// storedModelDef writes a stored model's file text (a YAML model) into
+// dir under its file's name, and points m's ModelDef at it: the model
+// then runs where the file it was trained from is not. A model stored
+// without its text keeps its path.
+func storedModelDef(m *sqldb.StoredModel, dir string) error {
+	if m.ModelText == "" {
+		return nil
+	}
+	path := filepath.Join(dir, filepath.Base(m.ModelDef))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model %s's file: %w", m.Name, err)
+	}
+	if err := os.WriteFile(path, []byte(m.ModelText), 0o644); err != nil {
+		return fmt.Errorf("model %s's file: %w", m.Name, err)
+	}
+	m.ModelDef = path
+	return nil
 }
 
 // evalMetrics picks the metrics asked for (nil: all there are) from an

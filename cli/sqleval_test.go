@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -53,7 +55,7 @@ func TestCheckEvaluate(t *testing.T) {
 // sets, nor train's own; --backend too), then the statement's.
 func TestModelJobArgs(t *testing.T) {
 	m := sqldb.StoredModel{ModelDef: "ctr.wide_and_deep", ModelParams: "dense=2; fields=1"}
-	got := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, "/tmp/m", "validation_data", sourceURI("sqlite:///d.db", "SELECT * FROM t", "y"),
+	got := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, "/tmp/m", "validation_data", sourceURI("sqlite:///d.db", "SELECT * FROM t", "y", nil),
 		[]string{"--num_workers=2", "--num_epochs=3", "--validation_data=x", "--minibatch_size=16", "--backend=k8s"}, []string{"--num_workers=4"})
 	want := []string{"--model_def=ctr.wide_and_deep", "--checkpoint_dir_for_init=/tmp/m",
 		"--validation_data=sqlite:///d.db?query=SELECT+%2A+FROM+t&label=y", "--model_params=dense=2; fields=1",
@@ -61,7 +63,7 @@ func TestModelJobArgs(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
 	}
-	if u := sourceURI("sqlite:///d.db?_busy=1", "SELECT 1", ""); u != "sqlite:///d.db?_busy=1&query=SELECT+1" {
+	if u := sourceURI("sqlite:///d.db?_busy=1", "SELECT 1", "", nil); u != "sqlite:///d.db?_busy=1&query=SELECT+1" {
 		t.Errorf("sourceURI without a label: %s", u)
 	}
 }
@@ -94,5 +96,40 @@ func TestEvalMetrics(t *testing.T) {
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%v: %v, %v; want %v", c.names, got, err, c.want)
 		}
+	}
+}
+
+// TestStoredModelText: a YAML model's text is read at TO TRAIN and
+// written back for a job of the stored model, under its file's name; a
+// zoo model and a model stored without its text keep their def.
+func TestStoredModelText(t *testing.T) {
+	dir := t.TempDir()
+	yaml := filepath.Join(dir, "m.yaml")
+	if err := os.WriteFile(yaml, []byte("name: m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if text, err := modelText(yaml); err != nil || text != "name: m\n" {
+		t.Errorf("modelText(%s) = %q, %v", yaml, text, err)
+	}
+	if text, err := modelText("ctr.deepfm"); err != nil || text != "" {
+		t.Errorf("modelText of a zoo model = %q, %v", text, err)
+	}
+	if _, err := modelText(filepath.Join(dir, "gone.yml")); err == nil || !strings.Contains(err.Error(), "TO TRAIN '"+dir+"/gone.yml': open") {
+		t.Errorf("a missing file: %v", err)
+	}
+	m := sqldb.StoredModel{Name: "m", ModelDef: "/elsewhere/m.yaml", ModelText: "name: m\n"}
+	if err := storedModelDef(&m, filepath.Join(dir, "def")); err != nil || m.ModelDef != filepath.Join(dir, "def", "m.yaml") {
+		t.Fatalf("storedModelDef: %+v, %v", m, err)
+	}
+	if b, err := os.ReadFile(m.ModelDef); err != nil || string(b) != m.ModelText {
+		t.Errorf("the written file: %q, %v", b, err)
+	}
+	old := sqldb.StoredModel{Name: "old", ModelDef: "/elsewhere/m.yaml"}
+	if err := storedModelDef(&old, filepath.Join(dir, "def2")); err != nil || old.ModelDef != "/elsewhere/m.yaml" {
+		t.Errorf("a model without text: %+v, %v", old, err)
+	}
+	m.ModelDef = "m.yaml"
+	if err := storedModelDef(&m, filepath.Join(yaml, "def")); err == nil || !strings.Contains(err.Error(), "model m's file: ") {
+		t.Errorf("a directory that cannot be made: %v", err)
 	}
 }

@@ -122,9 +122,10 @@ func predictQuery(d sqldb.Dialect, in string, cols []sqldb.Column, label string,
 }
 
 // predictSource is predict's --prediction_data: query's rows in input
-// order, their row number not a feature.
-func predictSource(datasource, query, label string) string {
-	return sourceURI(datasource, query, label) + "&order=" + sqldb.InputRow + "&ignore=" + sqldb.InputRow
+// order, their row number not a feature, the model's CATEGORY_HASH
+// columns (of specs) hashed.
+func predictSource(datasource, query, label string, specs []columnFeature) string {
+	return sourceURI(datasource, query, label, specs) + "&order=" + sqldb.InputRow + "&ignore=" + sqldb.InputRow
 }
 
 // readPredictions reads predict's CSV (index,class,p0,...): one row per

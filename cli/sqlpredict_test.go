@@ -95,7 +95,7 @@ func TestPredictQuery(t *testing.T) {
 			t.Errorf("%v:\ngot  %s, %v\nwant %s", c.specs, got, err, c.want)
 		}
 	}
-	if u := predictSource("sqlite:///d.db", "SELECT 1", "y"); u != "sqlite:///d.db?query=SELECT+1&label=y&order=_edl_in_row&ignore=_edl_in_row" {
+	if u := predictSource("sqlite:///d.db", "SELECT 1", "y", []columnFeature{{name: "c", buckets: 9}, {name: "x"}}); u != "sqlite:///d.db?query=SELECT+1&label=y&hash=c%3A9&order=_edl_in_row&ignore=_edl_in_row" {
 		t.Errorf("predictSource: %s", u)
 	}
 	got := resultInput([]sqldb.Column{{Name: "a"}, {Name: "y"}, {Name: "b"}, {Name: "y_p1"}}, "y")

@@ -55,6 +55,10 @@ func (r sqlRun) run(ctx context.Context, s sqlflow.Statement, c stmtCheck) error
 // train runs a TO TRAIN statement: a local training job on the query's
 // rows, whose model it stores INTO the models table.
 func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error {
+	text, err := modelText(s.Model)
+	if err != nil {
+		return err
+	}
 	if !s.Replace {
 		// Cheap, and before the training it would waste.
 		have, err := sqldb.ModelExists(ctx, r.db, r.dialect, s.Into)
@@ -96,7 +100,7 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 	if worker {
 		def = ""
 	}
-	args := trainArgs(r.datasource, def, query, s.Label, params, r.jobFlags, c.settings.Flags)
+	args := trainArgs(r.datasource, def, query, s.Label, params, c.features, r.jobFlags, c.settings.Flags)
 	if err := r.runJob(ctx, runTrain, append(args, "--output="+out)); err != nil {
 		return err
 	}
@@ -104,7 +108,7 @@ func (r sqlRun) train(ctx context.Context, s *sqlflow.Train, c stmtCheck) error 
 	if err != nil {
 		return fmt.Errorf("the job's summary: %w", err)
 	}
-	m := sqldb.StoredModel{Name: s.Into, CreatedAt: time.Now(), Statement: s.Text(), ModelDef: s.Model, ModelParams: params, Summary: string(summary)}
+	m := sqldb.StoredModel{Name: s.Into, CreatedAt: time.Now(), Statement: s.Text(), ModelDef: s.Model, ModelParams: params, Summary: string(summary), ModelText: text}
 	n, err := sqldb.StoreModel(ctx, r.db, r.dialect, m, filepath.Join(out, "model"), s.Replace)
 	if err != nil {
 		return err
@@ -156,9 +160,16 @@ func (r sqlRun) evaluate(ctx context.Context, s *sqlflow.Evaluate, c evalCheck) 
 	if err != nil {
 		return fmt.Errorf("TO EVALUATE %s: %w", s.Model, err)
 	}
+	if err := storedModelDef(&m, filepath.Join(dir, "def")); err != nil {
+		return err
+	}
+	_, specs, err := trainedOn(m) // its CATEGORY_HASH columns hash here too
+	if err != nil {
+		return err
+	}
 	out := filepath.Join(dir, "output")
 	args := modelJobArgs(evaluateFlagSet(), evalStatementFlags, m, filepath.Join(dir, "model"), "validation_data",
-		sourceURI(r.datasource, s.Select, s.Label), r.jobFlags, c.flags)
+		sourceURI(r.datasource, s.Select, s.Label, specs), r.jobFlags, c.flags)
 	if err := r.runJob(ctx, runEvaluate, append(args, "--output="+out)); err != nil {
 		return err
 	}

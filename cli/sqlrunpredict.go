@@ -31,6 +31,9 @@ func (r sqlRun) predict(ctx context.Context, s *sqlflow.Predict, flags []string)
 	if err != nil {
 		return fmt.Errorf("TO PREDICT … USING %s: %w", s.Using, err)
 	}
+	if err := storedModelDef(&m, filepath.Join(dir, "def")); err != nil {
+		return err
+	}
 	trained, specs, err := trainedOn(m)
 	if err != nil {
 		return err
@@ -87,7 +90,7 @@ func (r sqlRun) predictStaged(ctx context.Context, m sqldb.StoredModel, dir stri
 	}
 	outputs := filepath.Join(dir, "predictions.csv")
 	args := modelJobArgs(predictFlagSet(), predictStatementFlags, m, filepath.Join(dir, "model"), "prediction_data",
-		predictSource(r.datasource, query, label), r.jobFlags, flags)
+		predictSource(r.datasource, query, label, specs), r.jobFlags, flags)
 	args = append(args, "--prediction_outputs="+outputs, "--output="+filepath.Join(dir, "output"))
 	if err := r.runJob(ctx, runPredict, args); err != nil {
 		return 0, err

@@ -117,13 +117,14 @@ func checkTrain(s *sqlflow.Train) (sqlflow.Settings, []columnFeature, error) {
 // numbers or categorical ids (kind 0: as its type says), and an
 // embedding's width.
 type columnFeature struct {
-	name string
-	kind sqldb.Kind
-	dim  int
-	pos  sqlflow.Pos
+	name    string
+	kind    sqldb.Kind
+	dim     int
+	buckets int64 // CATEGORY_HASH's: its values hashed into this many ids
+	pos     sqlflow.Pos
 }
 
-const featureSyntax = "a column's name, NUMERIC(col), CATEGORY_ID(col, n) or EMBEDDING(CATEGORY_ID(col, n), dim)"
+const featureSyntax = "a column's name, NUMERIC(col), CATEGORY_ID(col, n), CATEGORY_HASH(col, n) or EMBEDDING(CATEGORY_ID(col, n), dim)"
 
 // parseFeature reads a COLUMN expression (SQLFlow's feature columns).
 func parseFeature(e sqlflow.Expr) (columnFeature, error) {
@@ -148,19 +149,27 @@ func parseFeature(e sqlflow.Expr) (columnFeature, error) {
 			return bad("%s: the number of ids must be a whole number above 0", e.String())
 		}
 		return columnOf(e, sqldb.Text)
+	case fn == "CATEGORY_HASH" && len(e.Args) == 2:
+		n, ok := positive(e.Args[1])
+		if !ok {
+			return bad("%s: the number of buckets must be a whole number above 0", e.String())
+		}
+		f, err := columnOf(e, sqldb.Text)
+		f.buckets = int64(n)
+		return f, err
 	case fn == "EMBEDDING" && len(e.Args) == 2:
 		dim, ok := positive(e.Args[1])
 		if !ok {
 			return bad("%s: the embedding's width must be a whole number above 0", e.String())
 		}
 		inner := e.Args[0]
-		if inner.Kind == sqlflow.ExprCall && !strings.EqualFold(inner.Text, "CATEGORY_ID") {
-			return bad("%s: EMBEDDING takes CATEGORY_ID(col, n) or a column", e.String())
+		if inner.Kind == sqlflow.ExprCall && !strings.EqualFold(inner.Text, "CATEGORY_ID") && !strings.EqualFold(inner.Text, "CATEGORY_HASH") {
+			return bad("%s: EMBEDDING takes CATEGORY_ID(col, n), CATEGORY_HASH(col, n) or a column", e.String())
 		}
 		f, err := parseFeature(inner)
 		f.kind, f.dim = sqldb.Text, dim
 		return f, err
-	case fn == "NUMERIC" || fn == "CATEGORY_ID" || fn == "EMBEDDING":
+	case fn == "NUMERIC" || fn == "CATEGORY_ID" || fn == "CATEGORY_HASH" || fn == "EMBEDDING":
 		return bad("%s: wrong arguments: want %s", e.String(), featureSyntax)
 	}
 	return bad("unknown feature column %s: want %s", e.Text, featureSyntax)
@@ -310,8 +319,8 @@ func deriveParams(model, given string, p featurePlan, worker bool) string {
 // trainArgs are train's arguments for a statement: the model, the rows of
 // query over datasource with their label, the parameters, then the job
 // flags given to elasticdl sql and the statement's, which win.
-func trainArgs(datasource, model, query, label, params string, jobFlags, stmtFlags []string) []string {
-	args := []string{"--model_def=" + model, "--training_data=" + sourceURI(datasource, query, label)}
+func trainArgs(datasource, model, query, label, params string, features []columnFeature, jobFlags, stmtFlags []string) []string {
+	args := []string{"--model_def=" + model, "--training_data=" + sourceURI(datasource, query, label, features)}
 	if params != "" {
 		args = append(args, "--model_params="+params)
 	}
@@ -332,8 +341,9 @@ func lastFlag(name string, lists ...[]string) string {
 	return v
 }
 
-// sourceURI is datasource reading query's rows, with their label ("": none).
-func sourceURI(datasource, query, label string) string {
+// sourceURI is datasource reading query's rows, with their label ("":
+// none) and the CATEGORY_HASH columns of features hashed.
+func sourceURI(datasource, query, label string, features []columnFeature) string {
 	sep := "?"
 	if strings.Contains(datasource, "?") {
 		sep = "&"
@@ -342,5 +352,20 @@ func sourceURI(datasource, query, label string) string {
 	if label != "" {
 		u += "&label=" + url.QueryEscape(label)
 	}
+	if h := hashParam(features); h != "" {
+		u += "&hash=" + url.QueryEscape(h)
+	}
 	return u
+}
+
+// hashParam is a datasource's hash= for the CATEGORY_HASH columns of
+// features; "" for none.
+func hashParam(features []columnFeature) string {
+	hashed := map[string]int64{}
+	for _, f := range features {
+		if f.buckets > 0 {
+			hashed[f.name] = f.buckets
+		}
+	}
+	return sqldb.HashParam(hashed)
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -46,6 +47,8 @@ func TestPlanFeatures(t *testing.T) {
 			project: []sqldb.Projected{{Name: "c", Cast: sqldb.Number}, {Name: "n", Cast: sqldb.Text}, {Name: "y"}}},
 		{columns: "COLUMN EMBEDDING(c, 4), NUMERIC(x1, 1)", want: "c categorical, x1 dense, y label", dense: 1, fields: 1, dim: 4,
 			project: []sqldb.Projected{{Name: "c"}, {Name: "x1"}, {Name: "y"}}},
+		{columns: "COLUMN CATEGORY_HASH(c, 100), EMBEDDING(CATEGORY_HASH(n, 7), 8)", want: "c categorical, n categorical, y label", fields: 2, dim: 8,
+			project: []sqldb.Projected{{Name: "c"}, {Name: "n", Cast: sqldb.Text}, {Name: "y"}}},
 		{columns: "COLUMN CATEGORY_ID(d, 5)", want: "d categorical, y label", fields: 1,
 			project: []sqldb.Projected{{Name: "d", Cast: sqldb.Text}, {Name: "y"}}},
 		{columns: "COLUMN x1, z", err: "line 1, column 55: column z is not one of the query's columns: x1, n, c, d, y"},
@@ -97,8 +100,16 @@ func TestCheckTrainErrors(t *testing.T) {
 		{"COLUMN NUMERIC(x1, 3)", "line 1, column 51: NUMERIC(x1, 3): a column is one number"},
 		{"COLUMN CATEGORY_ID(c)", "line 1, column 51: CATEGORY_ID(c): wrong arguments"},
 		{"COLUMN CATEGORY_ID(c, 0)", "the number of ids must be a whole number above 0"},
+		{"COLUMN CATEGORY_HASH(c, 0)", "line 1, column 51: CATEGORY_HASH(c, 0): the number of buckets must be a whole number above 0"},
+		{"COLUMN CATEGORY_HASH(c, -3)", "CATEGORY_HASH(c, -3): the number of buckets must be a whole number above 0"},
+		{"COLUMN CATEGORY_HASH(c, 2.5)", "CATEGORY_HASH(c, 2.5): the number of buckets must be a whole number above 0"},
+		{"COLUMN CATEGORY_HASH(c, 'x')", "the number of buckets must be a whole number above 0"},
+		{"COLUMN CATEGORY_HASH(c)", "line 1, column 51: CATEGORY_HASH(c): wrong arguments: want a column's name, NUMERIC(col), CATEGORY_ID(col, n), CATEGORY_HASH(col, n)"},
+		{"COLUMN CATEGORY_HASH(c, 3, 4)", "line 1, column 51: CATEGORY_HASH(c, 3, 4): wrong arguments"},
+		{"COLUMN CATEGORY_HASH(3, 4)", "line 1, column 65: CATEGORY_HASH(3, 4): its first argument must be a column's name"},
+		{"COLUMN EMBEDDING(CATEGORY_HASH(c, 0), 8)", "line 1, column 61: CATEGORY_HASH(c, 0): the number of buckets"},
 		{"COLUMN EMBEDDING(c, 'wide')", "the embedding's width must be a whole number above 0"},
-		{"COLUMN EMBEDDING(NUMERIC(c), 8)", "EMBEDDING takes CATEGORY_ID(col, n) or a column"},
+		{"COLUMN EMBEDDING(NUMERIC(c), 8)", "EMBEDDING takes CATEGORY_ID(col, n), CATEGORY_HASH(col, n) or a column"},
 		{"COLUMN NUMERIC('c')", "line 1, column 59: NUMERIC(\"c\"): its first argument must be a column's name"},
 		{"COLUMN 3", "line 1, column 51: COLUMN 3: want a column's name"},
 		{"COLUMN x1 FOR deep", "FOR is not used"},
@@ -148,7 +159,7 @@ func TestDeriveParams(t *testing.T) {
 // TestTrainArgs: train's arguments, the statement's flags last so that
 // they win over elasticdl sql's.
 func TestTrainArgs(t *testing.T) {
-	got := trainArgs("sqlite:///d.db", "ctr.deepfm", "SELECT * FROM t WHERE a = 'x&y'", "y", "dense=1",
+	got := trainArgs("sqlite:///d.db", "ctr.deepfm", "SELECT * FROM t WHERE a = 'x&y'", "y", "dense=1", nil,
 		[]string{"--num_workers=3"}, []string{"--num_workers=2", "--num_epochs=4"})
 	want := []string{"--model_def=ctr.deepfm", "--training_data=sqlite:///d.db?query=SELECT+%2A+FROM+t+WHERE+a+%3D+%27x%26y%27&label=y",
 		"--model_params=dense=1", "--num_workers=3", "--num_workers=2", "--num_epochs=4"}
@@ -159,9 +170,18 @@ func TestTrainArgs(t *testing.T) {
 	if err != nil || ds.Query != "SELECT * FROM t WHERE a = 'x&y'" || ds.Label != "y" {
 		t.Errorf("the data source reads back as %+v, %v", ds, err)
 	}
-	if got := trainArgs("postgres://h/db?sslmode=disable", "m", "SELECT 1", "y", "", nil, nil); got[1] !=
+	if got := trainArgs("postgres://h/db?sslmode=disable", "m", "SELECT 1", "y", "", nil, nil, nil); got[1] !=
 		"--training_data=postgres://h/db?sslmode=disable&query="+url.QueryEscape("SELECT 1")+"&label=y" || len(got) != 2 {
 		t.Errorf("a datasource with parameters: %q", got)
+	}
+	_, specs, err := checkTrain(trainOf(t, "SELECT * FROM t TO TRAIN m COLUMN x1, EMBEDDING(CATEGORY_HASH(c, 1000), 8), CATEGORY_HASH(n, 5) LABEL y INTO m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = trainArgs("sqlite:///d.db", "m", "SELECT 1", "y", "", specs, nil, nil)
+	ds, err = sqldb.Parse(strings.TrimPrefix(got[1], "--training_data="))
+	if err != nil || !maps.Equal(ds.Hash, map[string]int64{"c": 1000, "n": 5}) || !strings.HasSuffix(got[1], "&hash=c%3A1000%2Cn%3A5") {
+		t.Errorf("CATEGORY_HASH columns: %s: %+v, %v", got[1], ds, err)
 	}
 }
 
@@ -191,6 +211,7 @@ func TestSQLTrainRefusedBeforeTraining(t *testing.T) {
 		{"SELECT x, y FROM t TO TRAIN ctr.deepfm LABEL y INTO m", "statement 1 of 1 (line 1, column 1): INTO m: a model of that name is stored: INTO OR REPLACE m replaces it"},
 		{"SELECT * FROM t TO TRAIN ctr.deepfm COLUMN x, z LABEL y INTO OR REPLACE m", "line 1, column 47: column z is not one of the query's columns: x, c, b, y"},
 		{"SELECT * FROM t TO TRAIN ctr.deepfm LABEL y INTO m2", "column b has type BLOB, which a model cannot take"},
+		{"SELECT x, y FROM t TO TRAIN '/no/such/m.yaml' LABEL y INTO m2", "TO TRAIN '/no/such/m.yaml': open /no/such/m.yaml: no such file or directory"},
 	} {
 		code, out, errOut := runWithStdin(t, "", "sql", ds, "-e", c.stmt)
 		if code == 0 || !strings.Contains(errOut, c.want) || out != "" {

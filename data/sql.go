@@ -11,8 +11,9 @@ import (
 // SQL reads the snapshot of a database table's or query's rows that the
 // job's master made at start (sqldb.Prepare), by ranges of its row number,
 // with a Schema made from the columns' types: a number column is Numeric,
-// a text column Categorical (cat: hashed ids), the label= column the
-// Label and the ignore= columns Ignore. Values are decoded as SchemaCSV decodes a CSV file's fields, from
+// a text column Categorical (cat: hashed ids), a hash=COLUMN:N column
+// Hashed (hash(N), its text hashed as a CSV file's), the label= column
+// the Label and the ignore= columns Ignore. Values are decoded as SchemaCSV decodes a CSV file's fields, from
 // their text, so the same data gives the same records from a table as from
 // a CSV file; NULL is an empty field (a Numeric 0, the "missing" id), and a
 // record whose label is NULL is corrupt.
@@ -48,6 +49,8 @@ func newSQL(t *sqldb.Table) (*SQL, error) {
 			col.Kind, s.label = Label, i
 		case t.Ignored(c.Name):
 			col.Kind = Ignore
+		case t.Buckets(c.Name) > 0 && (c.Kind == sqldb.Number || c.Kind == sqldb.Text):
+			col.Kind, col.Buckets = Hashed, t.Buckets(c.Name)
 		case c.Kind == sqldb.Number:
 			col.Kind = Numeric
 		case c.Kind == sqldb.Text:
@@ -71,10 +74,11 @@ func (s *SQL) Len() int64 { return s.table.Len() }
 // FeatureShape returns [number of numeric columns].
 func (s *SQL) FeatureShape() []int { return []int{s.plan.numDense} }
 
-// NumCategorical returns the number of text columns.
+// NumCategorical returns the number of text and hash= columns.
 func (s *SQL) NumCategorical() int { return s.plan.numCategorical }
 
-// IDBound is 0: text columns have unbounded hashed ids (see Schema).
+// IDBound is 0 when a text column has unbounded hashed ids, else the hash=
+// columns' ids (see Schema).
 func (s *SQL) IDBound() int64 { return s.plan.idBound }
 
 // Schema returns the schema the rows are read with.

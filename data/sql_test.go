@@ -147,6 +147,18 @@ func TestSQLMatchesCSV(t *testing.T) {
 	})
 }
 
+// TestSQLHashMatchesCSV: a hash=COLUMN:N text column gives the ids of a
+// CSV schema's hash(N) column.
+func TestSQLHashMatchesCSV(t *testing.T) {
+	path, _ := ticdataLike(t, 60)
+	sc := mustSchema(t, "caravan:label,n{1..2}:num,c1:hash(7),c2:cat")
+	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
+		table := loadCSV(t, db, path, sc, false)
+		snap := prepareSQL(t, db.Source("table="+table+"&label=caravan&order=id&ignore=id&hash=c1:7"))
+		sameBatches(t, path, sc, snap, [][2]int64{{0, 60}, {7, 31}})
+	})
+}
+
 // TestSQLMatchesTicdata: ticdata (hack/ticdata.sh) from a table and from
 // its CSV file.
 func TestSQLMatchesTicdata(t *testing.T) {

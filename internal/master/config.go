@@ -112,6 +112,10 @@ type Config struct {
 
 	// Output receives the trained model and job_summary.json.
 	Output string
+	// KeepSnapshot keeps the snapshots of the job's database tables when
+	// it ends (for inspection; the master logs their names) instead of
+	// dropping them. `elasticdl sql` sweeps them when old.
+	KeepSnapshot bool
 	// RunID names this run of the job for failover: a master resumes only
 	// the state persisted under the same RunID (Deps.Store), so that a new
 	// job writing to the same place starts afresh. The PS get it too (their

@@ -409,6 +409,7 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		return m.conclude(start)
 	}
 	m.startJob(ctx)
+	m.sql.keepFresh(m.runCtx, m.log)
 	// Serving only now: a worker's request (one retried from a dead
 	// master's time, say) finds the core resumed and the prediction
 	// file open. Until then, connections wait in the backlog.

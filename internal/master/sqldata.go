@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"elasticdl/internal/sqldb"
@@ -69,6 +71,7 @@ type sqlData struct {
 	// that fails drops them; those a master before made stay its job's.
 	made     []string
 	password string
+	keep     bool // --keep_snapshot: none is dropped
 }
 
 // prepareSQL makes, or finds made by a master before for the same run,
@@ -80,7 +83,7 @@ func prepareSQL(ctx context.Context, cfg *Config, log *slog.Logger) (*sqlData, e
 	if err != nil {
 		return nil, err
 	}
-	sd := &sqlData{open: map[string]string{}, password: password}
+	sd := &sqlData{open: map[string]string{}, password: password, keep: cfg.KeepSnapshot}
 	for _, set := range sets {
 		pw := sqldb.Password(*set.uri)
 		start := time.Now()
@@ -130,7 +133,7 @@ func (sd *sqlData) dropMade(log *slog.Logger) {
 	if sd == nil {
 		return
 	}
-	drop(sd.made, log)
+	sd.drop(sd.made, log)
 	sd.made = nil
 }
 
@@ -143,8 +146,56 @@ func (sd *sqlData) dropAll(log *slog.Logger) {
 	for _, o := range sd.open {
 		all = append(all, o)
 	}
-	drop(all, log)
+	sd.drop(all, log)
 	sd.open, sd.made = nil, nil
+}
+
+// drop drops the snapshots uris, or with --keep_snapshot logs their names.
+func (sd *sqlData) drop(uris []string, log *slog.Logger) {
+	if !sd.keep {
+		drop(uris, log)
+		return
+	}
+	for _, u := range uris {
+		log.Info("data snapshot kept (--keep_snapshot): drop it by hand, or `elasticdl sql` drops it after --snapshot_max_age",
+			"snapshot", sqldb.StripPassword(u))
+	}
+}
+
+// snapshotRefresh is how often a running master records its snapshots as
+// prepared: elasticdl sql's sweep drops only those not recorded for its
+// --snapshot_max_age, so a live job's stay however long it runs.
+const snapshotRefresh = time.Hour
+
+// keepFresh records the job's snapshots as prepared every
+// snapshotRefresh while ctx lasts.
+func (sd *sqlData) keepFresh(ctx context.Context, log *slog.Logger) {
+	sd.refresh(ctx, snapshotRefresh, sqldb.Touch, log)
+}
+
+// refresh records the job's snapshots as prepared (touch: sqldb.Touch)
+// every interval until ctx ends.
+func (sd *sqlData) refresh(ctx context.Context, every time.Duration, touch func(context.Context, string) error, log *slog.Logger) {
+	if sd == nil || len(sd.open) == 0 {
+		return
+	}
+	uris := slices.Collect(maps.Values(sd.open)) // the job's end clears open
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, u := range uris {
+				if err := touch(ctx, u); err != nil && ctx.Err() == nil {
+					log.Warn("recording a data snapshot as in use", "err", err)
+				}
+			}
+		}
+	}()
 }
 
 // dropTimeout bounds dropping a job's snapshots.

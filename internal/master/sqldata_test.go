@@ -3,6 +3,7 @@ package master
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -127,4 +128,66 @@ func TestSQLSnapshots(t *testing.T) {
 	if left := db.Tables(t, "elasticdl_snap_"); len(left) != 0 {
 		t.Errorf("after failed starts: %v", left)
 	}
+}
+
+// TestSQLKeepSnapshot: with --keep_snapshot the job's end keeps its
+// snapshot and logs its name.
+func TestSQLKeepSnapshot(t *testing.T) {
+	cfg, db, _ := sqlJob(t, 10)
+	cfg.RunID, cfg.KeepSnapshot = "run-keep", true
+	var logs bytes.Buffer
+	m, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: zooRegistry(t), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.conclude(time.Now())
+	kept := db.Tables(t, "elasticdl_snap_run_keep_")
+	if len(kept) != 1 || !strings.Contains(logs.String(), "data snapshot kept (--keep_snapshot)") || !strings.Contains(logs.String(), kept[0]) {
+		t.Errorf("after the job's end: snapshots %v, logs:\n%s", kept, logs.String())
+	}
+}
+
+// TestSQLRefresh: a running master records each of its snapshots as
+// prepared, again and again, until its context ends; a failed record is a
+// warning.
+func TestSQLRefresh(t *testing.T) {
+	cfg, _, _ := sqlJob(t, 10)
+	cfg.RunID = "run-refresh"
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	sd, err := prepareSQL(context.Background(), &cfg, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sd.dropAll(logger)
+	touched := make(chan string)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	sd.refresh(ctx, time.Millisecond, func(ctx context.Context, uri string) error {
+		select {
+		case touched <- uri:
+		case <-ctx.Done():
+		}
+		if calls++; calls == 1 {
+			return errors.New("no database") // logged before the second call
+		}
+		return nil
+	}, logger)
+	for range 2 {
+		select {
+		case u := <-touched:
+			if u != sd.opened(cfg.TrainingData) {
+				t.Errorf("touched %s, want %s", u, sd.opened(cfg.TrainingData))
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("no snapshot recorded")
+		}
+	}
+	cancel()
+	if !strings.Contains(logs.String(), "recording a data snapshot as in use") {
+		t.Errorf("no warning:\n%s", logs.String())
+	}
+	var none *sqlData
+	none.refresh(ctx, time.Millisecond, nil, logger) // no snapshots: nothing to do
 }

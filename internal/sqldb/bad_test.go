@@ -61,6 +61,10 @@ func TestBadSources(t *testing.T) {
 		if left := db.Tables(t, "elasticdl_snap_run_bad"); len(left) > 0 {
 			t.Errorf("left behind: %v", left)
 		}
+		var n int
+		if err := db.SQL.QueryRow("SELECT COUNT(*) FROM " + sqldb.SnapshotsTable + " WHERE name LIKE 'elasticdl_snap_run_bad%'").Scan(&n); err != nil || n != 0 {
+			t.Errorf("%d records left in %s, %v", n, sqldb.SnapshotsTable, err)
+		}
 		_, err := sqldb.Open(context.Background(), db.Source("table="+table+"&label=y"))
 		oneLine(t, "Open of a table", err, "not a snapshot")
 	})

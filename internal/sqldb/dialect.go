@@ -72,6 +72,20 @@ func (d Dialect) tableExists(name string) string {
 	return "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = " + literal(name)
 }
 
+// columnExists is a query for 1 if table has column, else 0; from the
+// catalog, not SELECT *, whose plan PostgreSQL's drivers cache.
+func (d Dialect) columnExists(table, column string) string {
+	switch d {
+	case SQLite:
+		return "SELECT COUNT(*) FROM pragma_table_info(" + literal(table) + ") WHERE name = " + literal(column)
+	case Postgres:
+		return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = " +
+			literal(table) + " AND column_name = " + literal(column)
+	}
+	return "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = " +
+		literal(table) + " AND column_name = " + literal(column)
+}
+
 // RowColumn is the snapshot's row number column: 0, 1, ... in the order
 // the database returned the query's rows.
 const RowColumn = "_edl_row"

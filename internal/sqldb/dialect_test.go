@@ -67,11 +67,11 @@ func TestDialectSQL(t *testing.T) {
 		{MySQL.Project("SELECT 1", []Projected{{Name: "b", Cast: Text}, {Name: "c", Cast: Number}}),
 			"SELECT CAST(q.`b` AS CHAR) AS `b`, CAST(q.`c` AS DOUBLE) AS `c` FROM (SELECT 1) q"},
 		{SQLite.createModels(), `CREATE TABLE IF NOT EXISTS "elasticdl_models" (name TEXT NOT NULL PRIMARY KEY, created_at TEXT NOT NULL, ` +
-			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BLOB)`},
+			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BLOB, model_text TEXT)`},
 		{Postgres.createModels(), `CREATE TABLE IF NOT EXISTS "elasticdl_models" (name TEXT NOT NULL PRIMARY KEY, created_at TEXT NOT NULL, ` +
-			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BYTEA)`},
+			`statement TEXT, model_def TEXT, model_params TEXT, summary TEXT, checkpoint BYTEA, model_text TEXT)`},
 		{MySQL.createModels(), "CREATE TABLE IF NOT EXISTS `elasticdl_models` (name VARCHAR(255) NOT NULL PRIMARY KEY, created_at VARCHAR(255) NOT NULL, " +
-			"statement LONGTEXT, model_def LONGTEXT, model_params LONGTEXT, summary LONGTEXT, checkpoint LONGBLOB)"},
+			"statement LONGTEXT, model_def LONGTEXT, model_params LONGTEXT, summary LONGTEXT, checkpoint LONGBLOB, model_text LONGTEXT)"},
 		{SQLite.createEvaluation("s.r"), `CREATE TABLE IF NOT EXISTS "s"."r" (model TEXT NOT NULL, metric TEXT NOT NULL, value REAL, ` +
 			`records BIGINT NOT NULL, evaluated_at TEXT NOT NULL)`},
 		{MySQL.createEvaluation("r"), "CREATE TABLE IF NOT EXISTS `r` (model VARCHAR(255) NOT NULL, metric VARCHAR(255) NOT NULL, value DOUBLE, " +

@@ -19,6 +19,10 @@ type StoredModel struct {
 	ModelDef    string // --model_def: a zoo name or a model file's path
 	ModelParams string // --model_params
 	Summary     string // the job's job_summary.json
+	// ModelText is the model file's text when ModelDef names one (a YAML
+	// model), so that the model is used where that file is not; "" for a
+	// zoo model, and for a model stored before the column was added.
+	ModelText string
 }
 
 // ErrModelExists is wrapped by StoreModel's error for a name taken when
@@ -30,11 +34,41 @@ func (d Dialect) createModels() string {
 	t := d.textColumn()
 	return "CREATE TABLE IF NOT EXISTS " + d.quote(ModelsTable) + " (name " + d.keyType() + " NOT NULL PRIMARY KEY, " +
 		"created_at " + d.keyType() + " NOT NULL, statement " + t + ", model_def " + t + ", model_params " + t +
-		", summary " + t + ", checkpoint " + d.blobType() + ")"
+		", summary " + t + ", checkpoint " + d.blobType() + ", " + modelTextColumn + " " + t + ")"
 }
 
-// modelColumns are ModelsTable's columns in the order insert and load use.
+// modelColumns are ModelsTable's columns in the order insert and load use,
+// but modelTextColumn, which a table made by an older version lacks.
 const modelColumns = "name, created_at, statement, model_def, model_params, summary, checkpoint"
+
+// modelTextColumn holds StoredModel.ModelText: added to an older table
+// when a model is stored, read as "" where it is missing.
+const modelTextColumn = "model_text"
+
+// hasModelText says whether ModelsTable (there) has modelTextColumn.
+func hasModelText(ctx context.Context, db *sql.DB, d Dialect) (bool, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, d.columnExists(ModelsTable, modelTextColumn)).Scan(&n); err != nil {
+		return false, fmt.Errorf("look for column %s of %s: %w", modelTextColumn, ModelsTable, err)
+	}
+	return n > 0, nil
+}
+
+// addModelText adds modelTextColumn to a ModelsTable an older version
+// made; a concurrent store adding it too is no error.
+func addModelText(ctx context.Context, db *sql.DB, d Dialect) error {
+	if have, err := hasModelText(ctx, db, d); err != nil || have {
+		return err
+	}
+	_, err := db.ExecContext(ctx, "ALTER TABLE "+d.quote(ModelsTable)+" ADD COLUMN "+modelTextColumn+" "+d.textColumn())
+	if err == nil {
+		return nil
+	}
+	if have, herr := hasModelText(ctx, db, d); herr == nil && have {
+		return nil
+	}
+	return fmt.Errorf("add column %s to %s: %w", modelTextColumn, ModelsTable, err)
+}
 
 // ModelExists says whether a model named name is stored (false when
 // there is no ModelsTable yet).
@@ -75,7 +109,7 @@ func StoreModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, dir s
 		if err := db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&limit); err != nil {
 			return 0, fmt.Errorf("max_allowed_packet: %w", err)
 		}
-		size := int64(len(ckpt) + len(m.Statement) + len(m.Summary) + len(m.ModelParams) + len(m.ModelDef))
+		size := int64(len(ckpt) + len(m.Statement) + len(m.Summary) + len(m.ModelParams) + len(m.ModelDef) + len(m.ModelText))
 		if err := checkPacket(size, limit); err != nil {
 			return 0, fmt.Errorf("store model %s: %w", m.Name, err)
 		}
@@ -84,6 +118,9 @@ func StoreModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, dir s
 	// the transaction (an empty table left is harmless).
 	if _, err := db.ExecContext(ctx, d.createModels()); err != nil {
 		return 0, fmt.Errorf("create %s: %w", ModelsTable, err)
+	}
+	if err := addModelText(ctx, db, d); err != nil {
+		return 0, err
 	}
 	if err := insertModel(ctx, db, d, m, ckpt, replace); err != nil {
 		return 0, fmt.Errorf("store model %s: %w", m.Name, err)
@@ -106,8 +143,8 @@ func insertModel(ctx context.Context, db *sql.DB, d Dialect, m StoredModel, ckpt
 			}
 		}
 		at := m.CreatedAt.UTC().Format(time.RFC3339Nano)
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+d.quote(ModelsTable)+" ("+modelColumns+") VALUES ("+d.placeholders(7)+")",
-			m.Name, at, m.Statement, m.ModelDef, m.ModelParams, m.Summary, ckpt)
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+d.quote(ModelsTable)+" ("+modelColumns+", "+modelTextColumn+") VALUES ("+d.placeholders(8)+")",
+			m.Name, at, m.Statement, m.ModelDef, m.ModelParams, m.Summary, ckpt, m.ModelText)
 		return err
 	})
 }
@@ -139,11 +176,20 @@ func LoadModel(ctx context.Context, db *sql.DB, d Dialect, name, dir string) (St
 	if !have {
 		return StoredModel{}, fmt.Errorf("no model %s in %s (TO TRAIN … INTO %s stores one)", name, ModelsTable, name)
 	}
+	withText, err := hasModelText(ctx, db, d)
+	if err != nil {
+		return StoredModel{}, err
+	}
 	var m StoredModel
 	var at string
 	var ckpt []byte
-	err = db.QueryRowContext(ctx, "SELECT "+modelColumns+" FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), name).
-		Scan(&m.Name, &at, &m.Statement, &m.ModelDef, &m.ModelParams, &m.Summary, &ckpt)
+	var text sql.NullString // NULL in rows stored before the column was added
+	cols, dest := modelColumns, []any{&m.Name, &at, &m.Statement, &m.ModelDef, &m.ModelParams, &m.Summary, &ckpt}
+	if withText {
+		cols, dest = cols+", "+modelTextColumn, append(dest, &text)
+	}
+	err = db.QueryRowContext(ctx, "SELECT "+cols+" FROM "+d.quote(ModelsTable)+" WHERE name = "+d.placeholders(1), name).Scan(dest...)
+	m.ModelText = text.String
 	if err != nil {
 		return StoredModel{}, fmt.Errorf("load model %s: %w", name, err)
 	}

@@ -92,6 +92,36 @@ func TestModelsRoundTrip(t *testing.T) {
 	})
 }
 
+// TestModelsOlderTable: a models table an older version made, without
+// model_text, still loads its models (text ""); storing a model adds the
+// column, and its text loads back.
+func TestModelsOlderTable(t *testing.T) {
+	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
+		ctx := context.Background()
+		db.Exec(t, "DROP TABLE IF EXISTS "+sqldb.ModelsTable)
+		t.Cleanup(func() { db.SQL.Exec("DROP TABLE IF EXISTS " + sqldb.ModelsTable) })
+		old := sqldb.StoredModel{Name: "old", CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ModelDef: "ctr.deepfm"}
+		if _, err := sqldb.StoreModel(ctx, db.SQL, db.Dialect, old, checkpointDir(t, "o"), false); err != nil {
+			t.Fatal(err)
+		}
+		db.Exec(t, "ALTER TABLE "+sqldb.ModelsTable+" DROP COLUMN model_text")
+		if got, err := sqldb.LoadModel(ctx, db.SQL, db.Dialect, "old", t.TempDir()); err != nil || got != old {
+			t.Fatalf("from a table without model_text: %+v, %v", got, err)
+		}
+		yaml := sqldb.StoredModel{Name: "yaml", CreatedAt: old.CreatedAt, ModelDef: "/gone/m.yaml", ModelText: "name: m\nlayers: []\n"}
+		for range 2 { // the second finds the column there
+			if _, err := sqldb.StoreModel(ctx, db.SQL, db.Dialect, yaml, checkpointDir(t, "y"), true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, want := range []sqldb.StoredModel{old, yaml} {
+			if got, err := sqldb.LoadModel(ctx, db.SQL, db.Dialect, want.Name, t.TempDir()); err != nil || got != want {
+				t.Errorf("after the column was added: %+v, %v; want %+v", got, err, want)
+			}
+		}
+	})
+}
+
 // TestTarDirDeterministic: the same files give the same bytes whatever
 // their times.
 func TestTarDirDeterministic(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -150,8 +151,16 @@ func PrepareSnapshot(ctx context.Context, uri, runID string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%s: %w", ds.Name, err)
 	}
+	// Its time, for sweeps (SweepSnapshots): first, so that a copy
+	// killed midway is a leftover of a known age too.
+	if err := touchSnapshot(ctx, db, ds.Dialect, name, time.Now()); err != nil {
+		return Snapshot{}, fmt.Errorf("%s: %w", ds.Name, err)
+	}
 	if !have {
 		if err := materialize(ctx, db, ds, name); err != nil {
+			if ferr := forgetSnapshot(context.WithoutCancel(ctx), db, ds.Dialect, name); ferr != nil {
+				err = fmt.Errorf("%w (and %v)", err, ferr)
+			}
 			return Snapshot{}, fmt.Errorf("%s: snapshot %s: %w", ds.Name, name, err)
 		}
 	}
@@ -303,7 +312,7 @@ func checkColumns(cols []Column, ds *Datasource) error {
 	for _, want := range []struct {
 		what  string
 		names []string
-	}{{"label column", []string{ds.Label}}, {"order= column", ds.Order}, {"ignore= column", ds.Ignore}} {
+	}{{"label column", []string{ds.Label}}, {"order= column", ds.Order}, {"ignore= column", ds.Ignore}, {"hash= column", slices.Sorted(maps.Keys(ds.Hash))}} {
 		for _, n := range want.names {
 			if n != "" && !slices.Contains(names, n) {
 				return fmt.Errorf("%s %q is not one of the columns: %s", want.what, n, strings.Join(names, ", "))
@@ -329,6 +338,9 @@ func Drop(ctx context.Context, uri string) error {
 	}
 	defer db.Close()
 	if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+ds.Dialect.quote(ds.Snapshot)); err != nil {
+		return fmt.Errorf("%s: drop: %w", ds.Name, err)
+	}
+	if err := forgetSnapshot(ctx, db, ds.Dialect, ds.Snapshot); err != nil {
 		return fmt.Errorf("%s: drop: %w", ds.Name, err)
 	}
 	return nil

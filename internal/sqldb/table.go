@@ -82,6 +82,10 @@ func (t *Table) Label() string { return t.ds.Label }
 // Ignored says whether column name is one of ignore=.
 func (t *Table) Ignored(name string) bool { return slices.Contains(t.ds.Ignore, name) }
 
+// Buckets is how many ids column name's values are hashed into (hash=);
+// 0 when it is not hashed.
+func (t *Table) Buckets(name string) int64 { return t.ds.Hash[name] }
+
 // Columns are the snapshot's columns, in order, without RowColumn.
 func (t *Table) Columns() []Column { return append([]Column(nil), t.columns...) }
 

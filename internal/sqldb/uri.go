@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -21,9 +22,10 @@ const (
 	paramSnapshot = "snapshot"
 	paramOrder    = "order"
 	paramIgnore   = "ignore"
+	paramHash     = "hash"
 )
 
-var ourParams = map[string]bool{paramQuery: true, paramTable: true, paramLabel: true, paramSnapshot: true, paramOrder: true, paramIgnore: true}
+var ourParams = map[string]bool{paramQuery: true, paramTable: true, paramLabel: true, paramSnapshot: true, paramOrder: true, paramIgnore: true, paramHash: true}
 
 // URISyntax is the help that errors about a URI end with.
 const URISyntax = "want sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or mysql://USER:PASSWORD@tcp(HOST:PORT)/DB, " +
@@ -46,6 +48,9 @@ type Datasource struct {
 	// Ignore (ignore=A,B) are columns that are no feature: an id, a
 	// date.
 	Ignore []string
+	// Hash (hash=A:N,B:M) are columns whose values are hashed into N ids
+	// each (CATEGORY_HASH), as a CSV schema's hash(N) column.
+	Hash map[string]int64
 
 	base   string     // the URI before the '?'
 	driver url.Values // the driver's parameters
@@ -118,6 +123,10 @@ func parse(uri string) (*Datasource, error) {
 			ds.Order = splitNames(v[0])
 		case paramIgnore:
 			ds.Ignore = splitNames(v[0])
+		case paramHash:
+			if ds.Hash, err = parseHash(v[0]); err != nil {
+				return nil, err
+			}
 		default:
 			ds.driver[k] = v
 		}
@@ -173,6 +182,11 @@ func (ds *Datasource) checkParams(q url.Values) error {
 	}
 	if slices.Contains(ds.Ignore, ds.Label) && ds.Label != "" {
 		return fmt.Errorf("label column %q is ignored too", ds.Label)
+	}
+	for c := range ds.Hash {
+		if c == ds.Label || slices.Contains(ds.Ignore, c) {
+			return fmt.Errorf("hash=: column %q is the label or ignored", c)
+		}
 	}
 	if q.Has(paramSnapshot) && !IsSnapshotName(ds.Snapshot) {
 		return fmt.Errorf("snapshot=%s: not a snapshot's name (%s...)", ds.Snapshot, snapshotPrefix)
@@ -234,6 +248,35 @@ func splitNames(s string) []string {
 	return names
 }
 
+// parseHash reads hash=A:N,B:M: column names, each once, with a whole
+// number of ids above 0.
+func parseHash(s string) (map[string]int64, error) {
+	out := map[string]int64{}
+	for _, item := range strings.Split(s, ",") {
+		name, n, ok := strings.Cut(item, ":")
+		name = strings.TrimSpace(name)
+		buckets, err := strconv.ParseInt(strings.TrimSpace(n), 10, 64)
+		switch {
+		case !ok || name == "" || err != nil || buckets < 1:
+			return nil, fmt.Errorf("hash=%s: %q: want COLUMN:N with N a whole number above 0", s, item)
+		case out[name] != 0:
+			return nil, fmt.Errorf("hash=%s: column %q is given twice", s, name)
+		}
+		out[name] = buckets
+	}
+	return out, nil
+}
+
+// HashParam is hash='s value for columns (name: ids), in name order; ""
+// for none.
+func HashParam(columns map[string]int64) string {
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(columns)) {
+		parts = append(parts, name+":"+strconv.FormatInt(columns[name], 10))
+	}
+	return strings.Join(parts, ",")
+}
+
 // identity is what makes a snapshot: its rows and their order.
 func (ds *Datasource) identity() string {
 	return ds.source() + "\x00" + strings.Join(ds.Order, ",")
@@ -259,6 +302,9 @@ func (ds *Datasource) WithSnapshot(name string) string {
 	}
 	if len(ds.Ignore) > 0 {
 		p.Set(paramIgnore, strings.Join(ds.Ignore, ","))
+	}
+	if len(ds.Hash) > 0 {
+		p.Set(paramHash, HashParam(ds.Hash))
 	}
 	return StripPassword(ds.base) + "?" + p.Encode()
 }

@@ -60,6 +60,13 @@ func TestParseErrors(t *testing.T) {
 		{"sqlite://x.db?table=t&order=a,,b", "order=a,,b: an empty column name"},
 		{"sqlite://x.db?table=t&ignore=", "ignore=: an empty column name"},
 		{"sqlite://x.db?table=t&label=y&ignore=a,y", `label column "y" is ignored too`},
+		{"sqlite://x.db?table=t&hash=c", `hash=c: "c": want COLUMN:N`},
+		{"sqlite://x.db?table=t&hash=c:0", `want COLUMN:N with N a whole number above 0`},
+		{"sqlite://x.db?table=t&hash=:3", `":3": want COLUMN:N`},
+		{"sqlite://x.db?table=t&hash=c:x", `"c:x": want COLUMN:N`},
+		{"sqlite://x.db?table=t&hash=c:3,c:4", `column "c" is given twice`},
+		{"sqlite://x.db?table=t&label=y&hash=y:3", `hash=: column "y" is the label or ignored`},
+		{"sqlite://x.db?table=t&ignore=c&hash=c:3", `hash=: column "c" is the label or ignored`},
 	} {
 		_, err := Parse(c.uri)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -103,6 +110,7 @@ func TestWithSnapshot(t *testing.T) {
 		{"postgres://u:p@h:1/db?sslmode=disable&table=t&label=y", "postgres://u@h:1/db?label=y&snapshot=S&sslmode=disable"},
 		{"mysql://u:p@tcp(h:1)/db?table=t&label=y&order=id&ignore=id,+d", "mysql://u@tcp(h:1)/db?ignore=id%2Cd&label=y&snapshot=S"},
 		{"mysql://u:p?@x@tcp(h:1)/db?table=t&label=y", "mysql://u@tcp(h:1)/db?label=y&snapshot=S"},
+		{"sqlite://x.db?table=t&label=y&hash=+c:7,b:3", "sqlite://x.db?hash=b%3A3%2Cc%3A7&label=y&snapshot=S"},
 	} {
 		ds, err := Parse(c[0])
 		if err != nil {
