@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -84,6 +86,16 @@ func TestAutoscalerRoundReports(t *testing.T) {
 	wantChange := rounds.Change{At: r.At, Job: "ns/a", From: 5, To: ds[0].Target, Reason: ds[0].Reason}
 	if len(r.Changes) != 1 || r.Changes[0] != wantChange {
 		t.Errorf("changes %+v, want %+v", r.Changes, wantChange)
+	}
+	// The informer sees the first round's patch in its own time; the
+	// second round must read the target it wrote, or it reports 5 → N again.
+	written := strconv.Itoa(ds[0].Target)
+	err = wait.PollUntilContextCancel(ctx, time.Millisecond, true, func(context.Context) (bool, error) {
+		j, err := a.jobs.Jobs("ns").Get(MasterName("a"))
+		return err == nil && j.Annotations[AnnotationTargetWorkers] == written, nil
+	})
+	if err != nil {
+		t.Fatalf("the informer never saw ns/a's target %s: %v", written, err)
 	}
 	if _, err := a.round(ctx); err != nil {
 		t.Fatal(err)
