@@ -83,6 +83,7 @@ func commands() []command {
 		{name: "sql", summary: "run SQL on a database: standard statements, and SQLFlow's TO TRAIN … INTO, TO PREDICT … USING and TO EVALUATE as local jobs", run: runSQL},
 		{name: "evaluate", summary: "evaluate a saved model (a checkpoint or a training job's OUTPUT/model) on --validation_data", run: runEvaluate},
 		{name: "predict", summary: "write a saved model's predictions for --prediction_data to a CSV file, in input order", run: runPredict},
+		{name: "export", summary: "write a saved model as an ONNX file (opset 17) that onnxruntime, Triton or KServe serve", run: runExport},
 		{name: "status", summary: "show a Kubernetes job: its pods, summary and events", run: runStatus, args: "JOB"},
 		{name: "logs", summary: "print the log of a Kubernetes job's master (or --role=worker|ps --id=N)", run: runLogs, args: "JOB"},
 		{name: "autoscaler", summary: "size every elastic job of a Kubernetes cluster to share what other pods leave (deploy/autoscaler.yaml)", run: runAutoscaler},

@@ -21,7 +21,7 @@ var flagGroups = []struct {
 	{"Job size", []string{"num_workers", "min_workers", "num_ps_pods", "minibatch_size", "num_minibatches_per_task", "workers", "ps"}},
 	{"Strategy and SGD", []string{"distribution_strategy", "use_async", "grads_to_wait", "sync_version_tolerance", "lr_staleness_modulation", "overlap_push", "transport_dtype", "ps_transport",
 		"collective_port", "global_batch_size", "collective_addr"}},
-	{"Checkpoints and output", []string{"output", "checkpoint_dir", "checkpoint_steps", "keep_checkpoint_max", "checkpoint_dir_for_init"}},
+	{"Checkpoints and output", []string{"output", "checkpoint_dir", "checkpoint_steps", "keep_checkpoint_max", "checkpoint_dir_for_init", "format", "export_format"}},
 	{"Faults", []string{"max_task_attempts", "task_timeout", "worker_heartbeat_timeout", "worker_master_timeout", "relaunch_on_worker_failure", "master_timeout"}},
 	{"Where it runs", []string{"backend", "job_name"}},
 	{"Kubernetes", []string{"image", "namespace", "kubeconfig", "yaml", "master_pod_priority", "worker_pod_priority", "ps_pod_priority",

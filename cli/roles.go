@@ -109,6 +109,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 		SyncVersionTolerance:  f.SyncVersionTolerance,
 		LiveWorkers:           f.LiveWorkers,
 		LRStalenessModulation: f.LRStalenessModulation,
+		FrozenTables:          f.FrozenTables,
 	}
 	if f.MetricsAddr != "" {
 		cfg.Registry = prometheus.NewRegistry()

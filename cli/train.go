@@ -59,6 +59,7 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
 	fs.Int64Var(&cfg.EvaluationSteps, "evaluation_steps", 0, "evaluate on --validation_data each time the model version crosses a multiple of this (0: only at the end)")
 	fs.StringVar(&cfg.Output, "output", "", "directory for the trained model, job_summary.json and logs")
+	fs.StringVar(&cfg.ExportFormat, "export_format", "", "also write the trained model as OUTPUT/model.onnx: onnx (opset 17; see elasticdl export)")
 	fs.IntVar(&cfg.NumEpochs, "num_epochs", cfg.NumEpochs, "passes over the training data")
 	fs.StringVar(&cfg.Optimizer, "optimizer", "", "optimizer spec overriding the model's, e.g. 'sgd:learning_rate=0.1' or 'adam:learning_rate=0.001,amsgrad=true'")
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")

@@ -5,8 +5,9 @@
 # `-tags openblas`), and for the Kubernetes test rig (hack/k8s-rig,
 # test/e2e) openssl (its PKI), iproute2 (ss), procps (ps, pgrep) and
 # util-linux (setsid, flock); with --pytorch python3-torch,
-# python3-grpcio, python3-protobuf and protoc (PyTorch workers) and
-# chromium (the web pages' tests); and
+# python3-grpcio, python3-protobuf and protoc (PyTorch workers),
+# chromium (the web pages' tests), python3-onnx, nodejs and npm, and
+# onnxruntime-node (hack/onnxruntime.sh: the ONNX export checks); and
 # ticdata, converted by hack/ticdata.sh (python3-rdata). Without root or apt it says what to install instead of
 # failing halfway.
 set -euo pipefail
@@ -32,6 +33,12 @@ if [ "${1:-}" = "--pytorch" ]; then
   # The web pages' tests (internal/browsertest) run in Debian's headless
   # Chromium.
   [ -x /usr/lib/chromium/chromium ] || command -v chromium >/dev/null || bare+=(chromium)
+  # The ONNX export checks: Debian's python3-onnx (1.12, opset <= 17) for
+  # its checker, and node/npm for onnxruntime-node (hack/onnxruntime.sh,
+  # below, caches it).
+  /usr/bin/python3 -c 'import onnx' 2>/dev/null || bare+=(python3-onnx)
+  command -v node >/dev/null || bare+=(nodejs)
+  command -v npm >/dev/null || bare+=(npm)
 fi
 if [ $((${#need[@]} + ${#bare[@]})) -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
@@ -52,3 +59,7 @@ fi
 # ticdata (the CTR models' real data set: experiment 3, test/local),
 # converted once into ~/.cache.
 "$(dirname "$0")/ticdata.sh" >/dev/null
+# onnxruntime-node for the ONNX export checks, cached in ~/.cache.
+if [ "${1:-}" = "--pytorch" ]; then
+  "$(dirname "$0")/onnxruntime.sh" >/dev/null
+fi

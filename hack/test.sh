@@ -12,6 +12,8 @@ hack/deps.sh --pytorch
 export ELASTICDL_REQUIRE_PYTORCH=1
 # ... and Chromium: the web pages' tests must run, not skip.
 export ELASTICDL_REQUIRE_BROWSER=1
+# ... and python3-onnx and onnxruntime-node: the ONNX export checks too.
+export ELASTICDL_REQUIRE_ONNX=1
 # PostgreSQL and MariaDB for the SQL tests (hack/db.sh, which installs them
 # when missing): servers already running are used and left running, others
 # are started and stopped at the end. Their tests must run, not skip.

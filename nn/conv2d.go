@@ -339,3 +339,19 @@ func copySmall(dst, src []float32) {
 		dst[i] = v
 	}
 }
+
+// Geometry returns the kernel size, stride and padding (what an exporter
+// needs besides the parameters).
+func (c *Conv2D) Geometry() (kH, kW, stride int, padding Padding) {
+	return c.kH, c.kW, c.stride, c.padding
+}
+
+// Padding returns the padding before and after along an axis of size in,
+// and the output size: TensorFlow's split for Same, none for Valid.
+func (c *Conv2D) Padding(in, k int) (before, after, out int) {
+	out, before = outSize(in, k, c.stride, c.padding)
+	if c.padding == Same {
+		after = max((out-1)*c.stride+k-in, 0) - before
+	}
+	return before, after, out
+}

@@ -106,3 +106,7 @@ func (m *Model) ZeroGrads() {
 
 // NumParams returns the total number of scalar dense parameters.
 func (m *Model) NumParams() int { return numParams(m.params) }
+
+// Layers returns the tower's layers in order (what an exporter walks);
+// the slice is shared.
+func (m *Model) Layers() []Layer { return m.tower.Layers }

@@ -188,3 +188,6 @@ func (p *MaxPool2D) backward2(dy []float32) bool {
 	}
 	return true
 }
+
+// Window returns the pooling window's size and stride.
+func (p *MaxPool2D) Window() (size, stride int) { return p.size, p.stride }

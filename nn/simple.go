@@ -144,3 +144,7 @@ func (s *Standardize) Backward(dy *Tensor) *Tensor {
 	}
 	return s.dx
 }
+
+// Affine returns the mean and the reciprocal of std: Forward computes
+// (x - mean) * inv, in float32, which an exporter must repeat exactly.
+func (s *Standardize) Affine() (mean, inv float32) { return s.mean, s.inv }

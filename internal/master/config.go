@@ -80,6 +80,9 @@ type Config struct {
 	CheckpointSteps      int64
 	KeepCheckpointMax    int
 	CheckpointDirForInit string
+	// ExportFormat, when set ("onnx"), makes a training job also write its
+	// final model as OUTPUT/model.onnx (see package export).
+	ExportFormat string
 
 	// UseAsync false selects sync SGD on every PS: the average of
 	// GradsToWait pushes (capped by the live workers, which the master
@@ -190,6 +193,7 @@ func (c *Config) Validate() error {
 		bad("num_classes", "is for --worker_command jobs: model %s says its own", c.ModelDef)
 	}
 	c.validateMode(bad)
+	c.validateExport(bad)
 	if err := roleflags.CheckStrategy(c.DistributionStrategy); err != nil {
 		errs = append(errs, err)
 	}
@@ -385,4 +389,18 @@ func (c *Config) dataSources() []string {
 		return nil
 	}
 	return []string{s}
+}
+
+// validateExport checks --export_format: onnx, on a training job of one of
+// elasticdl's models (a worker program's model is known only to it).
+func (c *Config) validateExport(bad func(flag, format string, args ...any)) {
+	switch {
+	case c.ExportFormat == "":
+	case c.ExportFormat != "onnx":
+		bad("export_format", "%q: want onnx", c.ExportFormat)
+	case c.Mode != "" && c.Mode != ModeTrain:
+		bad("export_format", "is for training jobs (elasticdl export writes a saved model)")
+	case c.WorkerCommand != "":
+		bad("export_format", "applies to elasticdl's own models, not a --worker_command program's")
+	}
 }

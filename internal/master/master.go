@@ -371,6 +371,9 @@ func coreConfig(cfg *Config, spec model.Spec, sd *sqlData, logger *slog.Logger) 
 		}
 		jc.PredictionData, jc.PredictionOutputs = cfg.PredictionData, cfg.PredictionOutputs
 	}
+	if err := checkExportable(cfg, spec); err != nil {
+		return jc, err
+	}
 	jc.InitDir, jc.InitVersion, err = checkCheckpoints(cfg, spec, logger)
 	jc.CheckpointDir = cfg.CheckpointDir
 	return jc, err
@@ -628,6 +631,8 @@ func (m *Master) carryOutSave(ctx context.Context, s *job.Save) job.Saved {
 	}
 	if saved.Err != nil {
 		saved.Err = fmt.Errorf("save model: %w", saved.Err)
+	} else {
+		saved.Err = m.exportModel()
 	}
 	return saved
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"elasticdl/internal/export"
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
@@ -166,4 +167,42 @@ func resolveModel(cfg *Config, reg *model.Registry) (model.Spec, error) {
 		return spec, fmt.Errorf("--model_def/--model_params: %w", err)
 	}
 	return spec, nil
+}
+
+// exportModel writes the model just saved as OUTPUT/model.onnx when
+// --export_format=onnx asks for it.
+func (m *Master) exportModel() error {
+	if m.cfg.ExportFormat == "" {
+		return nil
+	}
+	loaded, err := export.Load(m.spec, m.modelDir())
+	if err != nil {
+		return fmt.Errorf("--export_format: %w", err)
+	}
+	om, err := export.ONNX(m.spec, loaded.Net, loaded.Tables)
+	if err != nil {
+		return fmt.Errorf("--export_format: %w", err)
+	}
+	path := filepath.Join(m.cfg.Output, exportFile)
+	if err := export.WriteFile(path, om.Marshal()); err != nil {
+		return fmt.Errorf("--export_format: %w", err)
+	}
+	m.log.Info("exported the model", "path", path, "format", m.cfg.ExportFormat)
+	return nil
+}
+
+// exportFile is where --export_format=onnx writes the model, under
+// --output.
+const exportFile = "model.onnx"
+
+// checkExportable refuses, before anything is launched, a job whose
+// --export_format its model cannot meet (a layer with no ONNX mapping).
+func checkExportable(cfg *Config, spec model.Spec) error {
+	if cfg.ExportFormat == "" || spec.Build == nil {
+		return nil
+	}
+	if _, err := export.ONNX(spec, spec.Build(rand.New(rand.NewSource(cfg.Seed))), nil); err != nil {
+		return fmt.Errorf("--export_format=%s: %w", cfg.ExportFormat, err)
+	}
+	return nil
 }

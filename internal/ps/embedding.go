@@ -215,7 +215,7 @@ func (e *embTable) createLocked(st *embStripe, id int64) int32 {
 
 // lookup copies the rows of ids into dst (len(ids)*dim), creating missing
 // ones.
-func (e *embTable) lookup(ids []int64, dst []float32) {
+func (e *embTable) lookup(ids []int64, dst []float32, create bool) {
 	for k, id := range ids {
 		st := &e.stripes[stripeOf(id)]
 		out := dst[k*e.dim : (k+1)*e.dim]
@@ -227,6 +227,10 @@ func (e *embTable) lookup(ids []int64, dst []float32) {
 			continue
 		}
 		st.mu.RUnlock()
+		if !create {
+			clear(out)
+			continue
+		}
 		st.mu.Lock()
 		if i, ok = st.index[id]; !ok {
 			i = e.createLocked(st, id)
@@ -423,7 +427,7 @@ func (s *Server) PullEmbeddingVectors(_ context.Context, req *pserverpb.PullEmbe
 		}
 	}
 	rows := make([]float32, len(ids)*e.dim)
-	e.lookup(ids, rows)
+	e.lookup(ids, rows, !s.frozenTables)
 	return &pserverpb.PullEmbeddingVectorsResponse{Rows: wire.EncodeTensor(req.GetName(), []int{len(ids), e.dim}, rows)}, nil
 }
 

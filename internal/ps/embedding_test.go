@@ -329,31 +329,3 @@ func TestEmbeddingRestoreIntoAnotherOptimizer(t *testing.T) {
 		t.Fatalf("after push %v, want fresh-slot Adagrad %v", got, ref)
 	}
 }
-
-// TestInitializerVectors pins the rows an initializer gives, which the
-// Python SDK's port (python/elasticdl/embedding.py, initial_rows) must
-// give too: an exported PyTorch model fills ids never trained with them,
-// as a pull from the PS would.
-func TestInitializerVectors(t *testing.T) {
-	for _, c := range []struct {
-		table, spec string
-		id          int64
-		want        []float32
-	}{
-		{"ctr_embed", "uniform:-0.05,0.05", 0, []float32{0.040034033, -0.01331394, -0.030387932}},
-		{"ctr_embed", "", 12345678901, []float32{-0.036940888, -0.016408829, -0.012052262}},
-		{"t", "normal:0.5,2", 7, []float32{-1.5739881, 0.7627299, 1.4164579}},
-		{"t", "constant:0.25", 3, []float32{0.25, 0.25, 0.25}},
-		{"ctr_linear", "zeros", 9, []float32{0, 0, 0}},
-	} {
-		in, err := parseInitializer(c.spec, c.table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, 3)
-		in.fill(c.id, got)
-		if !slices.Equal(got, c.want) {
-			t.Errorf("%s %q row %d: %v, want %v", c.table, c.spec, c.id, got, c.want)
-		}
-	}
-}

@@ -75,6 +75,11 @@ type Config struct {
 	// 1/max(1, staleness), staleness being the versions applied since the
 	// one the gradients were computed on.
 	LRStalenessModulation bool
+	// FrozenTables (a predict or evaluate job's PS) answers a pull of an
+	// id its embedding tables lack with a zeros row and creates nothing:
+	// the row an exported model gives an unseen id (see package export),
+	// and no table growth from the ids a served model is asked about.
+	FrozenTables bool
 }
 
 // Server is one PS shard. It implements pserverpb.PserverServer.
@@ -91,6 +96,7 @@ type Server struct {
 	metrics      *metrics // nil when disabled
 	saver        *saver   // nil when checkpointing is off
 	lrModulation bool     // async: lr scaled by 1/staleness
+	frozenTables bool     // pulls of absent ids read zeros (Config.FrozenTables)
 
 	// sync is nil in async mode; syncMu guards it and, in sync mode,
 	// serializes every version bump.
@@ -156,11 +162,12 @@ func NewServer(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		index:   cfg.Index,
-		opt:     cfg.Optimizer,
-		log:     log.With("ps", cfg.Index),
-		applied: newAppliedSet(),
-		run:     cfg.Run,
+		index:        cfg.Index,
+		opt:          cfg.Optimizer,
+		log:          log.With("ps", cfg.Index),
+		applied:      newAppliedSet(),
+		run:          cfg.Run,
+		frozenTables: cfg.FrozenTables,
 	}
 	s.restored.version = -1
 	s.shards.Store(int32(cfg.NumPS))

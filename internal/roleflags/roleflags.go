@@ -324,6 +324,9 @@ type PS struct {
 	SyncVersionTolerance  int64 // --sync_version_tolerance
 	LiveWorkers           int   // --live_workers: -1 unknown
 	LRStalenessModulation bool  // --lr_staleness_modulation
+	// FrozenTables (--frozen_tables): pulls of ids the tables lack read
+	// zeros and create no row (predict and evaluate jobs).
+	FrozenTables bool
 }
 
 // DefaultPS is a PS with every flag at its default.
@@ -359,6 +362,7 @@ func (p *PS) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&p.SyncVersionTolerance, "sync_version_tolerance", d.SyncVersionTolerance, "sync SGD: reject gradients computed more than this many versions ago")
 	fs.IntVar(&p.LiveWorkers, "live_workers", d.LiveWorkers, "sync SGD: live workers at start (the master updates it; -1: unknown)")
 	fs.BoolVar(&p.LRStalenessModulation, "lr_staleness_modulation", d.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
+	fs.BoolVar(&p.FrozenTables, "frozen_tables", d.FrozenTables, "a pull of an id the embedding tables lack reads zeros and creates no row (set by the master for predict and evaluate jobs)")
 }
 
 // Args renders p as the PS's command line, as the master has always
@@ -386,6 +390,9 @@ func (p PS) Args() []string {
 	}
 	if p.MetricsAddr != "" {
 		args = append(args, "--metrics_addr="+p.MetricsAddr)
+	}
+	if p.FrozenTables {
+		args = append(args, "--frozen_tables")
 	}
 	if p.MasterTimeout != DefaultPS().MasterTimeout {
 		args = append(args, "--master_timeout="+p.MasterTimeout.String())

@@ -93,6 +93,7 @@ func TestPSRoundTrip(t *testing.T) {
 	async.MasterTimeout = 0 // never: differs from the default, so written
 	async.CheckpointDir, async.CheckpointSteps, async.KeepCheckpointMax = "/ckpt", 50, 3
 	async.CheckpointDirForInit = "/init"
+	async.FrozenTables = true
 
 	negative := DefaultPS()
 	negative.CheckpointSteps, negative.KeepCheckpointMax = -1, -2 // invalid, but rendered as given
@@ -148,6 +149,7 @@ func TestPSArgsAsTheMasterWrites(t *testing.T) {
 		{"sync, tolerant, no live workers", base(func(p *PS) { p.UseAsync, p.GradsToWait, p.SyncVersionTolerance, p.LiveWorkers = false, 3, 1, 0 }),
 			head + " --use_async=false --grads_to_wait=3 --sync_version_tolerance=1 --live_workers=0"},
 		{"metrics", base(func(p *PS) { p.MetricsAddr = "127.0.0.1:9102" }), head + " --metrics_addr=127.0.0.1:9102"},
+		{"frozen tables", base(func(p *PS) { p.FrozenTables = true }), head + " --frozen_tables"},
 		{"checkpoints", base(func(p *PS) {
 			p.CheckpointDir, p.CheckpointSteps, p.KeepCheckpointMax, p.CheckpointDirForInit = "/c", 50, 3, "/i"
 		}), head + " --checkpoint_dir=/c --checkpoint_steps=50 --keep_checkpoint_max=3 --checkpoint_dir_for_init=/i"},

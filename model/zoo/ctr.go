@@ -297,3 +297,10 @@ func (h *ctrHead) Backward(dlogits *nn.Tensor) *nn.Tensor {
 	}
 	return h.dx
 }
+
+// CTRParts tells an exporter (internal/export) what the head is made of:
+// its sizes, the deep tower's layers, and the FM or the CIN and its output
+// layer (nil when absent). The returned layers are the head's own.
+func (h *ctrHead) CTRParts() (fields, dim, dense int, tower []nn.Layer, fm *nn.FMInteraction, cin *nn.CIN, cinOut *nn.Dense) {
+	return h.fields, h.dim, h.dense, h.tower, h.fm, h.cin, h.cinOut
+}

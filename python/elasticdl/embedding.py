@@ -48,15 +48,13 @@ class Embedding(torch.nn.Module):
 
     def _lookup(self, uniq):
         """Rows of sorted distinct ids from the exported table; an id it
-        lacks (never trained) gets the initializer's row, as a pull from
-        the PS would create it."""
+        lacks (never trained) reads zeros, as in the job's predict and
+        evaluate jobs and the ONNX export (docs/design-export.md)."""
         ids, values = self._local
         pos = np.minimum(np.searchsorted(ids, uniq), max(len(ids) - 1, 0))
         found = (ids[pos] == uniq) if len(ids) else np.zeros(len(uniq), bool)
-        rows = np.empty((len(uniq), self.dim), np.float32)
+        rows = np.zeros((len(uniq), self.dim), np.float32)
         rows[found] = values[pos[found]]
-        if not found.all():
-            rows[~found] = initial_rows(self.table, self.initializer, uniq[~found], self.dim)
         return rows
 
     def get_extra_state(self):
@@ -79,55 +77,3 @@ class Embedding(torch.nn.Module):
     def extra_repr(self):
         return "table=%r, dim=%d" % (self.table, self.dim)
 
-
-_GOLDEN = 0x9E3779B97F4A7C15
-_M64 = 0xFFFFFFFFFFFFFFFF
-
-
-def _fnv32(s):
-    h = 2166136261
-    for b in s.encode():
-        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
-    return h
-
-
-def _units(state, n):
-    """n draws of the PS's splitmix64 stream from each state (uint64 array,
-    advanced in place): [len(state), n] float64 in [0, 1)."""
-    out = np.empty((len(state), n))
-    with np.errstate(over="ignore"):
-        for i in range(n):
-            state += np.uint64(_GOLDEN)
-            z = state.copy()
-            z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-            z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-            z ^= z >> np.uint64(31)
-            out[:, i] = (z >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-    return out
-
-
-def initial_rows(table, initializer, ids, dim):
-    """The rows the parameter servers create for ids never trained: the
-    same values as internal/ps's initializer (a splitmix64 stream seeded by
-    the table's name and the id), so a model used without its job looks
-    such ids up as the job would."""
-    spec = initializer or "uniform:-0.05,0.05"
-    kind, _, args = spec.partition(":")
-    vals = [float(v) for v in args.split(",")] if args else []
-    ids = np.asarray(ids, np.int64)
-    if kind in ("zeros", "constant"):
-        return np.full((len(ids), dim), vals[0] if vals else 0.0, np.float32)
-    seed = (_fnv32(table) << 32) | _fnv32(table + "#")
-    with np.errstate(over="ignore"):
-        state = np.uint64(seed) ^ (ids.astype(np.uint64) * np.uint64(0xD1B54A32D192ED03))
-    a, b = vals
-    if kind == "uniform":
-        return (a + (b - a) * _units(state, dim)).astype(np.float32)
-    if kind != "normal":
-        raise ElasticDLError("initializer %r: unknown kind %r (uniform, normal, zeros, constant)" % (spec, kind))
-    u = _units(state, dim + dim % 2)
-    u1, u2 = 1 - u[:, 0::2], u[:, 1::2]
-    r = np.sqrt(-2 * np.log(u1))
-    rows = np.empty((len(ids), dim + dim % 2))
-    rows[:, 0::2], rows[:, 1::2] = a + b * r * np.cos(2 * np.pi * u2), a + b * r * np.sin(2 * np.pi * u2)
-    return rows[:, :dim].astype(np.float32)

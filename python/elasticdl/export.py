@@ -10,9 +10,10 @@ newest complete version into the shape of the user's own module:
 
 Dense parameters go under their own names. An :class:`elasticdl.Embedding`
 gets its table (the ids the job trained and their rows) as its module's
-extra state; looked up without a job, an id the table lacks gets the
-initializer's row, the one a pull from the PS would have created, so the
-exported model predicts as ``elasticdl predict`` does. Buffers (BatchNorm's
+extra state; looked up without a job, an id the table lacks reads zeros,
+as in the job's predict and evaluate jobs (their PS answer such an id with
+zeros) and in the ONNX export, so the exported model predicts as
+``elasticdl predict`` does. Buffers (BatchNorm's
 running statistics) are the module's own: parameter servers do not keep
 them.
 

@@ -70,8 +70,8 @@ print(json.dumps({"correct": correct, "n": len(r)}))`, &got, path, filepath.Join
 // embedding tables on 2 PS, exported to a state_dict and loaded into the
 // script's own module with no job: its probabilities on the test set are
 // elasticdl predict's, on test rows of which 200 hold a value no training
-// row has (ids the tables lack get the initializer's rows, as from the
-// PS). A checkpoint of another model is refused by name.
+// row has (ids the tables lack read zeros, as from a predict job's PS). A
+// checkpoint of another model is refused by name.
 func TestPyTorchExportDeepFM(t *testing.T) {
 	py := pythonWithTorch(t)
 	dir := ticdataDir(t)

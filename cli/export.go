@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"elasticdl/internal/export"
+	"elasticdl/internal/ps/checkpoint"
+)
+
+// exportOptions are export's flags.
+type exportOptions struct {
+	modelDef, modelParams, checkpointDir, format, output string
+}
+
+// runExport is `elasticdl export`: a saved model (a checkpoint, or a
+// training job's OUTPUT/model) written as a file other runtimes serve.
+func runExport(_ context.Context, env Env, args []string) error {
+	fs := newFlagSet(env, "export")
+	var o exportOptions
+	fs.StringVar(&o.modelDef, "model_def", "", "the model: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml")
+	fs.StringVar(&o.modelParams, "model_params", "", "the model's parameters, as the training job had them: semicolon-separated key=value")
+	fs.StringVar(&o.checkpointDir, "checkpoint_dir_for_init", "", "the model to export: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
+	fs.StringVar(&o.format, "format", "onnx", "the file format: onnx (opset 17)")
+	fs.StringVar(&o.output, "output", "", "the file to write, e.g. model.onnx")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := o.check(); err != nil {
+		return usageError{err}
+	}
+	spec, err := env.Registry.Resolve(o.modelDef, o.modelParams)
+	if err != nil {
+		return usageError{fmt.Errorf("--model_def: %w", err)}
+	}
+	loaded, err := export.Load(spec, o.checkpointDir)
+	if err != nil {
+		return fmt.Errorf("--checkpoint_dir_for_init: %s", checkpointProblem(o.checkpointDir, err))
+	}
+	m, err := export.ONNX(spec, loaded.Net, loaded.Tables)
+	if err != nil {
+		return fmt.Errorf("export %s to ONNX: %w", spec.Name, err)
+	}
+	if err := export.WriteFile(o.output, m.Marshal()); err != nil {
+		return fmt.Errorf("--output: cannot write %s: %w", o.output, unwrapPath(err))
+	}
+	inputs := fmt.Sprintf("input %q", export.InputFeatures)
+	if spec.IsSparse() {
+		inputs = fmt.Sprintf("inputs %q and %q", export.InputDense, export.InputIDs)
+	}
+	fmt.Fprintf(env.Stdout, "wrote %s (ONNX opset 17) of model %s from %s; %s, outputs %q and %q\n",
+		o.output, spec.Name, loaded.Dir, inputs, export.OutputLogits, export.OutputProbs)
+	return nil
+}
+
+// check validates the flags that need no file.
+func (o exportOptions) check() error {
+	switch {
+	case o.modelDef == "":
+		return errors.New("--model_def: required")
+	case o.checkpointDir == "":
+		return errors.New("--checkpoint_dir_for_init: required: the checkpoint directory, or a training job's OUTPUT/model")
+	case o.format != "onnx":
+		return fmt.Errorf("--format=%s: want onnx", o.format)
+	case o.output == "":
+		return errors.New("--output: required: the file to write, e.g. model.onnx")
+	}
+	if fi, err := os.Stat(o.output); err == nil && fi.IsDir() {
+		return fmt.Errorf("--output: %s is a directory; give a file name", o.output)
+	}
+	if fi, err := os.Stat(filepath.Dir(o.output)); err != nil || !fi.IsDir() {
+		return fmt.Errorf("--output: directory %s does not exist: create it first", filepath.Dir(o.output))
+	}
+	return nil
+}
+
+// checkpointProblem says in one line why dir gave no model.
+func checkpointProblem(dir string, err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Sprintf("%s does not exist", dir)
+	case errors.Is(err, checkpoint.ErrNoCheckpoint):
+		return fmt.Sprintf("%s holds no complete checkpoint (a training job's model is in its --output directory's model/)", dir)
+	}
+	return err.Error()
+}
+
+// unwrapPath drops a *PathError's repeated path, keeping its reason.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
