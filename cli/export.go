@@ -15,23 +15,28 @@ import (
 // exportOptions are export's flags.
 type exportOptions struct {
 	modelDef, modelParams, checkpointDir, format, output string
+	workerCommand                                        string
 }
 
 // runExport is `elasticdl export`: a saved model (a checkpoint, or a
 // training job's OUTPUT/model) written as a file other runtimes serve.
-func runExport(_ context.Context, env Env, args []string) error {
+func runExport(ctx context.Context, env Env, args []string) error {
 	fs := newFlagSet(env, "export")
 	var o exportOptions
 	fs.StringVar(&o.modelDef, "model_def", "", "the model: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml")
 	fs.StringVar(&o.modelParams, "model_params", "", "the model's parameters, as the training job had them: semicolon-separated key=value")
 	fs.StringVar(&o.checkpointDir, "checkpoint_dir_for_init", "", "the model to export: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
-	fs.StringVar(&o.format, "format", "onnx", "the file format: onnx (opset 17)")
+	fs.StringVar(&o.format, "format", "", "the file format: onnx (opset 17; the default for --model_def), or pytorch (a state_dict; the default for --worker_command)")
 	fs.StringVar(&o.output, "output", "", "the file to write, e.g. model.onnx")
+	fs.StringVar(&o.workerCommand, "worker_command", "", "a PyTorch job's program (as it trained): run with elasticdl.connect() returning an exporter, whose register(model) writes the checkpoint as the module's state_dict (docs/python.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := o.check(); err != nil {
 		return usageError{err}
+	}
+	if o.workerCommand != "" {
+		return exportPyTorch(ctx, env, o)
 	}
 	spec, err := env.Registry.Resolve(o.modelDef, o.modelParams)
 	if err != nil {
@@ -60,12 +65,16 @@ func runExport(_ context.Context, env Env, args []string) error {
 // check validates the flags that need no file.
 func (o exportOptions) check() error {
 	switch {
-	case o.modelDef == "":
-		return errors.New("--model_def: required")
+	case o.modelDef == "" && o.workerCommand == "":
+		return errors.New("--model_def: required (or --worker_command, a PyTorch job's program)")
+	case o.modelDef != "" && o.workerCommand != "":
+		return errors.New("--model_def and --worker_command: give one (a worker program defines its model)")
 	case o.checkpointDir == "":
 		return errors.New("--checkpoint_dir_for_init: required: the checkpoint directory, or a training job's OUTPUT/model")
-	case o.format != "onnx":
-		return fmt.Errorf("--format=%s: want onnx", o.format)
+	case o.workerCommand == "" && o.format != "" && o.format != "onnx":
+		return fmt.Errorf("--format=%s: want onnx (pytorch is for a --worker_command model)", o.format)
+	case o.workerCommand != "" && o.format != "" && o.format != "pytorch":
+		return fmt.Errorf("--format=%s: a --worker_command model exports as pytorch (a state_dict); from it, torch.onnx.export makes ONNX", o.format)
 	case o.output == "":
 		return errors.New("--output: required: the file to write, e.g. model.onnx")
 	}

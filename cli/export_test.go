@@ -53,7 +53,7 @@ func TestExport(t *testing.T) {
 		{"no directory", "fashion_mnist.mlp", mlp, filepath.Join(dir, "nodir", "m.onnx"), 2, "--output: directory " + filepath.Join(dir, "nodir") + " does not exist"},
 		{"output is a directory", "fashion_mnist.mlp", mlp, dir, 2, "--output: " + dir + " is a directory"},
 		{"parent is a file", "fashion_mnist.mlp", mlp, filepath.Join(file, "m.onnx"), 2, "--output: directory " + file + " does not exist"},
-		{"bad format", "fashion_mnist.mlp", mlp, out, 2, "--format=pt: want onnx"},
+		{"bad format", "fashion_mnist.mlp", mlp, out, 2, "--format=pt: want onnx (pytorch is for a --worker_command model)"},
 		{"unknown model", "nope", mlp, out, 2, "--model_def: model \"nope\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +79,26 @@ func TestExport(t *testing.T) {
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Size() == 0 {
 		t.Errorf("%s: %v, want a file", out, err)
+	}
+}
+
+// TestExportWorkerCommandFlags: a PyTorch program's export takes no
+// --model_def and exports as pytorch; its program must be there.
+func TestExportWorkerCommandFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "m.pt")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--worker_command=python3 train.py", "--model_def=fashion_mnist.mlp"}, "--model_def and --worker_command: give one"},
+		{[]string{"--worker_command=python3 train.py", "--format=onnx"}, "--format=onnx: a --worker_command model exports as pytorch"},
+		{[]string{"--worker_command=no-such-program train.py"}, "--worker_command: exec: \"no-such-program\": executable file not found"},
+	} {
+		args := append([]string{"export", "--checkpoint_dir_for_init=" + t.TempDir(), "--output=" + out}, tc.args...)
+		code, _, stderr := run(t, args...)
+		if code != 2 || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line with %q", tc.args, code, stderr, tc.want)
+		}
 	}
 }
 

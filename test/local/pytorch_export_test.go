@@ -11,14 +11,14 @@ import (
 	"time"
 )
 
-// exportPyTorch runs script as `elasticdl export --worker_command` does:
-// with ELASTICDL_EXPORT set, elasticdl.connect() hands register() an
-// exporter, which writes the job's model (checkpoint dir) as a state_dict.
+// exportPyTorch exports a PyTorch job's model (checkpoint) by elasticdl
+// export --worker_command: the script, with elasticdl.connect() handing
+// register() an exporter, writes it as its module's state_dict.
 func exportPyTorch(t *testing.T, py, script, checkpoint, params string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "model.pt")
-	cmd := exec.Command(py, script)
-	cmd.Env = append(os.Environ(), "ELASTICDL_EXPORT="+path, "ELASTICDL_EXPORT_CHECKPOINT="+checkpoint, "ELASTICDL_MODEL_PARAMS="+params)
+	cmd := exec.Command(binary, "export", "--worker_command="+py+" "+script, "--checkpoint_dir_for_init="+checkpoint,
+		"--model_params="+params, "--output="+path)
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "elasticdl: exported ") {
 		t.Fatalf("export: %v\n%s", err, b)
 	}
@@ -139,11 +139,17 @@ print(json.dumps({"n": len(rows), "max_diff": float(np.abs(probs - want).max()),
 	}
 	t.Logf("exported DeepFM: max abs difference %g from elasticdl predict over %d rows (%d test ids not in its tables); the job's AUC %.4f",
 		got.MaxDiff, got.N, got.Unseen, *s.Eval.AUC)
-	// The CNN example's module cannot take the DeepFM's checkpoint.
-	cmd := exec.Command(py, pytorchExample)
-	cmd.Env = append(os.Environ(), "ELASTICDL_EXPORT="+path, "ELASTICDL_EXPORT_CHECKPOINT="+filepath.Join(j.out, "model"))
-	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "holds no parameter 'conv1.weight': a checkpoint of another model?") {
-		t.Errorf("the CNN from the DeepFM's checkpoint: %v\n%s", err, b)
+	// The CNN example's module cannot take the DeepFM's checkpoint: one
+	// line, and no file.
+	other := filepath.Join(t.TempDir(), "cnn.pt")
+	cmd := exec.Command(binary, "export", "--worker_command="+py+" "+pytorchExample, "--checkpoint_dir_for_init="+filepath.Join(j.out, "model"),
+		"--output="+other)
+	bout, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(bout), "holds no parameter 'conv1.weight': a checkpoint of another model?") || strings.Count(string(bout), "\n") != 1 {
+		t.Errorf("the CNN from the DeepFM's checkpoint: %v\n%s", err, bout)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Error("a refused export wrote its file")
 	}
 }
 
