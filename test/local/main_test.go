@@ -70,8 +70,7 @@ type job struct {
 
 func startJob(t *testing.T, args ...string) *job {
 	t.Helper()
-	out := t.TempDir()
-	return startCommand(t, out, append([]string{"train", "--output=" + out, "--log_interval=1s"}, args...))
+	return startCmd(t, "train", args...)
 }
 
 // startCommand starts elasticdl args as a job whose output directory is

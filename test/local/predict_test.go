@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,21 +27,7 @@ import (
 func startCmd(t *testing.T, command string, args ...string) *job {
 	t.Helper()
 	out := t.TempDir()
-	j := &job{t: t, out: out, stderr: &lockedBuffer{}, done: make(chan error, 1)}
-	j.cmd = exec.Command(binary, append([]string{command, "--output=" + out, "--log_interval=1s"}, args...)...)
-	j.cmd.Stdout = &j.stdout
-	j.cmd.Stderr = j.stderr
-	if err := j.cmd.Start(); err != nil {
-		t.Fatalf("start elasticdl %s: %v", command, err)
-	}
-	go func() { j.done <- j.cmd.Wait() }()
-	t.Cleanup(func() {
-		if j.cmd.ProcessState == nil {
-			j.cmd.Process.Kill()
-			<-j.done
-		}
-	})
-	return j
+	return startCommand(t, out, append([]string{command, "--output=" + out, "--log_interval=1s"}, args...))
 }
 
 func zooSpec(t *testing.T, name string) model.Spec {
