@@ -15,7 +15,7 @@ import (
 // exportOptions are export's flags.
 type exportOptions struct {
 	modelDef, modelParams, checkpointDir, format, output string
-	workerCommand                                        string
+	workerCommand, data                                  string
 }
 
 // runExport is `elasticdl export`: a saved model (a checkpoint, or a
@@ -26,8 +26,9 @@ func runExport(ctx context.Context, env Env, args []string) error {
 	fs.StringVar(&o.modelDef, "model_def", "", "the model: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml")
 	fs.StringVar(&o.modelParams, "model_params", "", "the model's parameters, as the training job had them: semicolon-separated key=value")
 	fs.StringVar(&o.checkpointDir, "checkpoint_dir_for_init", "", "the model to export: a checkpoint directory (--checkpoint_dir of a training job) or a training job's OUTPUT/model")
-	fs.StringVar(&o.format, "format", "", "the file format: onnx (opset 17; the default for --model_def), or pytorch (a state_dict; the default for --worker_command)")
+	fs.StringVar(&o.format, "format", "", "the file format: onnx (opset 17; the default for --model_def), or pytorch (a state_dict; the default for --worker_command, which also takes onnx)")
 	fs.StringVar(&o.output, "output", "", "the file to write, e.g. model.onnx")
+	fs.StringVar(&o.data, "data", "", "--worker_command to ONNX: a data source of the model's input (its --training_data): one record gives the graph's input shape")
 	fs.StringVar(&o.workerCommand, "worker_command", "", "a PyTorch job's program (as it trained): run with elasticdl.connect() returning an exporter, whose register(model) writes the checkpoint as the module's state_dict (docs/python.md)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -73,8 +74,10 @@ func (o exportOptions) check() error {
 		return errors.New("--checkpoint_dir_for_init: required: the checkpoint directory, or a training job's OUTPUT/model")
 	case o.workerCommand == "" && o.format != "" && o.format != "onnx":
 		return fmt.Errorf("--format=%s: want onnx (pytorch is for a --worker_command model)", o.format)
-	case o.workerCommand != "" && o.format != "" && o.format != "pytorch":
-		return fmt.Errorf("--format=%s: a --worker_command model exports as pytorch (a state_dict); from it, torch.onnx.export makes ONNX", o.format)
+	case o.workerCommand != "" && o.format != "" && o.format != "pytorch" && o.format != "onnx":
+		return fmt.Errorf("--format=%s: want pytorch (a state_dict) or onnx", o.format)
+	case o.workerCommand != "" && o.format == "onnx" && o.data == "":
+		return errors.New("--data: required for --worker_command to ONNX: a data source of the model's input, for its shape")
 	case o.output == "":
 		return errors.New("--output: required: the file to write, e.g. model.onnx")
 	}

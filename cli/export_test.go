@@ -91,7 +91,8 @@ func TestExportWorkerCommandFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--worker_command=python3 train.py", "--model_def=fashion_mnist.mlp"}, "--model_def and --worker_command: give one"},
-		{[]string{"--worker_command=python3 train.py", "--format=onnx"}, "--format=onnx: a --worker_command model exports as pytorch"},
+		{[]string{"--worker_command=python3 train.py", "--format=onnx"}, "--data: required for --worker_command to ONNX"},
+		{[]string{"--worker_command=python3 train.py", "--format=pt"}, "--format=pt: want pytorch (a state_dict) or onnx"},
 		{[]string{"--worker_command=no-such-program train.py"}, "--worker_command: exec: \"no-such-program\": executable file not found"},
 	} {
 		args := append([]string{"export", "--checkpoint_dir_for_init=" + t.TempDir(), "--output=" + out}, tc.args...)

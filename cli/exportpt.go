@@ -34,7 +34,12 @@ func exportPyTorch(ctx context.Context, env Env, o exportOptions) error {
 		return fmt.Errorf("--checkpoint_dir_for_init: %s", checkpointProblem(o.checkpointDir, err))
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "ELASTICDL_EXPORT="+out, "ELASTICDL_EXPORT_CHECKPOINT="+dir, "ELASTICDL_MODEL_PARAMS="+o.modelParams)
+	format := o.format
+	if format == "" {
+		format = "pytorch"
+	}
+	cmd.Env = append(os.Environ(), "ELASTICDL_EXPORT="+out, "ELASTICDL_EXPORT_CHECKPOINT="+dir, "ELASTICDL_MODEL_PARAMS="+o.modelParams,
+		"ELASTICDL_EXPORT_FORMAT="+format, "ELASTICDL_EXPORT_DATA="+o.data)
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = env.Stdout, &stderr
 	if err := cmd.Run(); err != nil {

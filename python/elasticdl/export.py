@@ -132,8 +132,8 @@ class Exporter:
     """What elasticdl.connect() returns under ELASTICDL_EXPORT: the job's
     settings, and a register() that writes the model's state."""
 
-    def __init__(self, output, checkpoint, model_params, seed=0, minibatch_size=64):
-        self.output, self.checkpoint = output, checkpoint
+    def __init__(self, output, checkpoint, model_params, seed=0, minibatch_size=64, fmt="pytorch", data=""):
+        self.output, self.checkpoint, self.format, self.data = output, checkpoint, fmt or "pytorch", data
         self.model_params, self.seed, self.minibatch_size = model_params, seed, minibatch_size
         self.device = torch.device("cpu")
         self.worker_id = -1
@@ -143,14 +143,58 @@ class Exporter:
         model.load_state_dict(state)  # checks that the module takes it
         tmp = self.output + ".tmp"
         try:
-            torch.save(state, tmp)
+            if self.format == "onnx":
+                _onnx(model, forward, self.data, tmp)
+            else:
+                torch.save(state, tmp)
             os.replace(tmp, self.output)
         except (OSError, RuntimeError) as e:  # torch raises RuntimeError for a missing directory
             raise ExportError("export to %s: %s" % (self.output, getattr(e, "strerror", None) or e)) from None
-        print("elasticdl: exported %d tensors of %s to %s" % (len(state), self.checkpoint, self.output), flush=True)
+        print("elasticdl: exported %d tensors of %s to %s (%s)" % (len(state), self.checkpoint, self.output, self.format), flush=True)
 
     def batches(self, reader=None):
         return iter(())
 
     def step(self, loss=None):
         raise ElasticDLError("step: an export runs no training")
+
+
+class _Served(torch.nn.Module):
+    """The model as the SDK runs it in evaluation, with the outputs the Go
+    models' ONNX files have: logits and their softmax."""
+
+    def __init__(self, model, forward):
+        super().__init__()
+        self.model, self.fwd = model, forward
+
+    def forward(self, x, ids=None):
+        if self.fwd is not None:
+            from types import SimpleNamespace
+            logits = self.fwd(self.model, SimpleNamespace(x=x, ids=ids))
+        else:
+            logits = self.model(x) if ids is None else self.model(x, ids)
+        return logits, torch.softmax(logits, 1)
+
+
+def _onnx(model, forward, source, path):
+    """model as ONNX (opset 17, torch.onnx's tracer), its input's shape
+    from one record of source: inputs features (or dense and ids), outputs
+    logits and probabilities, as elasticdl export names the Go models'."""
+    from . import data as datamod
+    from .embedding import Embedding
+    for m in model.modules():
+        if isinstance(m, Embedding):
+            raise ExportError("ONNX: elasticdl.Embedding %r looks its ids up in NumPy, which torch.onnx cannot "
+                              "trace; export the state_dict (--format=pytorch)" % m.table)
+    if not source:
+        raise ExportError("ONNX of a PyTorch model: give a data source of its input (--data) for the input's shape")
+    r = datamod.open_source(source).read(0, 1)
+    x = torch.from_numpy(r.x)
+    args, names = (x,), ["features"]
+    if r.ids is not None:
+        args, names = (x, torch.from_numpy(r.ids)), ["dense", "ids"]
+    model.eval()
+    axes = {n: {0: "batch"} for n in names + ["logits", "probabilities"]}
+    with torch.no_grad():
+        torch.onnx.export(_Served(model, forward), args, path, input_names=names,
+                          output_names=["logits", "probabilities"], dynamic_axes=axes, opset_version=17)

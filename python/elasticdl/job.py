@@ -70,7 +70,8 @@ def connect(master_addr=None, worker_id=None, ps_addrs=None, timeout=60.0):
     if env.get("ELASTICDL_EXPORT"):  # elasticdl export --worker_command: the script exports, not trains
         from .export import Exporter
         return Exporter(env["ELASTICDL_EXPORT"], env.get("ELASTICDL_EXPORT_CHECKPOINT", ""),
-                        parse_model_params(env.get("ELASTICDL_MODEL_PARAMS", "")), seed=int(env.get("ELASTICDL_SEED", "0")))
+                        parse_model_params(env.get("ELASTICDL_MODEL_PARAMS", "")), seed=int(env.get("ELASTICDL_SEED", "0")),
+                        fmt=env.get("ELASTICDL_EXPORT_FORMAT", ""), data=env.get("ELASTICDL_EXPORT_DATA", ""))
     master_addr = master_addr or env.get("ELASTICDL_MASTER_ADDR")
     if not master_addr:
         raise ElasticDLError(

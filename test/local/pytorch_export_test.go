@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"elasticdl/data"
+	"elasticdl/internal/export/onnxcheck"
 )
 
 // exportPyTorch exports a PyTorch job's model (checkpoint) by elasticdl
@@ -64,6 +67,40 @@ print(json.dumps({"correct": correct, "n": len(r)}))`, &got, path, filepath.Join
 	if got.N != 10000 || float64(got.Correct)/float64(got.N) != accuracy {
 		t.Errorf("the exported CNN: %d of %d right, the job's accuracy %v", got.Correct, got.N, accuracy)
 	}
+}
+
+// exportedCNNONNX: the example CNN's model exported to ONNX through
+// torch.onnx (elasticdl export --worker_command --format=onnx) passes
+// python3-onnx's checker, and onnxruntime's probabilities on the test set
+// are elasticdl predict's (preds, from the same checkpoint).
+func exportedCNNONNX(t *testing.T, py, checkpoint, preds string) {
+	t.Helper()
+	tools := onnxcheck.Need(t, "../..")
+	test := filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz")
+	file := filepath.Join(t.TempDir(), "cnn.onnx")
+	cmd := exec.Command(binary, "export", "--worker_command="+py+" "+pytorchExample, "--checkpoint_dir_for_init="+checkpoint,
+		"--format=onnx", "--data="+test, "--output="+file)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("export to ONNX: %v\n%s", err, b)
+	}
+	if err := tools.Check(file); err != nil {
+		t.Fatal(err)
+	}
+	src, err := data.Open(test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := src.Read(0, src.Len())
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tools.Run(file, "probabilities", []onnxcheck.Input{{Name: "features", Dims: []int{b.N, 28, 28, 1}, Floats: b.Features}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := compareProbs(t, readPredictions(t, preds, 10), got, b.Labels, 10)
+	t.Logf("the PyTorch CNN through torch.onnx in onnxruntime: accuracy %.4f, as elasticdl predict's", acc)
 }
 
 // TestPyTorchExportDeepFM: the PyTorch DeepFM trained on ticdata with its

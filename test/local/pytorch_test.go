@@ -139,6 +139,7 @@ func TestPyTorchFashionMNIST(t *testing.T) {
 		t.Errorf("predictions: %d rows, accuracy %.4f; want 10000 and the evaluation's %.4f", rows, float64(correct)/10000, s.Eval.Accuracy)
 	}
 	exportedCNN(t, py, model, s.Eval.Accuracy)
+	exportedCNNONNX(t, py, model, preds)
 }
 
 // TestPyTorchWorkerKilledTwice kills a Python worker twice (kill -9) while
