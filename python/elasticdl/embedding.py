@@ -39,6 +39,8 @@ class Embedding(torch.nn.Module):
         flat = ids.reshape(-1).to(torch.int64).numpy()
         uniq, inverse = np.unique(flat, return_inverse=True)
         if self._job is None:
+            if torch.onnx.is_in_onnx_export():
+                return _Lookup.apply(ids.to(torch.int64), self)
             return torch.from_numpy(self._lookup(uniq)[inverse]).reshape(*ids.shape, self.dim)
         rows = torch.from_numpy(self._job.ps.pull_embeddings(self.table, uniq))
         if torch.is_grad_enabled() and self.training:
@@ -77,3 +79,24 @@ class Embedding(torch.nn.Module):
     def extra_repr(self):
         return "table=%r, dim=%d" % (self.table, self.dim)
 
+
+
+class _Lookup(torch.autograd.Function):
+    """An exported table's lookup as torch.onnx writes it: ai.onnx.ml's
+    LabelEncoder maps each id to its row's index (an id the table lacks to
+    the zeros row after the last), then Gather takes the rows, as elasticdl
+    export writes the Go recommenders' hashed ids."""
+
+    @staticmethod
+    def forward(ctx, ids, emb):
+        uniq, inverse = np.unique(ids.reshape(-1).numpy(), return_inverse=True)
+        return torch.from_numpy(emb._lookup(uniq)[inverse]).reshape(*ids.shape, emb.dim)
+
+    @staticmethod
+    def symbolic(g, ids, emb):
+        keys, values = emb._local
+        index = g.op("ai.onnx.ml::LabelEncoder", ids, keys_int64s_i=[int(k) for k in keys],
+                     values_int64s_i=list(range(len(keys))), default_int64_i=len(keys))
+        index.setType(ids.type())  # int64 of the ids' shape: torch.onnx cannot infer an ai.onnx.ml op's
+        table = np.concatenate([values, np.zeros((1, emb.dim), np.float32)])
+        return g.op("Gather", g.op("Constant", value_t=torch.from_numpy(table)), index, axis_i=0)

@@ -182,10 +182,7 @@ def _onnx(model, forward, source, path):
     logits and probabilities, as elasticdl export names the Go models'."""
     from . import data as datamod
     from .embedding import Embedding
-    for m in model.modules():
-        if isinstance(m, Embedding):
-            raise ExportError("ONNX: elasticdl.Embedding %r looks its ids up in NumPy, which torch.onnx cannot "
-                              "trace; export the state_dict (--format=pytorch)" % m.table)
+    tables = [m for m in model.modules() if isinstance(m, Embedding)]
     if not source:
         raise ExportError("ONNX of a PyTorch model: give a data source of its input (--data) for the input's shape")
     r = datamod.open_source(source).read(0, 1)
@@ -195,6 +192,17 @@ def _onnx(model, forward, source, path):
         args, names = (x, torch.from_numpy(r.ids)), ["dense", "ids"]
     model.eval()
     axes = {n: {0: "batch"} for n in names + ["logits", "probabilities"]}
-    with torch.no_grad():
-        torch.onnx.export(_Served(model, forward), args, path, input_names=names,
-                          output_names=["logits", "probabilities"], dynamic_axes=axes, opset_version=17)
+    # An elasticdl.Embedding's lookup is ai.onnx.ml's LabelEncoder (its
+    # version 2 maps int64 to int64).
+    opsets = {"ai.onnx.ml": 2} if tables else None
+    # The tracer's state_dict takes tensors only: the tables' extra state
+    # (a dict) is left out while it runs; the lookup writes them itself.
+    saved = Embedding.get_extra_state
+    Embedding.get_extra_state = torch.nn.Module.get_extra_state
+    try:
+        with torch.no_grad():
+            torch.onnx.export(_Served(model, forward), args, path, input_names=names,
+                              output_names=["logits", "probabilities"], dynamic_axes=axes, opset_version=17,
+                              custom_opsets=opsets)
+    finally:
+        Embedding.get_extra_state = saved

@@ -176,6 +176,33 @@ print(json.dumps({"n": len(rows), "max_diff": float(np.abs(probs - want).max()),
 	}
 	t.Logf("exported DeepFM: max abs difference %g from elasticdl predict over %d rows (%d test ids not in its tables); the job's AUC %.4f",
 		got.MaxDiff, got.N, got.Unseen, *s.Eval.AUC)
+	// Through torch.onnx, its tables as LabelEncoder and Gather: onnxruntime
+	// gives elasticdl predict's probabilities, the unseen ids' included.
+	tools := onnxcheck.Need(t, "../..")
+	file := filepath.Join(t.TempDir(), "deepfm.onnx")
+	ex := exec.Command(binary, "export", "--worker_command="+py+" "+script, "--model_params="+params,
+		"--checkpoint_dir_for_init="+filepath.Join(j.out, "model"), "--format=onnx", "--data="+novelURI, "--output="+file)
+	if out, err := ex.CombinedOutput(); err != nil {
+		t.Fatalf("export to ONNX: %v\n%s", err, out)
+	}
+	if err := tools.Check(file); err != nil {
+		t.Fatal(err)
+	}
+	src, err := data.Open(novelURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := src.Read(0, src.Len())
+	src.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, err := tools.Run(file, "probabilities", []onnxcheck.Input{{Name: "dense", Dims: []int{rec.N, 23}, Floats: rec.Features},
+		{Name: "ids", Dims: []int{rec.N, 62}, Int64s: rec.Categorical}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compareProbs(t, readPredictions(t, preds, 2), probs, rec.Labels, 2)
 	// The CNN example's module cannot take the DeepFM's checkpoint: one
 	// line, and no file.
 	other := filepath.Join(t.TempDir(), "cnn.pt")
