@@ -270,7 +270,7 @@ func startSQL(t *testing.T, args ...string) *job {
 // TestSQLPyTorch trains the PyTorch DeepFM example (--worker_command) on
 // ticdata tables by TO TRAIN: its workers read the snapshot through the
 // elasticdl binary's reader, with the database's password from the
-// master. The stored model then evaluates by TO EVALUATE to the training
+// master (PostgreSQL: the reader is the Go workers', tested on all three). The stored model then evaluates by TO EVALUATE to the training
 // job's AUC and predicts one row per test row by TO PREDICT, its program
 // and classes taken from the models table.
 func TestSQLPyTorch(t *testing.T) {
@@ -278,28 +278,27 @@ func TestSQLPyTorch(t *testing.T) {
 	dir := ticdataDir(t)
 	header, trainRows := ticCSV(t, dir, "train")
 	_, testRows := ticCSV(t, dir, "test")
-	sqldbtest.Each(t, func(t *testing.T, db *sqldbtest.DB) {
-		train, test := loadTic(t, db, header, trainRows), loadTic(t, db, header, testRows)
-		name := modelName(t, db)
-		code, out, errOut := runSQL(t, "--datasource="+db.URI, "--num_workers=2", "--worker_command="+py+" ../../examples/pytorch/deepfm.py",
-			"--optimizer="+ticOptimizer, "--validation_data="+db.Source("table="+test+"&label=caravan"), "-e",
-			"SELECT * FROM "+train+" TO TRAIN deepfm WITH train.epoch = 2 LABEL caravan INTO "+name)
-		if code != 0 || !strings.Contains(out, "features: 23 dense, 62 categorical") {
-			t.Fatalf("TO TRAIN: exit %d\n%s\n%s", code, out, errOut)
-		}
-		m, err := sqldb.LoadModel(context.Background(), db.SQL, db.Dialect, name, filepath.Join(t.TempDir(), "model"))
-		if err != nil || m.ModelParams != "dense=23; fields=62; num_classes=2" {
-			t.Fatalf("stored %+v, %v; want the shape and the classes in its parameters", m.ModelParams, err)
-		}
-		s := summaryOf(t, []byte(m.Summary))
-		assertExactlyOnce(t, s, 2, int64(len(trainRows)))
-		if s.Eval == nil || s.Eval.AUC == nil || *s.Eval.AUC < 0.65 {
-			t.Fatalf("eval %+v: want an AUC of at least 0.65", s.Eval)
-		}
-		t.Logf("PyTorch DeepFM by SQL: AUC %.4f", *s.Eval.AUC)
-		ticEvaluate(t, db, name, test, len(testRows), *s.Eval.AUC)
-		ticPredict(t, db, name, test, *s.Eval.AUC)
-	})
+	db := sqldbtest.Open(t, "postgres")
+	train, test := loadTic(t, db, header, trainRows), loadTic(t, db, header, testRows)
+	name := modelName(t, db)
+	code, out, errOut := runSQL(t, "--datasource="+db.URI, "--num_workers=2", "--worker_command="+py+" ../../examples/pytorch/deepfm.py",
+		"--optimizer="+ticOptimizer, "--validation_data="+db.Source("table="+test+"&label=caravan"), "-e",
+		"SELECT * FROM "+train+" TO TRAIN deepfm WITH train.epoch = 2 LABEL caravan INTO "+name)
+	if code != 0 || !strings.Contains(out, "features: 23 dense, 62 categorical") {
+		t.Fatalf("TO TRAIN: exit %d\n%s\n%s", code, out, errOut)
+	}
+	m, err := sqldb.LoadModel(context.Background(), db.SQL, db.Dialect, name, filepath.Join(t.TempDir(), "model"))
+	if err != nil || m.ModelParams != "dense=23; fields=62; num_classes=2" {
+		t.Fatalf("stored %+v, %v; want the shape and the classes in its parameters", m.ModelParams, err)
+	}
+	s := summaryOf(t, []byte(m.Summary))
+	assertExactlyOnce(t, s, 2, int64(len(trainRows)))
+	if s.Eval == nil || s.Eval.AUC == nil || *s.Eval.AUC < 0.65 {
+		t.Fatalf("eval %+v: want an AUC of at least 0.65", s.Eval)
+	}
+	t.Logf("PyTorch DeepFM by SQL: AUC %.4f", *s.Eval.AUC)
+	ticEvaluate(t, db, name, test, len(testRows), *s.Eval.AUC)
+	ticPredict(t, db, name, test, *s.Eval.AUC)
 }
 
 // TestSQLImageModels: the Fashion-MNIST zoo models train by SQL from a
