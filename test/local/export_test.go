@@ -29,15 +29,7 @@ func TestExportONNX(t *testing.T) {
 	needData(t)
 	tools := onnxcheck.Need(t, "../..")
 	test := filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz")
-	src, err := data.Open(test)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, test)
 	yamls, err := filepath.Glob("../../examples/declarative/*.yaml")
 	if err != nil || len(yamls) == 0 {
 		t.Fatalf("no YAML models: %v", err)
@@ -86,15 +78,7 @@ func TestExportONNXCTR(t *testing.T) {
 	tools := onnxcheck.Need(t, "../..")
 	const vocab, records = 40, 3000
 	uri := fmt.Sprintf("synthetic-ctr://?records=%d&vocab=%d&seed=1", records, vocab)
-	src, err := data.Open(uri)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, uri)
 	for _, def := range []string{"ctr.wide_and_deep", "ctr.deepfm", "ctr.xdeepfm"} {
 		t.Run(def, func(t *testing.T) {
 			spec := zooSpec(t, def)
@@ -121,15 +105,7 @@ func TestTrainExportONNXCTR(t *testing.T) {
 	if code := j.wait(5 * time.Minute); code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
-	src, err := data.Open(held)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, held)
 	if auc := compareCTR(t, tools, "ctr.deepfm", filepath.Join(j.out, "model"), filepath.Join(j.out, "model.onnx"), held, b); auc < 0.6 {
 		t.Errorf("held-out AUC %.4f: the model did not train", auc)
 	}
@@ -148,15 +124,7 @@ func TestTrainExportONNXTicdata(t *testing.T) {
 	if code := j.wait(5 * time.Minute); code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
-	src, err := data.Open(c.test)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, c.test)
 	if auc := compareCTR(t, tools, "ctr.xdeepfm", filepath.Join(j.out, "model"), filepath.Join(j.out, "model.onnx"), c.test, b, params); auc < 0.6 {
 		t.Errorf("test AUC %.4f: the model did not train", auc)
 	}
@@ -249,15 +217,7 @@ func TestTrainExportONNX(t *testing.T) {
 	if code := p.wait(3 * time.Minute); code != 0 {
 		t.Fatalf("predict: exit code %d\nstderr:\n%s", code, p.stderr.String())
 	}
-	src, err := data.Open(test)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, test)
 	got, err := tools.Run(file, "probabilities", []onnxcheck.Input{{Name: "features", Dims: []int{b.N, 28, 28, 1}, Floats: b.Features}})
 	if err != nil {
 		t.Fatal(err)
@@ -325,4 +285,19 @@ func writeInitialModel(t *testing.T, spec model.Spec, output string) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// readAll reads every record of a data source.
+func readAll(t *testing.T, uri string) *data.Batch {
+	t.Helper()
+	src, err := data.Open(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	b, err := src.Read(0, src.Len())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"elasticdl/data"
 	"elasticdl/internal/export/onnxcheck"
 )
 
@@ -86,15 +85,7 @@ func exportedCNNONNX(t *testing.T, py, checkpoint, preds string) {
 	if err := tools.Check(file); err != nil {
 		t.Fatal(err)
 	}
-	src, err := data.Open(test)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := readAll(t, test)
 	got, err := tools.Run(file, "probabilities", []onnxcheck.Input{{Name: "features", Dims: []int{b.N, 28, 28, 1}, Floats: b.Features}})
 	if err != nil {
 		t.Fatal(err)
@@ -188,15 +179,7 @@ print(json.dumps({"n": len(rows), "max_diff": float(np.abs(probs - want).max()),
 	if err := tools.Check(file); err != nil {
 		t.Fatal(err)
 	}
-	src, err := data.Open(novelURI)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, err := src.Read(0, src.Len())
-	src.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := readAll(t, novelURI)
 	probs, err := tools.Run(file, "probabilities", []onnxcheck.Input{{Name: "dense", Dims: []int{rec.N, 23}, Floats: rec.Features},
 		{Name: "ids", Dims: []int{rec.N, 62}, Int64s: rec.Categorical}})
 	if err != nil {
