@@ -6,6 +6,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+
+	"elasticdl/internal/tlsid"
 )
 
 // Role is what an instance does in the job.
@@ -33,7 +35,15 @@ type InstanceSpec struct {
 	Command []string
 	// Env is added to the instance's environment as KEY=VALUE.
 	Env []string
+	// TLS, when set, is the instance's certificate, key and the job's CA:
+	// the backend puts them where only the instance reads them and names
+	// that directory in EnvTLSDir.
+	TLS *tlsid.Bundle
 }
+
+// EnvTLSDir names the directory of an instance's TLS bundle (package
+// tlsid's files). Unset: the job runs without TLS (--tls=false).
+const EnvTLSDir = "ELASTICDL_TLS_DIR"
 
 // Name is a readable instance name such as "worker-3".
 func (s InstanceSpec) Name() string { return InstanceName(s.Role, s.ID) }
