@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	flag "github.com/spf13/pflag"
 
@@ -18,6 +19,10 @@ type jobOptions struct {
 	// dashboardPort: --dashboard_port (-1 none, 0 the default).
 	dashboardPort int
 	k8s           k8sOptions
+	// tls: the job's connections are mutual TLS from a CA made for it at
+	// submission, valid for tlsValidity.
+	tls         bool
+	tlsValidity time.Duration
 }
 
 // The backends a job can run on.
@@ -42,6 +47,8 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.IntVar(&cfg.RelaunchOnWorkerFailure, "relaunch_on_worker_failure", cfg.RelaunchOnWorkerFailure, "relaunches of a worker that exited with an error")
 	fs.DurationVar(&cfg.ProgressInterval, "log_interval", cfg.ProgressInterval, "how often progress is shown (0: never)")
 	fs.IntVar(&cfg.MetricsPort, "metrics_port", 0, "serve Prometheus metrics (/metrics) on this port: the master's, and PS shard i's on metrics_port+1+i (0: none)")
+	fs.BoolVar(&o.tls, "tls", true, "authenticate and encrypt every connection of the job (mutual TLS 1.3, certificates from a CA made for the job; docs/security.md); false: plaintext, and anyone who reaches the job's ports can read and change its model: for debugging only")
+	fs.DurationVar(&o.tlsValidity, "tls_validity", 90*24*time.Hour, "how long the job's CA and certificates are valid: longer than the job will run")
 	fs.StringVar(&cfg.TensorBoardLogDir, "tensorboard_log_dir", "", "write the job's scalars (loss, evaluation metrics, records/s, running workers and PS) as TensorBoard event files into this directory (`tensorboard --logdir DIR`); with --backend=k8s, a directory of the master pod: mount a volume there (docs/metrics.md)")
 	fs.StringVar(&cfg.WorkerCommand, "worker_command", "", "run this program as each worker instead of elasticdl's own, e.g. 'python3 train.py' (a PyTorch script using the Python SDK, python/elasticdl; docs/python.md); it defines the model, so --model_def stays empty and --optimizer is required")
 	fs.IntVar(&cfg.NumClasses, "num_classes", 0, "--worker_command predict jobs: the classes the model predicts (the output's columns)")

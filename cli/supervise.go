@@ -78,6 +78,13 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	defer srv.Shutdown()
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
+	caDir, err := makeLocalCA(cfg.JobName, cfg.Output, o)
+	if err != nil {
+		return err
+	}
+	if caDir != "" {
+		args = append(args, "--tls_ca_dir="+caDir)
+	}
 
 	res, err := restartMasters(ctx, env, logger, exe, args, cfg.ListenAddr, o.dashboardAddr())
 	if err != nil {
@@ -306,6 +313,9 @@ type localMasterOptions struct {
 	dashboardFD int
 	runID       string
 	supervised  bool
+	// caDir holds the job's CA (tlsid's ca.crt, ca.key): OUTPUT/tls, or
+	// the CA Secret's mount on Kubernetes.
+	caDir string
 }
 
 func (l *localMasterOptions) register(fs *flag.FlagSet) {
@@ -315,6 +325,7 @@ func (l *localMasterOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.refusalFD, "refusal_fd", 0, "local jobs: write why the job was refused before it started to this inherited descriptor, not to stderr (set by `elasticdl train`)")
 	fs.BoolVar(&l.supervised, "supervised", false, "k8s: this is the master process under the pod's first process, which restarts it (set by `elasticdl master`)")
 	fs.StringVar(&l.runID, "run_id", "", "local jobs: the run whose persisted state a restarted master resumes (set by `elasticdl train`)")
+	fs.StringVar(&l.caDir, "tls_ca_dir", "", "the job's certificate authority (ca.crt, ca.key), which --tls needs (set by `elasticdl train`)")
 }
 
 // listener is the listening socket inherited as --listen_fd (nil: none).
@@ -342,6 +353,10 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	if l.runID == "" {
 		return usageError{errors.New("--local_agent needs --run_id")}
 	}
+	ca, err := loadJobCA(o, l, cfg.JobName, logger)
+	if err != nil {
+		return err
+	}
 	stopProfile, err := startProfile("master", 0)
 	if err != nil {
 		return err
@@ -363,6 +378,7 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		return restartable(err)
 	}
 	cfg.RunID = l.runID
+	be.SetTLSDir(filepath.Join(l.caDir, "instances"))
 	targets := make(chan master.Target, 16)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -373,7 +389,7 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		logger.Warn("ignoring a target that is not a number of PS", "file", psTargetFile(cfg.Output), "value", v)
 	})
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets,
-		History: master.HistoryFile(master.HistoryFileName(cfg.Output)), Dashboard: l.dashboardListener(logger)})
+		History: master.HistoryFile(master.HistoryFileName(cfg.Output)), Dashboard: l.dashboardListener(logger), CA: ca})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -31,6 +31,7 @@ import (
 	"elasticdl/internal/master/task"
 	"elasticdl/internal/ps/optimizer"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
 )
@@ -73,6 +74,10 @@ type Deps struct {
 	History HistoryStore
 	// Dashboard, when set, is where Run serves the job's dashboard.
 	Dashboard net.Listener
+	// CA, when set, is the job's certificate authority: every connection
+	// of the job is mutual TLS with certificates it issues, and every call
+	// is authorized by the identity they prove. Nil: plaintext.
+	CA *tlsid.CA
 }
 
 // Target is a wish for the number of workers a job runs, and who has it.
@@ -125,6 +130,7 @@ type Master struct {
 	runCtx  context.Context
 	observe observers
 	sql     *sqlData // the snapshots of the job's tables
+	tls     *jobTLS  // nil: --tls=false
 }
 
 // jobOutput is what the job writes out, when and as the core decides.
@@ -246,6 +252,9 @@ func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.
 	}
 	if m.now == nil {
 		m.now = time.Now
+	}
+	if m.tls, err = newJobTLS(deps.CA, m.now()); err != nil {
+		return nil, err
 	}
 	if m.notify == nil {
 		m.notify = nopNotifier{}
@@ -675,6 +684,7 @@ func (m *Master) serve(lis net.Listener) *grpc.Server {
 	// thousand workers, BenchmarkMasterScale); when all are busy, gRPC
 	// serves a call on a goroutine of its own, as without the option.
 	opts := append(rpc.ServerOptions(), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
+	opts = append(opts, tlsid.ServerOptions(m.tls.Creds(), masterPolicy(), m.log)...)
 	gs := grpc.NewServer(opts...)
 	masterpb.RegisterMasterServer(gs, m)
 	go func() {

@@ -212,6 +212,12 @@ func (m *Master) launch(ctx context.Context, ls []job.Launch) bool {
 	specs := make([]cluster.InstanceSpec, len(ls))
 	for i, l := range ls {
 		specs[i] = m.instanceSpec(l)
+		b, err := m.tls.bundle(l.Role, l.ID, m.now())
+		if err != nil {
+			m.step(ctx, job.LaunchFailed{Launch: l, Err: err})
+			return false
+		}
+		specs[i].TLS = b
 	}
 	if bl, ok := m.backend.(batchLauncher); ok && len(specs) > 1 {
 		errs := bl.LaunchBatch(ctx, specs)

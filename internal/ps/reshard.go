@@ -150,7 +150,7 @@ func exportFrom(ctx context.Context, addr string, req *pserverpb.ExportShardRequ
 	if addr == "" {
 		return nil, errors.New("no address")
 	}
-	conn, err := grpc.NewClient(addr, rpc.DialOptions()...)
+	conn, err := grpc.NewClient(addr, rpc.DialOptions(nil)...)
 	if err != nil {
 		return nil, err
 	}

@@ -375,7 +375,7 @@ func TestServeOverGRPC(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- Serve(ctx, lis, Config{Index: 0, NumPS: 1, Optimizer: sgd(t, "0.1")}) }()
 
-	conn, err := grpc.NewClient(lis.Addr().String(), rpc.DialOptions()...)
+	conn, err := grpc.NewClient(lis.Addr().String(), rpc.DialOptions(nil)...)
 	if err != nil {
 		t.Fatal(err)
 	}

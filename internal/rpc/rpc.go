@@ -8,8 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"elasticdl/internal/tlsid"
 )
 
 // MaxMessageSize bounds gRPC messages in both directions: a whole shard of
@@ -28,10 +29,12 @@ func ServerOptions() []grpc.ServerOption {
 	}
 }
 
-// DialOptions are the options of every elasticdl gRPC client.
-func DialOptions() []grpc.DialOption {
+// DialOptions are the options of every elasticdl gRPC client: mutual TLS
+// with creds to a server of one of the roles accept (plaintext when creds
+// is nil: a job run with --tls=false).
+func DialOptions(creds *tlsid.Creds, accept ...tlsid.Role) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		tlsid.DialOption(creds, accept...),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 		// Notice a peer that vanished without closing the connection (pod
 		// deleted, node lost) within ~40s; the servers permit this rate.

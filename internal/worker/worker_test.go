@@ -121,7 +121,7 @@ func TestRetryUnavailable(t *testing.T) {
 func TestMasterNameThatDoesNotResolve(t *testing.T) {
 	const addr = "elasticdl-test-master.invalid:50001" // .invalid never resolves (RFC 2606)
 	link := &masterLink{addr: addr, timeout: 200 * time.Millisecond, log: slog.New(slog.DiscardHandler)}
-	conn, err := grpc.NewClient(addr, append(rpc.DialOptions(), grpc.WithChainUnaryInterceptor(link.retryUnavailable))...)
+	conn, err := grpc.NewClient(addr, append(rpc.DialOptions(nil), grpc.WithChainUnaryInterceptor(link.retryUnavailable))...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/cluster"
+	"elasticdl/internal/cluster/local"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/proto/agentpb"
 )
 
@@ -55,7 +57,7 @@ func Serve(lis net.Listener, backend cluster.Backend, logger *slog.Logger) *Serv
 		logger = slog.Default()
 	}
 	s := &Server{backend: backend, log: logger, latest: map[instanceKey]cluster.Event{}, pumped: make(chan struct{})}
-	s.gs = grpc.NewServer(rpc.ServerOptions()...)
+	s.gs = grpc.NewServer(append(rpc.ServerOptions(), grpc.Creds(tlsid.LocalUserOnly()))...)
 	agentpb.RegisterAgentServer(s.gs, s)
 	go s.pump()
 	go func() {
@@ -195,6 +197,7 @@ type Client struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	log      *slog.Logger
+	tlsDir   string // set before the first Launch
 }
 
 var _ cluster.Backend = (*Client)(nil)
@@ -206,7 +209,7 @@ func Dial(ctx context.Context, addr string, logger *slog.Logger) (*Client, error
 	if logger == nil {
 		logger = slog.Default()
 	}
-	conn, err := grpc.NewClient("unix:"+addr, rpc.DialOptions()...)
+	conn, err := grpc.NewClient("unix:"+addr, append(rpc.DialOptions(nil), grpc.WithTransportCredentials(tlsid.LocalUserOnly()))...)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", addr, err)
 	}
@@ -278,9 +281,17 @@ func (c *Client) Existing(context.Context) ([]cluster.Event, error) {
 	return slices.Clone(c.existing), nil
 }
 
+// SetTLSDir names where instances' TLS bundles are written: the agent
+// is on this host, and the bundle travels as files, not over its socket.
+func (c *Client) SetTLSDir(dir string) { c.tlsDir = dir }
+
 // Launch implements cluster.Backend.
 func (c *Client) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
-	_, err := c.agent.Launch(ctx, &agentpb.LaunchRequest{Role: string(spec.Role), Id: int32(spec.ID), Index: int32(spec.Index), Args: spec.Args, Env: spec.Env, Command: spec.Command})
+	spec, err := local.WriteTLS(c.tlsDir, spec)
+	if err != nil {
+		return fmt.Errorf("launch %s: %w", spec.Name(), err)
+	}
+	_, err = c.agent.Launch(ctx, &agentpb.LaunchRequest{Role: string(spec.Role), Id: int32(spec.ID), Index: int32(spec.Index), Args: spec.Args, Env: spec.Env, Command: spec.Command})
 	return unwrap(err)
 }
 

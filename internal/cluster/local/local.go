@@ -63,6 +63,8 @@ type Config struct {
 	GracePeriod time.Duration
 	// Logger receives the backend's own log lines; slog.Default() when nil.
 	Logger *slog.Logger
+	// TLSDir is where instances' TLS bundles are written (WriteTLS).
+	TLSDir string
 }
 
 // Backend runs instances as local child processes. Build it with New and
@@ -70,6 +72,7 @@ type Config struct {
 type Backend struct {
 	binary string
 	logDir string
+	tlsDir string
 	env    []string
 	grace  time.Duration
 	log    *slog.Logger
@@ -143,6 +146,7 @@ func New(cfg Config) (*Backend, error) {
 	b := &Backend{
 		binary:    binary,
 		logDir:    cfg.LogDir,
+		tlsDir:    cfg.TLSDir,
 		env:       slices.Clone(cfg.Env),
 		grace:     grace,
 		log:       logger.With("backend", "local"),
@@ -201,6 +205,10 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 		return fmt.Errorf("local: launch %s: empty role", name)
 	}
 	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("local: launch %s: %w", name, err)
+	}
+	spec, err := WriteTLS(b.tlsDir, spec)
+	if err != nil {
 		return fmt.Errorf("local: launch %s: %w", name, err)
 	}
 	key := instanceKey{spec.Role, spec.ID}

@@ -126,7 +126,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	if err := wire.CheckDType(o.dtype); err != nil {
 		return nil, fmt.Errorf("ps client: transport: %w", err)
 	}
-	dialOpts := append(rpc.DialOptions(), o.dialOpts...)
+	dialOpts := append(rpc.DialOptions(nil), o.dialOpts...)
 	c := &Client{opts: o}
 	for i, addr := range addrs {
 		conn, err := grpc.NewClient(addr, dialOpts...)
