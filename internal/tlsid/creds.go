@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -43,6 +44,8 @@ type Creds struct {
 	pool *x509.CertPool
 	// now is the clock certificates are checked against (tests move it).
 	now func() time.Time
+	// refusals, when set, logs the certificates a server refuses.
+	refusals *Refusals
 }
 
 // New parses a bundle. The certificate must be the CA's, for an
@@ -95,6 +98,14 @@ func (c *Creds) WithClock(now func() time.Time) *Creds {
 	return &cp
 }
 
+// LogRefusals returns a copy whose servers log each certificate they
+// refuse (once per certificate and reason) to log.
+func (c *Creds) LogRefusals(log *slog.Logger) *Creds {
+	cp := *c
+	cp.refusals = NewRefusals(log)
+	return &cp
+}
+
 // verify checks a peer's chain against the job's CA at c.now and returns
 // the identity it proves.
 func (c *Creds) verify(raw [][]byte) (Identity, error) {
@@ -144,6 +155,9 @@ func (c *Creds) ServerConfig() *tls.Config {
 		ClientAuth:   tls.RequireAnyClientCert,
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
 			_, err := c.verify(raw)
+			if err != nil && c.refusals != nil {
+				c.refusals.Log(describe(raw), "TLS handshake", err)
+			}
 			return err
 		},
 	}
@@ -168,6 +182,23 @@ func (c *Creds) ClientConfig(accept ...Role) *tls.Config {
 			return nil
 		},
 	}
+}
+
+// describe names a presented certificate for a log line: its identity
+// if it claims one, else its subject.
+func describe(raw [][]byte) string {
+	if len(raw) == 0 {
+		return "a peer with no certificate"
+	}
+	leaf, err := x509.ParseCertificate(raw[0])
+	if err != nil {
+		return "a peer with an unreadable certificate"
+	}
+	serial := fmt.Sprintf("serial %.12x", leaf.SerialNumber)
+	if len(leaf.URIs) > 0 {
+		return leaf.URIs[0].String() + " (" + serial + ", issuer " + leaf.Issuer.CommonName + ")"
+	}
+	return leaf.Subject.String() + " (" + serial + ")"
 }
 
 // PeerIdentity is the identity of the peer of a completed handshake (the

@@ -156,5 +156,5 @@ func ServerOptions(c *Creds, p Policy, log *slog.Logger) []grpc.ServerOption {
 		return []grpc.ServerOption{ServerOption(nil)}
 	}
 	r := NewRefusals(log)
-	return []grpc.ServerOption{ServerOption(c), grpc.ChainUnaryInterceptor(UnaryInterceptor(p, r)), grpc.ChainStreamInterceptor(StreamInterceptor(p, r))}
+	return []grpc.ServerOption{ServerOption(c.LogRefusals(log)), grpc.ChainUnaryInterceptor(UnaryInterceptor(p, r)), grpc.ChainStreamInterceptor(StreamInterceptor(p, r))}
 }

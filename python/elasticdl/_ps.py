@@ -27,7 +27,7 @@ def tensor(name, array):
 class _Shard:
     def __init__(self, index, addr):
         self.index, self.addr = index, addr
-        self.channel = channel(addr)
+        self.channel = channel(addr, "ps")
         self.__dict__.update(methods(self.channel, "elasticdl.pserver.Pserver", {
             "push_model": ("PushModel", pb.Model, pb.PushModelResponse),
             "pull_dense": ("PullDenseParameters", pb.PullDenseParametersRequest, pb.PullDenseParametersResponse),

@@ -1,5 +1,6 @@
 """gRPC plumbing shared by the master and PS clients."""
 
+import os
 import random
 import time
 
@@ -13,11 +14,43 @@ class ElasticDLError(Exception):
     """Bad use of the SDK, or a job it cannot go on with."""
 
 
-def channel(addr):
-    return grpc.insecure_channel(addr, options=[
+# Where the backend put this process's certificate, key and the job's CA
+# (internal/cluster.EnvTLSDir); unset: the job runs with --tls=false.
+TLS_DIR_ENV = "ELASTICDL_TLS_DIR"
+
+
+def _read(d, name):
+    with open(os.path.join(d, name), "rb") as f:
+        return f.read()
+
+
+def credentials():
+    """The job's mutual-TLS credentials, or None when the job runs without
+    TLS (then every channel is plaintext, and the Go side says so)."""
+    d = os.environ.get(TLS_DIR_ENV)
+    if not d:
+        return None
+    try:
+        return grpc.ssl_channel_credentials(root_certificates=_read(d, "ca.crt"), private_key=_read(d, "tls.key"),
+                                            certificate_chain=_read(d, "tls.crt"))
+    except OSError as e:
+        raise ElasticDLError("$%s: %s" % (TLS_DIR_ENV, e)) from None
+
+
+def channel(addr, role):
+    """A channel to the job's server of role ("master" or "ps"). With TLS
+    the server must hold the job's certificate for that role: every
+    certificate of a role carries the DNS name ROLE.elasticdl, which is
+    what grpcio can check (pods move, so their addresses are not in it)."""
+    options = [
         ("grpc.max_send_message_length", MAX_MESSAGE),
         ("grpc.max_receive_message_length", MAX_MESSAGE),
-    ])
+    ]
+    creds = credentials()
+    if creds is None:
+        return grpc.insecure_channel(addr, options=options)
+    options.append(("grpc.ssl_target_name_override", role + ".elasticdl"))
+    return grpc.secure_channel(addr, creds, options=options)
 
 
 def methods(ch, service, table):

@@ -138,7 +138,7 @@ class Job:
         self.minibatch_size, self.seed, self.optimizer = minibatch_size, seed, optimizer
         self.model_params, self.job_name, self.use_async = model_params or {}, job_name, use_async
         self.timeout = timeout
-        self._channel = channel(master_addr)
+        self._channel = channel(master_addr, "master")
         self.__dict__.update(methods(self._channel, "elasticdl.master.Master", {
             "_get_task": ("GetTask", mpb.GetTaskRequest, mpb.GetTaskResponse),
             "_report": ("ReportTaskResult", mpb.ReportTaskResultRequest, mpb.ReportTaskResultResponse),
