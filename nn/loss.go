@@ -70,6 +70,24 @@ func SoftmaxCrossEntropyInto(dst, logits *Tensor, labels []int32) (float32, *Ten
 	return float32(total * inv), d, nil
 }
 
+// AppendSoftmax appends the softmax of logits to dst, in float64 and from
+// the largest logit, so that large logits do not overflow: what predict
+// writes and what the exports are checked against.
+func AppendSoftmax(dst []float32, logits []float32) []float32 {
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - mx)
+	}
+	for _, v := range logits {
+		dst = append(dst, float32(math.Exp(float64(v)-mx)/sum))
+	}
+	return dst
+}
+
 // Argmax returns the index of the largest value in v (the first on ties),
 // or -1 for an empty slice.
 func Argmax(v []float32) int {

@@ -133,20 +133,9 @@ func TestONNXRuntime(t *testing.T) {
 
 // Softmax is the row-wise softmax of [N,k] logits, as predict computes it.
 func Softmax(logits []float32, k int) []float32 {
-	out := make([]float32, len(logits))
+	out := make([]float32, 0, len(logits))
 	for r := 0; r+k <= len(logits); r += k {
-		row := logits[r : r+k]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var sum float64
-		for _, v := range row {
-			sum += math.Exp(float64(v) - mx)
-		}
-		for c, v := range row {
-			out[r+c] = float32(math.Exp(float64(v)-mx) / sum)
-		}
+		out = nn.AppendSoftmax(out, logits[r:r+k])
 	}
 	return out
 }

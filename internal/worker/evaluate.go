@@ -114,7 +114,7 @@ func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb
 			row := logits.Data[i*k : (i+1)*k]
 			p.RecordIndex = append(p.RecordIndex, b.Index[off+i])
 			p.PredictedClass = append(p.PredictedClass, int32(nn.Argmax(row)))
-			p.Probabilities = appendSoftmax(p.Probabilities, row)
+			p.Probabilities = nn.AppendSoftmax(p.Probabilities, row)
 		}
 		off += n
 		report.Records += int64(n)
@@ -126,20 +126,4 @@ func (w *Worker) predict(ctx context.Context, t *masterpb.Task, report *masterpb
 	}
 	report.Predictions = p
 	return nil
-}
-
-// appendSoftmax appends the softmax of logits to dst.
-func appendSoftmax(dst []float32, logits []float32) []float32 {
-	mx := math.Inf(-1)
-	for _, v := range logits {
-		mx = math.Max(mx, float64(v))
-	}
-	var sum float64
-	for _, v := range logits {
-		sum += math.Exp(float64(v) - mx)
-	}
-	for _, v := range logits {
-		dst = append(dst, float32(math.Exp(float64(v)-mx)/sum))
-	}
-	return dst
 }

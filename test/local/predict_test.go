@@ -138,16 +138,9 @@ func checkAgainstForward(t *testing.T, spec model.Spec, modelDir, dataPath strin
 		if c := nn.Argmax(row); c != rows[i].class {
 			t.Errorf("record %d: predicted class %d, single-process forward %d", i, rows[i].class, c)
 		}
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var sum float64
-		for _, v := range row {
-			sum += math.Exp(float64(v) - mx)
-		}
-		for c, v := range row {
-			if p := math.Exp(float64(v)-mx) / sum; math.Abs(p-rows[i].probs[c]) > 1e-5 {
+		probs := nn.AppendSoftmax(nil, row)
+		for c, p := range probs {
+			if math.Abs(float64(p)-rows[i].probs[c]) > 1e-5 {
 				t.Errorf("record %d class %d: probability %g, single-process %g", i, c, rows[i].probs[c], p)
 			}
 		}
