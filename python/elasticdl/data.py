@@ -137,8 +137,8 @@ class GoSource:
         h = self._header()
         if h.get("error"):
             raise DataError(h["error"])
-        width = int(np.prod(h["feature_shape"])) if h["feature_shape"] else 1
-        size = h["n"] * (4 * width + 4 + 8 + 8 * h["num_categorical"])
+        h["width"] = int(np.prod(h["feature_shape"])) if h["feature_shape"] else 1
+        size = h["n"] * (4 * h["width"] + 4 + 8 + 8 * h["num_categorical"])
         raw = self._p.stdout.read(size)
         if len(raw) != size:
             raise _Gone("%s: the reader's reply for [%d, %d) is cut short" % (self.name, start, end))
@@ -153,8 +153,7 @@ class GoSource:
                 self.close()
                 self._start()
                 h, raw = self._ask(start, end)
-        n, shape, k = h["n"], h["feature_shape"], h["num_categorical"]
-        width = int(np.prod(shape)) if shape else 1
+        n, shape, k, width = h["n"], h["feature_shape"], h["num_categorical"], h["width"]
         at = 0
 
         def take(dtype, count):

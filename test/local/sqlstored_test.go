@@ -14,7 +14,7 @@ import (
 	"elasticdl/internal/sqldb/sqldbtest"
 )
 
-// runSQLIn runs elasticdl sql args in directory dir.
+// runSQLIn runs elasticdl sql args in directory dir ("": this one).
 func runSQLIn(t *testing.T, dir string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -49,12 +49,20 @@ func TestSQLCategoryHash(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "features: 1 dense, 2 categorical") {
 		t.Fatalf("TO TRAIN: exit %d\n%s\n%s", code, out, errOut)
 	}
+	predictEvaluate(t, "", ds, name, "SELECT n0, c, k FROM "+table, "SELECT n0, c, k, y FROM "+table, "Accuracy", "1 metric", 200)
+}
+
+// predictEvaluate runs TO PREDICT of model name on predSelect and TO
+// EVALUATE on evalSelect with metrics, in dir, and checks that both
+// wrote their rows: rows predictions, and wantMetrics on rows rows.
+func predictEvaluate(t *testing.T, dir, ds, name, predSelect, evalSelect, metrics, wantMetrics string, rows int) {
+	t.Helper()
 	pred := "p_" + strings.ToLower(rand.Text()[:10])
 	results := "r_" + strings.ToLower(rand.Text()[:10])
-	code, out, errOut = runSQL(t, ds, "-e", "SELECT n0, c, k FROM "+table+" TO PREDICT "+pred+".y USING "+name+";\n"+
-		"SELECT n0, c, k, y FROM "+table+" TO EVALUATE "+name+" WITH validation.metrics = 'Accuracy' LABEL y INTO "+results)
-	if code != 0 || !strings.Contains(out, "200 predictions of model "+name+" written into "+pred) ||
-		!strings.Contains(out, "1 metric of model "+name+" on 200 rows written into "+results) {
+	code, out, errOut := runSQLIn(t, dir, ds, "-e", predSelect+" TO PREDICT "+pred+".y USING "+name+";\n"+
+		evalSelect+" TO EVALUATE "+name+" WITH validation.metrics = '"+metrics+"' LABEL y INTO "+results)
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("%d predictions of model %s written into %s", rows, name, pred)) ||
+		!strings.Contains(out, fmt.Sprintf("%s of model %s on %d rows written into %s", wantMetrics, name, rows, results)) {
 		t.Errorf("TO PREDICT and TO EVALUATE: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
@@ -84,14 +92,8 @@ func TestSQLStoredYAML(t *testing.T) {
 	if err := os.Remove(yaml); err != nil {
 		t.Fatal(err)
 	}
-	pred := "p_" + strings.ToLower(rand.Text()[:10])
-	results := "r_" + strings.ToLower(rand.Text()[:10])
-	code, out, errOut := runSQLIn(t, t.TempDir(), ds, "-e", "SELECT a, b FROM "+table+" TO PREDICT "+pred+".y USING "+name+";\n"+
-		"SELECT * FROM "+table+" TO EVALUATE "+name+" WITH validation.metrics = 'Accuracy,Loss' LABEL y INTO "+results)
-	if code != 0 || !strings.Contains(out, "120 predictions of model "+name+" written into "+pred) ||
-		!strings.Contains(out, "2 metrics of model "+name+" on 120 rows written into "+results) {
-		t.Errorf("the stored YAML model with its file gone: exit %d\n%s\n%s", code, out, errOut)
-	}
+	// From another directory, the file gone: the text is the table's.
+	predictEvaluate(t, t.TempDir(), ds, name, "SELECT a, b FROM "+table, "SELECT * FROM "+table, "Accuracy,Loss", "2 metrics", 120)
 }
 
 // TestSQLKeepSnapshot: train.keep_snapshot keeps the job's snapshot

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"elasticdl/internal/master"
 	"elasticdl/internal/sqldb"
@@ -22,16 +21,7 @@ import (
 // runSQL runs elasticdl sql args and returns its exit code and output.
 func runSQL(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, append([]string{"sql"}, args...)...)
-	var out, errOut strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if _, ok := err.(*exec.ExitError); err != nil && !ok {
-		t.Fatalf("elasticdl sql: %v", err)
-	}
-	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
+	return runSQLIn(t, "", args...)
 }
 
 // modelName is a model name of the test's own, its row deleted at the
