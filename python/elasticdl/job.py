@@ -156,6 +156,7 @@ class Job:
         self._forward = None
         self._params = {}       # name -> torch Parameter
         self._embeddings = []   # elasticdl.Embedding modules
+        self._ps_tables = None  # registered, the PS not told yet: (name, dim, initializer) of its tables
         self._sources = {}
         self._current = 0       # task in progress, for heartbeats
         self._stop = threading.Event()
@@ -223,7 +224,10 @@ class Job:
         if not params and not tables:
             raise ElasticDLError("register: the model has no parameters and no elasticdl.Embedding")
         self.model, self._params, self._forward, self._arrays = model, params, forward, arrays
-        self.ps.register(arrays, [(n, d, i) for n, (d, i) in sorted(tables.items())])
+        # The PS hear of the model with the first task, whose answer names
+        # the job's current PS layout: a worker launched while the PS are
+        # re-sharded was given the layout being retired.
+        self._ps_tables = [(n, d, i) for n, (d, i) in sorted(tables.items())]
         self._to_device()
 
     def _to_device(self):
@@ -407,15 +411,22 @@ class Job:
         return src.read(start, end)
 
     def _follow_layout(self, resp):
-        """Re-connects when the job re-sharded its parameter servers."""
+        """Registers the model with the PS of the task's layout, and
+        re-connects when the job re-sharded its parameter servers."""
         addrs = list(resp.ps_addrs)
-        if not addrs or addrs == self.ps.addrs:
-            return
-        new = PSClient(addrs, self.timeout)
-        new.register(self._arrays,
-                     [(t.name, t.dim, t.initializer) for t in self.ps.tables])
-        self.ps.close()
-        self.ps = new
+        tables = self._ps_tables
+        if tables is None:
+            if not addrs or addrs == self.ps.addrs:
+                return
+            tables = [(t.name, t.dim, t.initializer) for t in self.ps.tables]
+        new = self.ps
+        if addrs and addrs != self.ps.addrs:
+            new = PSClient(addrs, self.timeout)
+        new.register(self._arrays, tables)
+        if new is not self.ps:
+            self.ps.close()
+            self.ps = new
+        self._ps_tables = None
 
     def _batch(self, recs, lo, hi, task, index):
         dev = self.device
