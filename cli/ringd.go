@@ -8,8 +8,10 @@ import (
 	"os"
 	"runtime"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/collective"
 	"elasticdl/internal/ringd"
+	"elasticdl/internal/tlsid"
 )
 
 // runRingd is the helper a Python worker starts to drive the Go ring
@@ -47,7 +49,11 @@ func runRingd(ctx context.Context, env Env, args []string) error {
 	}
 	mem := os.NewFile(uintptr(*memFD), "ringd-memory")
 	defer mem.Close()
-	ln, err := collective.Listen(*listen, logger)
+	var ln *collective.Listener
+	creds, err := loadTLSDir()
+	if err == nil {
+		ln, err = collective.ListenTLS(*listen, logger, creds)
+	}
 	if err != nil {
 		data.Close()
 		ctl.Close()
@@ -60,6 +66,20 @@ func runRingd(ctx context.Context, env Env, args []string) error {
 	}
 	logger.Info("ringd: worker gone, exiting")
 	return nil
+}
+
+// loadTLSDir loads the credentials in the directory cluster.EnvTLSDir
+// names; nil when it is unset (the job runs without TLS).
+func loadTLSDir() (*tlsid.Creds, error) {
+	dir := os.Getenv(cluster.EnvTLSDir)
+	if dir == "" {
+		return nil, nil
+	}
+	c, err := tlsid.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("$%s: %w", cluster.EnvTLSDir, err)
+	}
+	return c, nil
 }
 
 // socketConn is a net.Conn of the socket at fd (which it takes over),

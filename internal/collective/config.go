@@ -49,6 +49,10 @@ type Config struct {
 	SegmentBytes int
 	// Logger receives the ring's events; nil discards them.
 	Logger *slog.Logger
+	// PeerIDs, when set, are the worker IDs of Peers, in the same order.
+	// With TLS (ListenTLS), each link's ends prove them: a worker's
+	// certificate takes only its own place in the ring.
+	PeerIDs []int
 }
 
 func (c Config) validate() error {
@@ -64,6 +68,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("collective: config: segment size %d bytes is not 0 or at least 4", c.SegmentBytes)
 	case n > 1<<20:
 		return fmt.Errorf("collective: config: %d peers is more than %d", n, 1<<20)
+	}
+	if err := validIDs(c); err != nil {
+		return err
 	}
 	if n == 1 {
 		return nil

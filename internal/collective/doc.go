@@ -4,12 +4,14 @@
 // themselves, and when membership changes they form a new ring with a new
 // version. Who is in the ring, and in which order, is decided elsewhere (the
 // master's rendezvous hands each worker a member list and a version); this
-// package only forms rings and runs collectives on them. It is a leaf: the
-// standard library only.
+// package only forms rings and runs collectives on them. It depends on the
+// standard library and package tlsid only.
 //
 // # Use
 //
 //	l, err := collective.Listen(":7000", logger) // once per process
+//	// or collective.ListenTLS(":7000", logger, creds): every link mutual
+//	// TLS between the job's workers (tls.go)
 //	...
 //	ring, err := l.Form(ctx, collective.Config{
 //		Rank: 1, Peers: []string{"w0:7000", "w1:7000", "w2:7000"},

@@ -34,12 +34,12 @@ func TestRoute(t *testing.T) {
 			}
 			h := good
 			c.adjust(&h)
-			status, reason, _ := l.route(h)
+			status, reason, _ := l.route(h, nil)
 			if status != c.status || !strings.Contains(reason, c.reason) {
 				t.Errorf("route = %d %q, want %d %q", status, reason, c.status, c.reason)
 			}
 			if c.status == statusOK {
-				if status, reason, _ := l.route(h); status != statusRefused || !strings.Contains(reason, "already connected") {
+				if status, reason, _ := l.route(h, nil); status != statusRefused || !strings.Contains(reason, "already connected") {
 					t.Errorf("second connection: route = %d %q, want a refusal", status, reason)
 				}
 			}

@@ -102,7 +102,7 @@ func newListenersOver(t testing.TB, n int, local bool) []*Listener {
 	t.Helper()
 	ls := make([]*Listener, n)
 	for i := range ls {
-		l, err := listen("127.0.0.1:0", quietLogger(), local)
+		l, err := listen("127.0.0.1:0", quietLogger(), local, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"elasticdl/internal/tlsid"
 )
 
 // handshakeTimeout bounds how long the Listener waits for a connection's
@@ -34,6 +36,10 @@ type Listener struct {
 	// where there is none.
 	local net.Listener
 	log   *slog.Logger
+	// creds make every link mutual TLS between workers (tls.go); nil:
+	// plaintext.
+	creds    *tlsid.Creds
+	refusals *tlsid.Refusals
 
 	mu      sync.Mutex
 	waiting *waiter // the Form in progress, if any
@@ -50,6 +56,7 @@ type waiter struct {
 	rank    int
 	world   int
 	peers   uint64
+	peerIDs []int         // Config.PeerIDs
 	conn    chan net.Conn // capacity 1: the accepted link
 	filled  bool          // a connection has been taken for it
 	gone    bool          // the Form has returned
@@ -60,11 +67,18 @@ type waiter struct {
 // free one), and, for a loopback address on Linux, on the Unix socket
 // same-host peers dial instead (local.go). logger may be nil.
 func Listen(addr string, logger *slog.Logger) (*Listener, error) {
-	return listen(addr, logger, true)
+	return listen(addr, logger, true, nil)
 }
 
-// listen is Listen; without local, over TCP only.
-func listen(addr string, logger *slog.Logger, local bool) (*Listener, error) {
+// ListenTLS is Listen with every link, accepted here or dialed by its
+// Forms, mutual TLS with creds between workers of the job; nil creds is
+// Listen.
+func ListenTLS(addr string, logger *slog.Logger, creds *tlsid.Creds) (*Listener, error) {
+	return listen(addr, logger, true, creds)
+}
+
+// listen is ListenTLS; without local, over TCP only.
+func listen(addr string, logger *slog.Logger, local bool, creds *tlsid.Creds) (*Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("collective: listen on %s: %w", addr, err)
@@ -73,11 +87,13 @@ func listen(addr string, logger *slog.Logger, local bool) (*Listener, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Listener{
-		ln:      ln,
-		log:     logger,
-		newest:  math.MinInt64,
-		pending: make(map[net.Conn]struct{}),
-		done:    make(chan struct{}),
+		ln:       ln,
+		log:      logger,
+		creds:    creds,
+		refusals: tlsid.NewRefusals(logger),
+		newest:   math.MinInt64,
+		pending:  make(map[net.Conn]struct{}),
+		done:     make(chan struct{}),
 	}
 	if local {
 		l.local = listenLocal(ln.Addr().String())
@@ -157,18 +173,22 @@ func (l *Listener) acceptLoop(ln net.Listener) {
 
 // handshake reads a connection's hello, answers it and, when it is the
 // link a waiting Form expects, hands it over.
-func (l *Listener) handshake(c net.Conn) {
+func (l *Listener) handshake(raw net.Conn) {
 	defer l.wg.Done()
 	kept := false
 	defer func() {
 		l.mu.Lock()
-		delete(l.pending, c)
+		delete(l.pending, raw)
 		l.mu.Unlock()
 		if !kept {
-			_ = c.Close()
+			_ = raw.Close()
 		}
 	}()
-	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	_ = raw.SetDeadline(time.Now().Add(handshakeTimeout))
+	c, peer, err := l.secureAccept(raw)
+	if err != nil {
+		return
+	}
 	buf := make([]byte, helloLen)
 	if _, err := io.ReadFull(c, buf); err != nil {
 		l.log.Debug("collective: connection without a handshake", "remote", c.RemoteAddr(), "err", err)
@@ -180,7 +200,7 @@ func (l *Listener) handshake(c net.Conn) {
 		_ = writeReply(c, statusRefused, err.Error())
 		return
 	}
-	status, reason, w := l.route(h)
+	status, reason, w := l.route(h, peer)
 	if status == statusRefused {
 		l.log.Warn("collective: refused connection", "remote", c.RemoteAddr(),
 			"version", h.version, "from", h.from, "reason", reason)
@@ -208,7 +228,7 @@ func (l *Listener) handshake(c net.Conn) {
 // process has not started forming it yet) or the newest one not forming at
 // the moment (a Form about to be retried), and refused when it is older: a
 // late connection of a previous ring.
-func (l *Listener) route(h hello) (status byte, reason string, w *waiter) {
+func (l *Listener) route(h hello, peer *tlsid.Identity) (status byte, reason string, w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w = l.waiting
@@ -230,6 +250,9 @@ func (l *Listener) route(h hello) (status byte, reason string, w *waiter) {
 		return statusRefused, fmt.Sprintf("ring version %d: connection from rank %d, this member (rank %d) accepts rank %d only", h.version, h.from, w.rank, prev), nil
 	case w.filled:
 		return statusRefused, fmt.Sprintf("ring version %d: rank %d is already connected", h.version, h.from), nil
+	}
+	if why := checkDialer(peer, w, h.from); why != "" {
+		return statusRefused, fmt.Sprintf("ring version %d: %s", h.version, why), nil
 	}
 	w.filled = true
 	return statusOK, "", w
@@ -259,6 +282,7 @@ func (l *Listener) register(cfg Config) (*waiter, error) {
 		rank:    cfg.Rank,
 		world:   len(cfg.Peers),
 		peers:   peersHash(cfg.Peers),
+		peerIDs: cfg.PeerIDs,
 		conn:    make(chan net.Conn, 1),
 		stop:    make(chan error, 1),
 	}
@@ -316,7 +340,7 @@ func (l *Listener) Form(ctx context.Context, cfg Config) (*Ring, error) {
 	}
 	dialCh := make(chan dialed, 1)
 	go func() {
-		c, err := dialNext(ctx, cfg)
+		c, err := dialNext(ctx, cfg, l.creds)
 		dialCh <- dialed{c, err}
 	}()
 
@@ -366,7 +390,7 @@ func (l *Listener) Form(ctx context.Context, cfg Config) (*Ring, error) {
 
 // dialNext connects to the next member and handshakes, retrying until ctx
 // ends while the member is unreachable or not yet forming this version.
-func dialNext(ctx context.Context, cfg Config) (net.Conn, error) {
+func dialNext(ctx context.Context, cfg Config, creds *tlsid.Creds) (net.Conn, error) {
 	n := len(cfg.Peers)
 	next := (cfg.Rank + 1) % n
 	addr := cfg.Peers[next]
@@ -375,8 +399,10 @@ func dialNext(ctx context.Context, cfg Config) (net.Conn, error) {
 	backoff := minDialBackoff
 	var last error
 	for attempt := 1; ; attempt++ {
-		c, status, reason, err := handshakeDial(ctx, addr, h)
+		c, status, reason, err := handshakeDial(ctx, addr, h, creds, cfg)
 		switch {
+		case errors.Is(err, ErrRefused):
+			return nil, err
 		case err != nil:
 			last = err
 		case status == statusOK:
@@ -400,20 +426,25 @@ func dialNext(ctx context.Context, cfg Config) (net.Conn, error) {
 
 // handshakeDial makes one connection attempt. It returns the connection only
 // when the reply is statusOK.
-func handshakeDial(ctx context.Context, addr string, h hello) (net.Conn, byte, string, error) {
-	c, ok := dialLocal(ctx, addr)
+func handshakeDial(ctx context.Context, addr string, h hello, creds *tlsid.Creds, cfg Config) (net.Conn, byte, string, error) {
+	raw, ok := dialLocal(ctx, addr)
 	var err error
 	if !ok {
 		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp", addr)
+		raw, err = d.DialContext(ctx, "tcp", addr)
 	}
 	if err != nil {
 		return nil, 0, "", err
 	}
 	deadline, _ := ctx.Deadline() // Form always sets one
-	_ = c.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	_ = raw.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	c, err := secureDial(ctx, creds, raw, cfg, h.to)
+	if err != nil {
+		_ = raw.Close()
+		return nil, 0, "", err
+	}
 	if _, err := c.Write(h.marshal()); err != nil {
 		_ = c.Close()
 		return nil, 0, "", fmt.Errorf("send handshake: %w", err)

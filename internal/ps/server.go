@@ -24,6 +24,7 @@ import (
 	"elasticdl/internal/ps/shard"
 	"elasticdl/internal/roleflags"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
 )
@@ -80,6 +81,10 @@ type Config struct {
 	// the row an exported model gives an unseen id (see package export),
 	// and no table growth from the ids a served model is asked about.
 	FrozenTables bool
+
+	// Creds, when set, make the shard's port (direct connections and
+	// gRPC) and its local socket mutual TLS; nil: plaintext.
+	Creds *tlsid.Creds
 }
 
 // Server is one PS shard. It implements pserverpb.PserverServer.
@@ -629,7 +634,7 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 
 	// Workers push and pull over direct connections on the same port;
 	// everything else (and workers that ask for it) over gRPC.
-	mux := direct.NewMux(lis, s.DirectHandler(), s.log)
+	mux := direct.NewMuxTLS(lis, s.DirectHandler(), s.log, cfg.Creds)
 	// Workers on this host connect to a Unix socket instead (half TCP's
 	// per-byte cost on loopback); the name is this process's alone.
 	local := fmt.Sprintf("elasticdl-ps-%d-%d-%016x", cfg.Index, os.Getpid(), rand.Uint64())

@@ -25,6 +25,7 @@
 //	MAP=2 u64 bytes                  (re)map the memfd, bytes long
 //	FORM=3 i64 version, u32 rank, u32 timeout_ms, u32 npeers,
 //	       npeers × (u16 len, bytes)  form the ring (the live one is closed first)
+//	       [npeers × u32 worker_id]   optional: with TLS, each link's peer must prove it
 //	ALLREDUCE=4 i64 version, u64 offset, u64 count   (float32 elements of the mapping)
 //	BROADCAST=5 i64 version, u32 root, u64 offset, u64 count
 //	LEAVE=6                          close and drop the live ring

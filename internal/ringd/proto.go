@@ -50,6 +50,7 @@ type request struct {
 	rank      uint32 // FORM
 	timeout   time.Duration
 	peers     []string
+	ids       []int  // FORM: the peers' worker IDs, when given
 	root      uint32 // BROADCAST
 	offset    uint64 // ALLREDUCE, BROADCAST: in float32 elements
 	count     uint64
@@ -121,6 +122,9 @@ func (q request) marshal() []byte {
 			b = le.AppendUint16(b, uint16(len(p)))
 			b = append(b, p...)
 		}
+		for _, id := range q.ids {
+			b = le.AppendUint32(b, uint32(id))
+		}
 	case opAllReduce:
 		b = le.AppendUint64(b, uint64(q.version))
 		b = le.AppendUint64(b, q.offset)
@@ -158,6 +162,13 @@ func parseRequest(b []byte) (request, error) {
 		q.rank = d.u32()
 		q.timeout = time.Duration(d.u32()) * time.Millisecond
 		q.peers = d.strings(int(d.u32()))
+		// The peers' worker IDs follow, or nothing (older clients).
+		if len(d.b) > 0 && len(d.b) == 4*len(q.peers) {
+			q.ids = make([]int, len(q.peers))
+			for i := range q.ids {
+				q.ids[i] = int(d.u32())
+			}
+		}
 	case opAllReduce:
 		q.version = int64(d.u64())
 		q.offset, q.count = d.u64(), d.u64()

@@ -17,6 +17,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		{op: opMap, bytes: 1 << 33},
 		{op: opForm, version: -3, rank: 2, timeout: 1500 * time.Millisecond, peers: []string{"a:1", "", "127.0.0.1:70"}},
 		{op: opForm, version: 1 << 40, rank: 0, timeout: time.Millisecond, peers: []string{"x:9"}},
+		{op: opForm, version: 2, rank: 1, timeout: time.Second, peers: []string{"a:1", "b:2"}, ids: []int{7, 1 << 31}},
 		{op: opAllReduce, version: 7, offset: 3, count: 1 << 40},
 		{op: opBroadcast, version: 8, root: 4, offset: 5, count: 6},
 		{op: opLeave},
@@ -55,6 +56,8 @@ func TestRequestLayout(t *testing.T) {
 		want []byte
 	}{
 		{request{op: opForm, version: 5, rank: 1, timeout: 2500 * time.Millisecond, peers: []string{"a:1", "bb:2"}}, form},
+		{request{op: opForm, version: 5, rank: 1, timeout: 2500 * time.Millisecond, peers: []string{"a:1", "bb:2"}, ids: []int{4, 9}},
+			le.AppendUint32(le.AppendUint32(bytes.Clone(form), 4), 9)},
 		{request{op: opBroadcast, version: 6, root: 1, offset: 16, count: 32}, bcast},
 		{request{op: opSupersede, version: 2, closeLive: true}, []byte{8, 2, 0, 0, 0, 0, 0, 0, 0, 1}},
 		{request{op: opStats}, []byte{7}},

@@ -197,7 +197,7 @@ func (s *Server) form(ctx context.Context, q request) (status, []byte) {
 		s.entered(opForm)
 	}
 	ring, err := s.ln.Form(fctx, collective.Config{
-		Rank: int(q.rank), Peers: q.peers, Version: q.version, Timeout: q.timeout, Logger: s.log,
+		Rank: int(q.rank), Peers: q.peers, PeerIDs: q.ids, Version: q.version, Timeout: q.timeout, Logger: s.log,
 	})
 	s.mu.Lock()
 	s.cancelForm = nil

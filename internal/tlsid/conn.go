@@ -14,30 +14,32 @@ import (
 // On a Unix socket it first checks with SO_PEERCRED that the peer runs as
 // this process's user.
 func (c *Creds) ServerHandshake(ctx context.Context, conn net.Conn) (*tls.Conn, Identity, error) {
-	if err := checkPeerUID(conn); err != nil {
-		return nil, Identity{}, err
-	}
-	tc := tls.Server(conn, c.ServerConfig())
-	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, Identity{}, fmt.Errorf("%w: handshake with %s: %v", ErrUnauthenticated, conn.RemoteAddr(), err)
-	}
-	id, err := PeerIdentity(tc.ConnectionState())
-	if err != nil {
-		return nil, Identity{}, err
-	}
-	return tc, id, nil
+	return c.Handshake(ctx, conn, c.ServerConfig(), true)
 }
 
 // ClientHandshake runs the client side of a handshake with a server of
 // one of the roles accept, and returns the TLS connection and the
 // server's identity.
 func (c *Creds) ClientHandshake(ctx context.Context, conn net.Conn, accept ...Role) (*tls.Conn, Identity, error) {
+	return c.Handshake(ctx, conn, c.ClientConfig(accept...), false)
+}
+
+// Handshake is ServerHandshake (server) or ClientHandshake with cfg, one
+// of c's configurations that the caller changed (ALPN protocols).
+func (c *Creds) Handshake(ctx context.Context, conn net.Conn, cfg *tls.Config, server bool) (*tls.Conn, Identity, error) {
 	if err := checkPeerUID(conn); err != nil {
 		return nil, Identity{}, err
 	}
-	tc := tls.Client(conn, c.ClientConfig(accept...))
+	var tc *tls.Conn
+	if server {
+		tc = tls.Server(conn, cfg)
+	} else {
+		tc = tls.Client(conn, cfg)
+	}
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, Identity{}, fmt.Errorf("%w: handshake with %s: %v", ErrUnauthenticated, conn.RemoteAddr(), err)
+		// err stays in the chain: a caller tells a broken connection
+		// (retry) from a refused certificate.
+		return nil, Identity{}, fmt.Errorf("%w: handshake with %s: %w", ErrUnauthenticated, conn.RemoteAddr(), err)
 	}
 	id, err := PeerIdentity(tc.ConnectionState())
 	if err != nil {

@@ -2,9 +2,11 @@ package tlsid
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -157,4 +159,50 @@ func ServerOptions(c *Creds, p Policy, log *slog.Logger) []grpc.ServerOption {
 	}
 	r := NewRefusals(log)
 	return []grpc.ServerOption{ServerOption(c.LogRefusals(log)), grpc.ChainUnaryInterceptor(UnaryInterceptor(p, r)), grpc.ChainStreamInterceptor(StreamInterceptor(p, r))}
+}
+
+// Handshaken is a gRPC server's transport credentials for connections a
+// listener already ran the TLS handshake on (the PS's port, which serves
+// gRPC and the direct transport after one handshake): the handshake's
+// result is what handlers see, as with ServerOption's. A connection that
+// is not TLS is refused.
+func Handshaken() credentials.TransportCredentials { return handshaken{} }
+
+type handshaken struct{}
+
+// tlsConn is a connection after its handshake (*tls.Conn).
+type tlsConn interface {
+	net.Conn
+	ConnectionState() tls.ConnectionState
+}
+
+func (handshaken) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	tc, ok := conn.(tlsConn)
+	if !ok || !tc.ConnectionState().HandshakeComplete {
+		return nil, nil, fmt.Errorf("%w: %s did not connect over TLS", ErrUnauthenticated, conn.RemoteAddr())
+	}
+	return tc, credentials.TLSInfo{State: tc.ConnectionState(),
+		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}, nil
+}
+
+func (handshaken) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("tlsid: Handshaken credentials are a server's only")
+}
+
+func (handshaken) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls", SecurityVersion: "1.3"}
+}
+
+func (h handshaken) Clone() credentials.TransportCredentials { return h }
+
+func (handshaken) OverrideServerName(string) error { return nil }
+
+// HandshakenServerOptions are ServerOptions for a gRPC server behind a
+// listener that runs the handshake itself (Handshaken).
+func HandshakenServerOptions(c *Creds, p Policy, log *slog.Logger) []grpc.ServerOption {
+	if c == nil {
+		return []grpc.ServerOption{ServerOption(nil)}
+	}
+	r := NewRefusals(log)
+	return []grpc.ServerOption{grpc.Creds(Handshaken()), grpc.ChainUnaryInterceptor(UnaryInterceptor(p, r)), grpc.ChainStreamInterceptor(StreamInterceptor(p, r))}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/credentials"
+
 	"elasticdl/internal/tlsid"
 	"elasticdl/internal/tlsid/tlstest"
 )
@@ -254,5 +256,41 @@ func TestPeerUIDUnix(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Handshaken hands on a connection's completed handshake and refuses one
+// without TLS.
+func TestHandshaken(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, _, err := tlsid.Handshaken().ServerHandshake(a); !errors.Is(err, tlsid.ErrUnauthenticated) {
+		t.Errorf("a plain connection: %v, want ErrUnauthenticated", err)
+	}
+	job := tlstest.NewJob(t, "job")
+	server, client := job.Creds(tlsid.PS, 0), job.Creds(tlsid.Worker, 5)
+	got := make(chan error, 1)
+	go func() {
+		_, _, err := client.ClientHandshake(context.Background(), b, tlsid.PS)
+		got <- err
+	}()
+	tc, _, err := server.ServerHandshake(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	_, info, err := tlsid.Handshaken().ServerHandshake(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok {
+		t.Fatalf("auth info %T", info)
+	}
+	if id, err := tlsid.PeerIdentity(ti.State); err != nil || id != (tlsid.Identity{Job: "job", Role: tlsid.Worker, ID: 5}) {
+		t.Errorf("identity %v, %v", id, err)
 	}
 }

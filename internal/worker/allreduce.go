@@ -203,7 +203,7 @@ func (w *Worker) runAllReduce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := collective.Listen(w.cfg.CollectiveAddr, w.log)
+	ln, err := collective.ListenTLS(w.cfg.CollectiveAddr, w.log, w.cfg.Creds)
 	if err != nil {
 		return fmt.Errorf("--collective_addr: %w", err)
 	}

@@ -65,9 +65,9 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 			}
 			continue
 		}
-		peers, rank := make([]string, len(resp.Members)), -1
+		peers, ids, rank := make([]string, len(resp.Members)), make([]int, len(resp.Members)), -1
 		for i, m := range resp.Members {
-			peers[i] = m.Addr
+			peers[i], ids[i] = m.Addr, int(m.WorkerId)
 			if int(m.WorkerId) == w.cfg.WorkerID {
 				rank = i
 			}
@@ -75,7 +75,7 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 		if rank < 0 {
 			continue // formed without this worker: check in again
 		}
-		ring, err := w.form(ctx, collective.Config{Rank: rank, Peers: peers, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
+		ring, err := w.form(ctx, collective.Config{Rank: rank, Peers: peers, PeerIDs: ids, Version: resp.Version, Timeout: ringTimeout, Logger: w.log})
 		if err == nil {
 			ar.ring, ar.leaveFlag = ring, false
 			if resp.Version >= ar.latest.version {

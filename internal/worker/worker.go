@@ -24,6 +24,7 @@ import (
 
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/model"
 	"elasticdl/nn"
 	"elasticdl/proto/masterpb"
@@ -51,6 +52,9 @@ type Config struct {
 	// ring (see allreduce.go), listening for its peers on CollectiveAddr.
 	AllReduce      bool
 	CollectiveAddr string
+	// Creds, when set, make the ring's links mutual TLS between the job's
+	// workers (collective.ListenTLS); nil: plaintext.
+	Creds *tlsid.Creds
 	// Optimizer overrides the model's optimizer spec (AllReduce).
 	Optimizer string
 	// GlobalBatch is the records of one AllReduce step across the ring,

@@ -176,7 +176,8 @@ class Member:
             if not ranks:
                 continue  # formed without this worker: check in again
             try:
-                self.ring.form(resp.version, ranks[0], peers, RING_TIMEOUT)
+                self.ring.form(resp.version, ranks[0], peers, RING_TIMEOUT,
+                               worker_ids=[m.worker_id for m in resp.members])
                 self.version, self.rank, self.size = resp.version, ranks[0], len(peers)
                 self.leave_flag, self.last_report = False, 0.0
                 self.ring_lineage = resp.lineage

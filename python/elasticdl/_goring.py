@@ -102,13 +102,17 @@ class GoRing:
             return np.zeros(0, dtype=np.float32)
         return np.frombuffer(self._mm, dtype=np.float32, count=n)
 
-    def form(self, version, rank, peers, timeout_s):
+    def form(self, version, rank, peers, timeout_s, worker_ids=None):
         """Forms ring ``version`` as ``rank`` of ``peers`` (every member's addr,
-        in ring order); closes the live ring first. Raises RingBroken."""
+        in ring order); closes the live ring first. ``worker_ids``, the peers'
+        worker IDs, let a TLS ring check who each neighbour is. Raises
+        RingBroken."""
         body = struct.pack("<BqIII", _FORM, version, rank, max(1, round(timeout_s * 1000)), len(peers))
         for p in peers:
             b = p.encode()
             body += struct.pack("<H", len(b)) + b
+        if worker_ids is not None:
+            body += struct.pack("<%dI" % len(worker_ids), *worker_ids)
         self._call(self._data, body)
 
     def allreduce(self, version, offset, count):

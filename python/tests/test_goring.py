@@ -46,8 +46,8 @@ class GoRingTest(unittest.TestCase):
         futures = [self.pool.submit(fn, r, ring) for r, ring in enumerate(self.rings)]
         return [f.result(timeout=GUARD_S) for f in futures]
 
-    def form(self, version):
-        self.on_both(lambda r, ring: ring.form(version, r, self.peers, RING_TIMEOUT_S))
+    def form(self, version, worker_ids=None):
+        self.on_both(lambda r, ring: ring.form(version, r, self.peers, RING_TIMEOUT_S, worker_ids=worker_ids))
 
     def test_collectives(self):
         self.form(1)
@@ -108,7 +108,7 @@ class GoRingTest(unittest.TestCase):
         self.assertIn("superseded by version 2", msg)
         self.assertLess(took, RING_TIMEOUT_S / 4)
 
-        self.form(2)
+        self.form(2, worker_ids=[0, 1])  # FORM with the members' IDs (checked with TLS only)
         bufs = [r.buffer(1000) for r in self.rings]
         for r, buf in enumerate(bufs):
             buf[:] = r + 1

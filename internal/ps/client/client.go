@@ -137,7 +137,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 		conn.Connect() // start connecting now rather than on the first call
 		s := &shardConn{index: i, addr: addr, conn: conn, rpc: pserverpb.NewPserverClient(conn), version: -1}
 		if _, _, err := net.SplitHostPort(addr); err == nil && !o.grpcOnly {
-			s.direct = direct.NewClient(addr)
+			s.direct = direct.NewClientTLS(addr, o.creds)
 			if o.noSharedMemory {
 				s.direct.NoSharedMemory()
 			}

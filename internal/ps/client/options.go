@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"elasticdl/internal/tlsid"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -19,7 +20,12 @@ type options struct {
 	dtype                  pserverpb.DType
 	grpcOnly               bool
 	noSharedMemory         bool // tests: local direct connections without a shared region
+	creds                  *tlsid.Creds
 }
+
+// WithCreds makes the direct connections to the shards mutual TLS with
+// creds (nil: plaintext); gRPC's credentials are WithDialOptions'.
+func WithCreds(creds *tlsid.Creds) Option { return func(o *options) { o.creds = creds } }
 
 // WithGRPCOnly makes gradient pushes and parameter pulls go over gRPC
 // like every other call, instead of over direct connections (package

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"elasticdl/internal/tlsid"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -38,7 +39,10 @@ const (
 type Client struct {
 	addr   string
 	dialer net.Dialer
-	bufs   bufferPool
+	// creds, when set, open every connection with a mutual TLS handshake
+	// with a PS.
+	creds *tlsid.Creds
+	bufs  bufferPool
 
 	mu          sync.Mutex
 	idle        []*clientConn
@@ -55,8 +59,12 @@ type Client struct {
 
 // NewClient returns a client of the server at addr (host:port); it
 // connects on the first call.
-func NewClient(addr string) *Client {
-	return &Client{addr: addr, dialer: net.Dialer{
+func NewClient(addr string) *Client { return NewClientTLS(addr, nil) }
+
+// NewClientTLS is NewClient over mutual TLS with creds to a server of
+// role PS (a Mux of NewMuxTLS); nil creds is NewClient.
+func NewClientTLS(addr string, creds *tlsid.Creds) *Client {
+	return &Client{addr: addr, creds: creds, dialer: net.Dialer{
 		// A server that vanished without closing (node lost) is noticed
 		// within about a minute, as gRPC's keepalive would.
 		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 30 * time.Second, Interval: 10 * time.Second, Count: 3},
@@ -139,13 +147,14 @@ func (r *localRoute) keeps(local bool) bool { return local || r.name == "" }
 
 // clientConn is one connection and its framer.
 type clientConn struct {
-	conn  net.Conn
-	f     *framer
-	local bool // on the server's local socket
+	// conn carries the frames: raw, or the TLS connection over it.
+	conn, raw net.Conn
+	f         *framer
+	local     bool // on the server's local socket
 }
 
 func (cc *clientConn) close() {
-	cc.conn.Close()
+	cc.raw.Close()
 	unmapRegion(cc.f.shared)
 	cc.f.shared = nil
 }
@@ -222,6 +231,9 @@ func (c *Client) connError(ctx context.Context, err error) error {
 	if errors.Is(err, errProtocol) {
 		return status.Errorf(codes.Internal, "direct %s: %v", c.addr, err)
 	}
+	if c.creds != nil && refused(err) {
+		return status.Errorf(codes.Unauthenticated, "direct %s: %v", c.addr, err)
+	}
 	return status.Errorf(codes.Unavailable, "direct %s: %v", c.addr, err)
 }
 
@@ -247,17 +259,9 @@ func (c *Client) get(ctx context.Context, need int) (*clientConn, error) {
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
 	defer cancel()
 	if local != "" {
-		conn, err := c.dialer.DialContext(hctx, "unix", "@"+local)
+		cc, err := c.dialLocal(hctx, local, need)
 		if err == nil {
-			if _, err = c.handshake(hctx, conn); err == nil {
-				var shared []byte
-				if shared, err = c.lendRegion(hctx, conn.(*net.UnixConn), need); err == nil {
-					cc := &clientConn{conn: conn, f: newFramer(conn, &c.bufs), local: true}
-					cc.f.shared = shared
-					return cc, nil
-				}
-			}
-			conn.Close()
+			return cc, nil
 		}
 		if ctx.Err() != nil {
 			return nil, c.connError(ctx, err)
@@ -266,13 +270,46 @@ func (c *Client) get(ctx context.Context, need int) (*clientConn, error) {
 		c.route.unreachable(local)
 		c.mu.Unlock()
 	}
-	conn, err := c.dialer.DialContext(hctx, "tcp", c.addr)
+	return c.dialTCP(ctx, hctx)
+}
+
+// dialLocal connects to the server's local socket, lending it a shared
+// region for contents of need bytes.
+func (c *Client) dialLocal(ctx context.Context, local string, need int) (*clientConn, error) {
+	raw, err := c.dialer.DialContext(ctx, "unix", "@"+local)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := c.secure(ctx, raw)
+	if err == nil {
+		if _, err = c.handshake(ctx, conn); err == nil {
+			// The region's fd travels beside TLS, on the socket itself.
+			var shared []byte
+			if shared, err = c.lendRegion(ctx, raw.(*net.UnixConn), need); err == nil {
+				cc := &clientConn{conn: conn, raw: raw, f: newFramer(conn, &c.bufs), local: true}
+				cc.f.shared = shared
+				return cc, nil
+			}
+		}
+	}
+	raw.Close()
+	return nil, err
+}
+
+// dialTCP connects to the server's port; hctx is ctx bounded by
+// handshakeTimeout.
+func (c *Client) dialTCP(ctx, hctx context.Context) (*clientConn, error) {
+	raw, err := c.dialer.DialContext(hctx, "tcp", c.addr)
 	if err != nil {
 		return nil, c.connError(ctx, err)
 	}
-	name, err := c.handshake(hctx, conn)
+	conn, err := c.secure(hctx, raw)
+	var name string
+	if err == nil {
+		name, err = c.handshake(hctx, conn)
+	}
 	if err != nil {
-		conn.Close()
+		raw.Close()
 		if errors.Is(err, ErrUnsupported) {
 			c.mu.Lock()
 			c.unsupported = true
@@ -284,7 +321,20 @@ func (c *Client) get(ctx context.Context, need int) (*clientConn, error) {
 	c.mu.Lock()
 	c.route.told(name)
 	c.mu.Unlock()
-	return &clientConn{conn: conn, f: newFramer(conn, &c.bufs)}, nil
+	return &clientConn{conn: conn, raw: raw, f: newFramer(conn, &c.bufs)}, nil
+}
+
+// secure runs the TLS handshake on a new connection when the client has
+// credentials, and returns the connection to send frames on.
+func (c *Client) secure(ctx context.Context, raw net.Conn) (net.Conn, error) {
+	if c.creds == nil {
+		return raw, nil
+	}
+	tc, err := clientHandshake(ctx, c.creds, raw)
+	if err != nil {
+		return nil, err
+	}
+	return tc, nil
 }
 
 // handshake sends the preface and reads the server's hello: the preface

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"elasticdl/internal/tlsid"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -43,6 +44,8 @@ const sniffTimeout = 10 * time.Second
 type Mux struct {
 	lis net.Listener
 	h   Handler
+	// sec is the mutual TLS every connection starts with; nil: plaintext.
+	sec *muxTLS
 	// local is the Unix socket direct connections may also use (see
 	// ServeLocal); localName its name, told to every direct client.
 	local     net.Listener
@@ -63,14 +66,21 @@ type Mux struct {
 	wg    sync.WaitGroup
 }
 
-// NewMux starts accepting on lis, which Mux now owns.
+// NewMux starts accepting on lis, which Mux now owns: plaintext.
 func NewMux(lis net.Listener, h Handler, log *slog.Logger) *Mux {
+	return NewMuxTLS(lis, h, log, nil)
+}
+
+// NewMuxTLS is NewMux with every connection (TCP and local) opening with
+// a mutual TLS handshake with creds; nil creds is NewMux. The gRPC server
+// that Serves the Mux then takes tlsid.Handshaken() credentials.
+func NewMuxTLS(lis net.Listener, h Handler, log *slog.Logger, creds *tlsid.Creds) *Mux {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Mux{lis: lis, h: h, log: log, ctx: ctx, stop: stop, grpcConns: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[*serverConn]struct{}{}}
+		closed: make(chan struct{}), conns: map[*serverConn]struct{}{}, sec: newMuxTLS(creds, log)}
 	m.wg.Add(1)
 	go m.acceptLoop(lis, true)
 	return m
@@ -125,12 +135,29 @@ func (m *Mux) acceptLoop(lis net.Listener, main bool) {
 
 // route reads the connection's first bytes: the direct preface makes it a
 // direct connection, anything else goes to gRPC with those bytes first.
-func (m *Mux) route(c net.Conn) {
+// With TLS, that is after the handshake, and gRPC's ALPN protocol (h2)
+// goes to gRPC at once.
+func (m *Mux) route(raw net.Conn) {
 	defer m.wg.Done()
-	sc := &serverConn{conn: c}
+	sc := &serverConn{conn: raw, raw: raw}
 	if !m.track(sc) {
-		c.Close()
+		raw.Close()
 		return
+	}
+	c := raw
+	if m.sec != nil {
+		tc, id, err := m.sec.handshake(m.ctx, raw)
+		if err != nil {
+			m.untrack(sc)
+			raw.Close()
+			return
+		}
+		c, sc.conn, sc.peer = tc, tc, &id
+		if tc.ConnectionState().NegotiatedProtocol == alpnGRPC {
+			m.untrack(sc)
+			m.toGRPC(tc)
+			return
+		}
 	}
 	buf := make([]byte, len(Preface))
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
@@ -141,9 +168,13 @@ func (m *Mux) route(c net.Conn) {
 		return
 	}
 	m.untrack(sc)
-	conn := net.Conn(&prefixConn{Conn: c, prefix: buf[:n]})
+	m.toGRPC(&prefixConn{Conn: c, prefix: buf[:n]})
+}
+
+// toGRPC hands a connection to Accept.
+func (m *Mux) toGRPC(c net.Conn) {
 	select {
-	case m.grpcConns <- conn:
+	case m.grpcConns <- c:
 	case <-m.closed:
 		c.Close()
 	}
@@ -210,7 +241,7 @@ func (m *Mux) Stop(grace time.Duration) {
 	m.stop()
 	m.mu.Lock()
 	for sc := range m.conns {
-		sc.conn.Close()
+		sc.raw.Close()
 	}
 	m.mu.Unlock()
 }
@@ -231,7 +262,11 @@ func (m *Mux) shut(err error) {
 
 // serverConn is one direct connection being served.
 type serverConn struct {
-	conn net.Conn
+	// conn carries the frames: raw, or the TLS connection over it. Only
+	// raw is closed from other goroutines.
+	conn, raw net.Conn
+	// peer is the client's proven identity; nil without TLS.
+	peer *tlsid.Identity
 	mu   sync.Mutex
 	busy bool // answering a request
 	done bool // close after the answer
@@ -242,7 +277,7 @@ func (sc *serverConn) closeIdle() {
 	defer sc.mu.Unlock()
 	sc.done = true
 	if !sc.busy {
-		sc.conn.Close()
+		sc.raw.Close()
 	}
 }
 
@@ -259,7 +294,9 @@ func (m *Mux) serve(sc *serverConn) {
 	c := sc.conn
 	defer func() {
 		m.untrack(sc)
-		c.Close()
+		// Without TLS's close_notify, whose write could wait on a client
+		// that stopped reading.
+		sc.raw.Close()
 	}()
 	m.mu.Lock()
 	name := m.localName
@@ -269,7 +306,9 @@ func (m *Mux) serve(sc *serverConn) {
 	}
 	f := newFramer(c, &m.bufs)
 	defer f.releaseRecv()
-	if uc, ok := c.(*net.UnixConn); ok {
+	// The region's fd travels on the socket itself, beside TLS: each side
+	// waits for the other's answer, so TLS never reads past its records.
+	if uc, ok := sc.raw.(*net.UnixConn); ok {
 		mem, refused, err := acceptRegion(uc)
 		if err != nil {
 			return
@@ -292,7 +331,7 @@ func (m *Mux) serve(sc *serverConn) {
 		if !sc.setBusy(true) {
 			return
 		}
-		err = m.answer(f, k, hdr, contents)
+		err = m.answer(f, sc.peer, k, hdr, contents)
 		f.releaseRecv()
 		if !sc.setBusy(false) || err != nil {
 			if err != nil {
@@ -305,7 +344,7 @@ func (m *Mux) serve(sc *serverConn) {
 
 // answer handles one request and writes its answer; an error is the
 // connection's (a broken frame, a failed write).
-func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
+func (m *Mux) answer(f *framer, peer *tlsid.Identity, k kind, hdr []byte, contents [][]byte) error {
 	var out *[]byte
 	if f.shared != nil {
 		region := f.shared[:0]
@@ -332,6 +371,9 @@ func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
 			return err
 		}
 		var r *pserverpb.PushGradientsResponse
+		if err = m.sec.authorize(peer, kindPush, req); err != nil {
+			break
+		}
 		if r, err = m.h.Push(m.ctx, req, out); err == nil {
 			resp, tensors = r, r.GetDenseParameters()
 		}
@@ -344,6 +386,9 @@ func (m *Mux) answer(f *framer, k kind, hdr []byte, contents [][]byte) error {
 			return err
 		}
 		var r *pserverpb.PullDenseParametersResponse
+		if err = m.sec.authorize(peer, kindPull, req); err != nil {
+			break
+		}
 		if r, err = m.h.Pull(m.ctx, req, out); err == nil {
 			resp, tensors = r, r.GetDenseParameters()
 		}
