@@ -58,6 +58,11 @@ func runWorker(ctx context.Context, env Env, args []string) error {
 		cfg.TransportDType = pserverpb.DType_BFLOAT16
 	}
 	logger := newLogger(env.Stderr, slog.LevelInfo)
+	creds, err := roleCreds(logger)
+	if err != nil {
+		return err
+	}
+	cfg.Creds = creds
 	w, err := worker.New(cfg, env.Registry, logger)
 	if err != nil {
 		return usageError{err}
@@ -110,6 +115,9 @@ func runPS(ctx context.Context, env Env, args []string) error {
 		LiveWorkers:           f.LiveWorkers,
 		LRStalenessModulation: f.LRStalenessModulation,
 		FrozenTables:          f.FrozenTables,
+	}
+	if cfg.Creds, err = roleCreds(logger); err != nil {
+		return err
 	}
 	if f.MetricsAddr != "" {
 		cfg.Registry = prometheus.NewRegistry()

@@ -259,7 +259,7 @@ func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.
 	if m.notify == nil {
 		m.notify = nopNotifier{}
 	}
-	m.live = newLiveSender(logger)
+	m.live = newLiveSender(logger, m.tls.Creds())
 	m.observe.history = openHistory(deps.History, &cfg, resuming, logger)
 	m.observe.board = newBoard(deps.Dashboard, logger)
 	return m, nil

@@ -14,6 +14,7 @@ import (
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps/client"
 	"elasticdl/internal/roleflags"
+	"elasticdl/internal/tlsid"
 )
 
 // step feeds one event to the core and carries out what it decided: under
@@ -339,7 +340,7 @@ func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
 	found := job.AppliedFound{Gen: c.Gen, Reshard: c.Reshard}
 	start := time.Now()
 	addrs, _ := m.psAddrs()
-	found.Shards, found.Err = appliedMinibatches(ctx, addrs, c)
+	found.Shards, found.Err = appliedMinibatches(ctx, addrs, c, m.tls.Creds())
 	if ctx.Err() != nil {
 		return // the master is stopping
 	}
@@ -354,10 +355,10 @@ func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
 	m.step(ctx, found)
 }
 
-func appliedMinibatches(ctx context.Context, addrs []string, c job.CheckApplied) ([]job.ShardMinibatches, error) {
+func appliedMinibatches(ctx context.Context, addrs []string, c job.CheckApplied, creds *tlsid.Creds) ([]job.ShardMinibatches, error) {
 	ctx, cancel := context.WithTimeout(ctx, checkAppliedTimeout)
 	defer cancel()
-	cl, err := client.Dial(ctx, addrs)
+	cl, err := client.Dial(ctx, addrs, client.WithCreds(creds))
 	if err != nil {
 		return nil, err
 	}
@@ -393,12 +394,15 @@ type liveUpdate struct {
 // order the core decided them (each carries a higher generation anyway).
 type liveSender struct {
 	log     *slog.Logger
+	creds   *tlsid.Creds
 	mu      sync.Mutex
 	pending []liveUpdate
 	running bool
 }
 
-func newLiveSender(log *slog.Logger) *liveSender { return &liveSender{log: log} }
+func newLiveSender(log *slog.Logger, creds *tlsid.Creds) *liveSender {
+	return &liveSender{log: log, creds: creds}
+}
 
 func (s *liveSender) send(u liveUpdate) {
 	u.addrs = slices.Clone(u.addrs)
@@ -422,16 +426,16 @@ func (s *liveSender) drain() {
 		u := s.pending[0]
 		s.pending = s.pending[1:]
 		s.mu.Unlock()
-		if err := setLiveWorkers(context.Background(), u.addrs, u.Live, u.Gen, u.Flush); err != nil {
+		if err := setLiveWorkers(context.Background(), u.addrs, u.Live, u.Gen, u.Flush, s.creds); err != nil {
 			s.log.Warn("telling the PS the live workers", "live", u.Live, "flush", u.Flush, "err", err)
 		}
 	}
 }
 
-func setLiveWorkers(ctx context.Context, addrs []string, live int, gen int64, flush bool) error {
+func setLiveWorkers(ctx context.Context, addrs []string, live int, gen int64, flush bool, creds *tlsid.Creds) error {
 	ctx, cancel := context.WithTimeout(ctx, liveWorkersTimeout)
 	defer cancel()
-	c, err := client.Dial(ctx, addrs)
+	c, err := client.Dial(ctx, addrs, client.WithCreds(creds))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/proto/pserverpb"
 )
 
@@ -129,7 +130,7 @@ func (s *Server) gather(ctx context.Context, sources []string, n int) ([]*pserve
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[i], errs[i] = exportFrom(ctx, addr, req)
+			parts[i], errs[i] = exportFrom(ctx, addr, req, s.creds)
 		}()
 	}
 	wg.Wait()
@@ -146,11 +147,11 @@ func (s *Server) gather(ctx context.Context, sources []string, n int) ([]*pserve
 }
 
 // exportFrom asks the shard at addr for a part.
-func exportFrom(ctx context.Context, addr string, req *pserverpb.ExportShardRequest) (*pserverpb.Checkpoint, error) {
+func exportFrom(ctx context.Context, addr string, req *pserverpb.ExportShardRequest, creds *tlsid.Creds) (*pserverpb.Checkpoint, error) {
 	if addr == "" {
 		return nil, errors.New("no address")
 	}
-	conn, err := grpc.NewClient(addr, rpc.DialOptions(nil)...)
+	conn, err := grpc.NewClient(addr, rpc.DialOptions(creds, tlsid.PS)...)
 	if err != nil {
 		return nil, err
 	}

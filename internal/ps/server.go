@@ -98,10 +98,11 @@ type Server struct {
 	opt          optimizer.Optimizer
 	rule         optimizer.RowOptimizer // opt's row-wise form, for embedding tables; nil if none
 	log          *slog.Logger
-	metrics      *metrics // nil when disabled
-	saver        *saver   // nil when checkpointing is off
-	lrModulation bool     // async: lr scaled by 1/staleness
-	frozenTables bool     // pulls of absent ids read zeros (Config.FrozenTables)
+	metrics      *metrics     // nil when disabled
+	saver        *saver       // nil when checkpointing is off
+	lrModulation bool         // async: lr scaled by 1/staleness
+	frozenTables bool         // pulls of absent ids read zeros (Config.FrozenTables)
+	creds        *tlsid.Creds // dials the shards a re-shard gathers from
 
 	// sync is nil in async mode; syncMu guards it and, in sync mode,
 	// serializes every version bump.
@@ -173,6 +174,7 @@ func NewServer(cfg Config) (*Server, error) {
 		applied:      newAppliedSet(),
 		run:          cfg.Run,
 		frozenTables: cfg.FrozenTables,
+		creds:        cfg.Creds,
 	}
 	s.restored.version = -1
 	s.shards.Store(int32(cfg.NumPS))
@@ -625,7 +627,7 @@ func Serve(ctx context.Context, lis net.Listener, cfg Config) error {
 		return err
 	}
 	defer s.Close()
-	g := grpc.NewServer(rpc.ServerOptions()...)
+	g := grpc.NewServer(append(rpc.ServerOptions(), tlsid.HandshakenServerOptions(cfg.Creds, Policy(), s.log)...)...)
 	s.Register(g)
 	s.log.Info("serving", "addr", lis.Addr().String(), "shards", s.numShards(), "optimizer", s.opt.String(),
 		"version", s.Version(), "checkpoint_dir", cfg.CheckpointDir, "checkpoint_steps", cfg.CheckpointSteps,

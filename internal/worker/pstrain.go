@@ -295,7 +295,7 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 
 // psOptions are the PS client's options for this worker's flags.
 func (w *Worker) psOptions() []client.Option {
-	opts := []client.Option{client.WithTransportDType(w.cfg.TransportDType)}
+	opts := []client.Option{client.WithTransportDType(w.cfg.TransportDType), client.WithCreds(w.cfg.Creds)}
 	if w.cfg.PSOverGRPC {
 		opts = append(opts, client.WithGRPCOnly())
 	}

@@ -185,7 +185,7 @@ func New(cfg Config, reg *model.Registry, logger *slog.Logger) (*Worker, error) 
 // master decides whether to relaunch it).
 func (w *Worker) Run(ctx context.Context) error {
 	link := &masterLink{addr: w.cfg.MasterAddr, timeout: w.cfg.MasterTimeout, log: w.log}
-	opts := append(rpc.DialOptions(nil), grpc.WithChainUnaryInterceptor(link.retryUnavailable))
+	opts := append(rpc.DialOptions(w.cfg.Creds, tlsid.Master), grpc.WithChainUnaryInterceptor(link.retryUnavailable))
 	conn, err := grpc.NewClient(w.cfg.MasterAddr, opts...)
 	if err != nil {
 		return fmt.Errorf("connect to master %s: %w", w.cfg.MasterAddr, err)

@@ -55,6 +55,7 @@ import (
 
 	"elasticdl/internal/ps/direct"
 	"elasticdl/internal/rpc"
+	"elasticdl/internal/tlsid"
 	"elasticdl/internal/wire"
 	"elasticdl/nn"
 	"elasticdl/proto/pserverpb"
@@ -126,7 +127,7 @@ func Dial(ctx context.Context, addrs []string, opts ...Option) (*Client, error) 
 	if err := wire.CheckDType(o.dtype); err != nil {
 		return nil, fmt.Errorf("ps client: transport: %w", err)
 	}
-	dialOpts := append(rpc.DialOptions(nil), o.dialOpts...)
+	dialOpts := append(rpc.DialOptions(o.creds, tlsid.PS), o.dialOpts...)
 	c := &Client{opts: o}
 	for i, addr := range addrs {
 		conn, err := grpc.NewClient(addr, dialOpts...)
