@@ -268,7 +268,8 @@ func (w *Worker) modelledMinibatch(ctx context.Context, n int, key *pserverpb.Mi
 	return nil
 }
 
-// followLayout re-connects to the PS when a task comes with other PS
+// followLayout registers the model with the PS of the first task's
+// layout, and re-connects to the PS when a task comes with other PS
 // addresses than the worker's (the job re-sharded its PS: the master
 // hands out no task until every shard serves the new layout). The new
 // client knows nothing of the shards: its next pull fetches everything,
@@ -276,6 +277,13 @@ func (w *Worker) modelledMinibatch(ctx context.Context, n int, key *pserverpb.Mi
 // initialized: they keep their parameters).
 func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskResponse) error {
 	if len(resp.PsAddrs) == 0 || slices.Equal(resp.PsAddrs, w.cfg.PSAddrs) {
+		if w.registered {
+			return nil
+		}
+		if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
+			return fmt.Errorf("push initial model: %w", err)
+		}
+		w.registered = true
 		return nil
 	}
 	c, err := client.Dial(ctx, resp.PsAddrs, w.psOptions()...)
@@ -289,7 +297,7 @@ func (w *Worker) followLayout(ctx context.Context, resp *masterpb.GetTaskRespons
 	w.log.Info("parameter servers re-sharded: routing by the new layout", "layout", resp.PsLayout, "from", len(w.cfg.PSAddrs), "to", len(resp.PsAddrs))
 	w.ps.Close()
 	w.ps, w.cfg.PSAddrs = c, slices.Clone(resp.PsAddrs)
-	w.fresh = false
+	w.fresh, w.registered = false, true
 	return nil
 }
 

@@ -119,6 +119,9 @@ type Worker struct {
 	// fresh: the parameters in hand are what the shards answered the last
 	// push with (async SGD), so the next task starts without a pull.
 	fresh bool
+	// registered: the model went to the PS of the current layout (with
+	// the first task: followLayout).
+	registered bool
 	// shuffleSpare is the features buffer of the last task shuffled (a
 	// PS job's), where the next task's shuffle gathers its records.
 	shuffleSpare []float32
@@ -212,9 +215,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("connect to parameter servers: %w", err)
 	}
 	defer func() { w.ps.Close() }() // the client of the last layout
-	if err := w.ps.PushModel(ctx, w.params, w.tables...); err != nil {
-		return fmt.Errorf("push initial model: %w", err)
-	}
+	// The model goes to the PS with the first task (followLayout), whose
+	// answer names the job's current layout: a worker launched while the
+	// PS re-shard was given the layout being retired.
 	return w.withHeartbeat(ctx, w.loop)
 }
 
