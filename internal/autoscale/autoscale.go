@@ -4,7 +4,9 @@
 // job. Training fills the capacity that other pods leave, shared max-min
 // fairly between jobs, and gives it back before the scheduler has to
 // preempt: pods waiting to be scheduled that are not training workers
-// (an online service growing) are placed first.
+// (an online service growing) are placed first. DecideRemaining sizes the
+// jobs by their remaining work and speed-up (FitSpeedup) instead, through
+// the same decision; package sim compares the two on a trace.
 //
 // The decision simulates placement node by node (first fit, among the
 // nodes a pod's node selector allows), so that a worker is only counted
@@ -210,13 +212,18 @@ func (d *decider) minimums() {
 // fairShare gives the rest one worker at a time to the job of smallest
 // share, until every job is at its maximum or has a reason to stop.
 func (d *decider) fairShare() {
+	// Each job's share, kept up to date: only the one that grew changes.
+	sh := make([]float64, len(d.jobs))
+	for i := range d.jobs {
+		sh[i] = d.share(i)
+	}
 	for {
 		best := -1
 		for i := range d.jobs {
 			if d.out[i].Reason != "" {
 				continue
 			}
-			if best < 0 || d.share(i) < d.share(best) {
+			if best < 0 || sh[i] < sh[best] {
 				best = i
 			}
 		}
@@ -236,6 +243,7 @@ func (d *decider) fairShare() {
 		d.fairAll[n] = d.fairAll[n].Add(j.Worker)
 		d.out[best].Target++
 		d.out[best].Placed++
+		sh[best] = d.share(best)
 		if d.out[best].Target >= j.Max {
 			d.out[best].Reason = ReasonMax
 		}
@@ -327,17 +335,26 @@ func newRoom(nodes []Node, jobs []Job) *room {
 			r.total = r.total.Add(n.Allocatable)
 		}
 	}
-	claims := map[string]int{}
-	for _, n := range r.order {
+	// Counted by index, not by name: this runs nodes × jobs times.
+	type claimed struct {
+		n      Node
+		claims int
+	}
+	cs := make([]claimed, len(r.order))
+	for i, n := range r.order {
+		cs[i].n = n
 		for _, j := range jobs {
 			if j.NodeSelector.matches(n) {
-				claims[n.Name]++
+				cs[i].claims++
 			}
 		}
 	}
-	slices.SortFunc(r.order, func(a, b Node) int {
-		return cmp.Or(cmp.Compare(claims[a.Name], claims[b.Name]), cmp.Compare(a.Name, b.Name))
+	slices.SortFunc(cs, func(a, b claimed) int {
+		return cmp.Or(cmp.Compare(a.claims, b.claims), cmp.Compare(a.n.Name, b.n.Name))
 	})
+	for i, c := range cs {
+		r.order[i] = c.n
+	}
 	r.free = make([]Resources, len(r.order))
 	r.waiting = make([]Resources, len(r.order))
 	r.at = make(map[string]int, len(r.order))

@@ -1,0 +1,124 @@
+package autoscale
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+)
+
+// known is a job's work: remaining records at base records/s per worker
+// and exponent p, running cur workers.
+func known(remaining, base, p float64, cur int) Work {
+	return Work{Remaining: remaining, Speedup: Speedup{Base: base, Exponent: p}, Known: true, Current: cur}
+}
+
+func TestDecideRemaining(t *testing.T) {
+	four := func(lo, hi int) []Job {
+		return []Job{job("a", lo, hi, 1000), job("b", lo, hi, 1000), job("c", lo, hi, 1000), job("d", lo, hi, 1000)}
+	}
+	manySmall := func() ([]Job, []Work) {
+		js := []Job{job("huge", 1, 32, 1000)}
+		ws := []Work{known(1e9, 100, 0.8, 0)}
+		for _, k := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7"} {
+			js = append(js, job(k, 1, 32, 1000))
+			ws = append(ws, known(1e5, 100, 0.8, 0))
+		}
+		return js, ws
+	}
+	bigJobs, bigWork := manySmall()
+	cases := []struct {
+		name string
+		s    Snapshot
+		work []Work
+		opt  RemainingOptions
+		want []int
+	}{
+		{"one job: all it may use", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 10, 1000)}},
+			[]Work{known(1e6, 100, 0.7, 0)}, RemainingOptions{}, []int{10}},
+		{"one job, size unknown", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 32, 1000)}},
+			[]Work{{Remaining: -1}}, RemainingOptions{}, []int{16}},
+		{"equal jobs: equal shares", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16)},
+			slices.Repeat([]Work{known(1e6, 100, 0.7, 0)}, 4), RemainingOptions{}, []int{4, 4, 4, 4}},
+		{"shorter gets more", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16)},
+			[]Work{known(4e6, 100, 0.5, 0), known(3e6, 100, 0.5, 0), known(2e6, 100, 0.5, 0), known(1e6, 100, 0.5, 0)},
+			RemainingOptions{}, []int{1, 3, 5, 7}},
+		{"fairness bounds the fall", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16)},
+			[]Work{known(4e6, 100, 0.5, 0), known(3e6, 100, 0.5, 0), known(2e6, 100, 0.5, 0), known(1e6, 100, 0.5, 0)},
+			RemainingOptions{Fairness: 0.75}, []int{3, 3, 4, 6}},
+		{"one huge, many small: the huge one keeps its floor", Snapshot{Nodes: nodes(8, 4000), Jobs: bigJobs},
+			bigWork, RemainingOptions{}, []int{1, 5, 5, 5, 4, 4, 4, 4}},
+		{"one huge, many small, fairness 0.5: the huge one keeps half its fair share", Snapshot{Nodes: nodes(8, 4000), Jobs: bigJobs},
+			bigWork, RemainingOptions{Fairness: 0.5}, []int{2, 5, 5, 4, 4, 4, 4, 4}},
+		{"min_workers always holds", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 6, 16, 1000), job("b", 1, 16, 1000)}},
+			[]Work{known(1e9, 100, 0.9, 0), known(1e4, 100, 0.9, 0)}, RemainingOptions{}, []int{6, 10}},
+		{"a job near its end is not resized for less than the cost",
+			Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000), job("b", 1, 16, 1000)}},
+			[]Work{known(1e6, 100, 0.8, 8), known(500, 100, 0.8, 8)}, RemainingOptions{ResizeCost: 30}, []int{8, 8}},
+		{"... but is without a resize cost",
+			Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000), job("b", 1, 16, 1000)}},
+			[]Work{known(1e6, 100, 0.8, 8), known(500, 100, 0.8, 8)}, RemainingOptions{}, []int{4, 12}},
+		{"a worthwhile resize happens", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16)},
+			slices.Repeat([]Work{known(1e6, 100, 0.7, 1)}, 4), RemainingOptions{ResizeCost: 30}, []int{4, 4, 4, 4}},
+		{"a small gain is not worth a resize within the horizon", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16)},
+			slices.Repeat([]Work{known(1e6, 100, 0.7, 3)}, 4), RemainingOptions{ResizeCost: 90, Horizon: 300}, []int{3, 3, 3, 3}},
+		{"no worker that adds less than the marginal gain", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000)}},
+			[]Work{known(1e6, 100, 0.5, 0)}, RemainingOptions{MarginalGain: 0.05}, []int{10}},
+		{"none beyond a measured peak", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000), job("b", 1, 16, 1000)}},
+			[]Work{{Remaining: 1e3, Speedup: Speedup{Base: 100, Exponent: 0.5, Peak: 4}, Known: true}, known(1e6, 100, 0.5, 0)},
+			RemainingOptions{}, []int{4, 12}},
+		{"services growing come first", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16), Pods: service(8, "", 1000)},
+			[]Work{known(4e6, 100, 0.5, 4), known(3e6, 100, 0.5, 4), known(2e6, 100, 0.5, 4), known(1e6, 100, 0.5, 4)},
+			RemainingOptions{}, []int{1, 2, 2, 3}},
+	}
+	for _, c := range cases {
+		got := DecideRemaining(c.s, c.work, c.opt)
+		if !slices.Equal(targets(got), c.want) {
+			t.Errorf("%s: targets %v, want %v (%v)", c.name, targets(got), c.want, got)
+		}
+	}
+}
+
+func TestDecideRemainingHoldReason(t *testing.T) {
+	s := Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000), job("b", 1, 16, 1000)}}
+	got := DecideRemaining(s, []Work{known(1e6, 100, 0.8, 8), known(500, 100, 0.8, 8)}, RemainingOptions{ResizeCost: 30})
+	if got[1].Reason != ReasonHold {
+		t.Errorf("reason %q, want %q", got[1].Reason, ReasonHold)
+	}
+}
+
+func TestFloorWeights(t *testing.T) {
+	got := floorWeights([]float64{0.7, 0.2, 0.1}, 0.25)
+	want := []float64{0.5, 0.25, 0.25}
+	for i := range want {
+		if d := got[i] - want[i]; d > 1e-9 || d < -1e-9 {
+			t.Fatalf("floorWeights = %v, want %v", got, want)
+		}
+	}
+}
+
+// BenchmarkDecideRemaining: 1,000 nodes, 10,000 pods, 100 jobs, with a
+// resize cost (two Decides). The bound is 10 ms.
+func BenchmarkDecideRemaining(b *testing.B) {
+	rng := rand.New(rand.NewSource(2))
+	s := randomSnapshot(rng, 1000, 10000, 100)
+	for i := range s.Nodes {
+		s.Nodes[i].Schedulable = true
+	}
+	work := make([]Work, len(s.Jobs))
+	for i := range work {
+		work[i] = known(rng.Float64()*1e8, 10+rng.Float64()*100, rng.Float64(), rng.Intn(8))
+	}
+	opt := RemainingOptions{Fairness: 0.5, ResizeCost: 30}
+	b.ResetTimer()
+	for range b.N {
+		DecideRemaining(s, work, opt)
+	}
+}
+
+func TestDecideRemainingSpeedupReason(t *testing.T) {
+	s := Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000)}}
+	w := []Work{{Remaining: 1e3, Speedup: Speedup{Base: 100, Exponent: 0.5, Peak: 4}, Known: true}}
+	if got := DecideRemaining(s, w, RemainingOptions{}); got[0].Target != 4 || got[0].Reason != ReasonSpeedup {
+		t.Errorf("got %+v, want target 4 for %q", got[0], ReasonSpeedup)
+	}
+}

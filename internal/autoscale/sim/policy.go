@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"elasticdl/internal/autoscale"
+)
+
+const priority = 100
+
+// workerRequest is what one simulated worker requests: one slot of a node.
+func workerRequest() autoscale.Resources { return autoscale.Resources{MilliCPU: 1000, Memory: 1 << 30} }
+
+// decide sets every job's workers by the policy, from a snapshot of the
+// cluster as the autoscaler would see it.
+func (r *run) decide() {
+	var active []*state
+	for _, s := range r.jobs {
+		if s.arrived && !s.done {
+			active = append(active, s)
+		}
+	}
+	if len(active) == 0 {
+		return
+	}
+	if r.policy == FCFSGang {
+		r.admitGangs(active)
+		return
+	}
+	snap := autoscale.Snapshot{Nodes: r.nodes()}
+	for _, s := range active {
+		snap.Jobs = append(snap.Jobs, autoscale.Job{Key: s.job.Name, Min: 1, Max: s.job.Curve.Max(),
+			Worker: workerRequest(), Priority: priority})
+	}
+	var ds []autoscale.Decision
+	switch r.policy {
+	case MaxMinFair:
+		ds = autoscale.Decide(snap)
+	case Remaining:
+		ds = autoscale.DecideRemaining(snap, r.work(active, false),
+			autoscale.RemainingOptions{Fairness: r.cfg.Fairness, ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})
+	case OracleSRPT:
+		ds = autoscale.DecideRemaining(snap, r.work(active, true),
+			autoscale.RemainingOptions{ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})
+	}
+	for i, s := range active {
+		r.resize(s, ds[i].Placed)
+	}
+}
+
+// work is what DecideRemaining knows of each active job: its exact
+// remaining records (the master holds every task), and its speed-up,
+// fitted from its measurements or, for the oracle, to its whole curve.
+func (r *run) work(active []*state, oracle bool) []autoscale.Work {
+	out := make([]autoscale.Work, len(active))
+	for i, s := range active {
+		out[i] = autoscale.Work{Remaining: s.left, Current: s.workers}
+		if oracle {
+			out[i].Speedup, out[i].Known = r.oracle[s.index], true
+			continue
+		}
+		var samples []autoscale.Sample
+		for _, sm := range s.samples {
+			samples = append(samples, *sm)
+		}
+		out[i].Speedup, out[i].Known = autoscale.FitSpeedup(samples, autoscale.DefaultPrior())
+	}
+	return out
+}
+
+// admitGangs starts waiting jobs in arrival order while the head's gang
+// fits (autoscale.Admit): the running gangs' pods are placed first.
+func (r *run) admitGangs(active []*state) {
+	snap := autoscale.Snapshot{Nodes: r.nodes()}
+	for _, s := range active {
+		for range s.workers {
+			snap.Pods = append(snap.Pods, autoscale.Pod{Request: workerRequest(), Priority: priority})
+		}
+	}
+	for _, s := range active {
+		if s.workers > 0 {
+			continue
+		}
+		gang := make([]autoscale.Pod, s.job.Gang)
+		for i := range gang {
+			gang[i] = autoscale.Pod{Request: workerRequest(), Priority: priority}
+		}
+		if !autoscale.Admit(snap, priority, gang) {
+			return
+		}
+		snap.Pods = append(snap.Pods, gang...)
+		r.resize(s, s.job.Gang)
+	}
+}
+
+// resize gives s n workers; a change stalls it for the resize cost.
+func (r *run) resize(s *state, n int) {
+	if n == s.workers {
+		return
+	}
+	if n > 0 {
+		s.stallUntil = r.now + r.cfg.ResizeCost
+		r.res.Resizes++
+	}
+	s.workers = n
+}
+
+func (r *run) nodes() []autoscale.Node {
+	ns := make([]autoscale.Node, r.cfg.Nodes)
+	for i := range ns {
+		ns[i] = autoscale.Node{Name: nodeName(i), Schedulable: true,
+			Allocatable: autoscale.Resources{MilliCPU: 1000 * int64(r.cfg.SlotsPerNode), Memory: int64(r.cfg.SlotsPerNode) << 30}}
+	}
+	return ns
+}
+
+func nodeName(i int) string { return "n" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
