@@ -205,7 +205,11 @@ func (l *Listener) handshake(raw net.Conn) {
 		l.log.Warn("collective: refused connection", "remote", c.RemoteAddr(),
 			"version", h.version, "from", h.from, "reason", reason)
 	}
-	if err := writeReply(c, status, reason); err != nil || status != statusOK {
+	err = writeReply(c, status, reason)
+	if err == nil && status == statusOK {
+		c, err = plainLocal(context.Background(), c, true) // raw's deadline bounds it
+	}
+	if err != nil || status != statusOK {
 		if w != nil {
 			l.mu.Lock()
 			w.filled = false // let the dialer try again
@@ -457,6 +461,10 @@ func handshakeDial(ctx context.Context, addr string, h hello, creds *tlsid.Creds
 	if status != statusOK {
 		_ = c.Close()
 		return nil, status, reason, nil
+	}
+	if c, err = plainLocal(ctx, c, false); err != nil {
+		_ = raw.Close()
+		return nil, 0, "", err
 	}
 	if !stop() { // ctx ended as the reply came: the deadline is already spoilt
 		_ = c.Close()

@@ -13,7 +13,9 @@ import (
 // With credentials, every ring link (TCP or the local socket) is mutual
 // TLS between two workers of the job, the dialer's handshake first, then
 // the hello over it; with Config.PeerIDs each side also checks that the
-// other is the worker expected at its neighbour's rank.
+// other is the worker expected at its neighbour's rank. A link on the
+// local Unix socket that passed all that carries the ring's data in
+// plaintext on the socket (plainLocal); TCP links stay TLS.
 
 // linkConn is a ring link over TLS. Close closes the socket without
 // TLS's close_notify: a ring is closed when a neighbour may have stopped
@@ -41,6 +43,27 @@ func (l *Listener) secureAccept(c net.Conn) (net.Conn, *tlsid.Identity, error) {
 		return nil, nil, err
 	}
 	return linkConn{Conn: tc, raw: c}, &id, nil
+}
+
+// plainLocal carries a TLS link over a Unix socket on the socket itself
+// from now on (tlsid.SwitchRaw): once both sides are proven and the hello
+// answered, the kernel keeps the bytes from other users, and AES-GCM on
+// every byte only cost throughput. Other links are returned as they are.
+// Both sides call it right after a statusOK reply, with nothing else in
+// flight.
+func plainLocal(ctx context.Context, c net.Conn, server bool) (net.Conn, error) {
+	lc, ok := c.(linkConn)
+	if !ok {
+		return c, nil
+	}
+	if _, unix := lc.raw.(*net.UnixConn); !unix {
+		return c, nil
+	}
+	uc, err := tlsid.SwitchRaw(ctx, lc.Conn, server)
+	if err != nil {
+		return nil, fmt.Errorf("collective: local link: %w", err)
+	}
+	return uc, nil
 }
 
 // checkDialer is why a link from id must be refused by a member waiting

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"testing"
 	"time"
 
@@ -41,6 +42,17 @@ func TestTLSRing(t *testing.T) {
 		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
 			ls := workerListeners(t, job, ids, local)
 			rings := formRings(t, ls, 1, 20*time.Second, func(c *Config) { c.PeerIDs = ids })
+			// Past the handshake local links carry plaintext on the socket;
+			// TCP links stay TLS.
+			for i, r := range rings {
+				for _, c := range []net.Conn{r.in, r.out} {
+					_, plain := c.(*net.UnixConn)
+					_, secure := c.(linkConn)
+					if local && !plain || !local && !secure {
+						t.Errorf("member %d: a link on a %T (local %v)", i, c, local)
+					}
+				}
+			}
 			errs := onAll(len(rings), func(i int) error {
 				_, err := runAllReduces(context.Background(), rings[i], 100_003, 3, true, nil)
 				return err

@@ -283,7 +283,8 @@ func (c *Client) dialLocal(ctx context.Context, local string, need int) (*client
 	conn, err := c.secure(ctx, raw)
 	if err == nil {
 		if _, err = c.handshake(ctx, conn); err == nil {
-			// The region's fd travels beside TLS, on the socket itself.
+			// The region's fd travels on the socket, which carries the
+			// frames in plaintext also with TLS (plainLocal).
 			var shared []byte
 			if shared, err = c.lendRegion(ctx, raw.(*net.UnixConn), need); err == nil {
 				cc := &clientConn{conn: conn, raw: raw, f: newFramer(conn, &c.bufs), local: true}
@@ -334,7 +335,7 @@ func (c *Client) secure(ctx context.Context, raw net.Conn) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tc, nil
+	return plainLocal(ctx, tc, false)
 }
 
 // handshake sends the preface and reads the server's hello: the preface

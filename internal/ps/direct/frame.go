@@ -15,6 +15,16 @@
 // one at a time; a client keeps a few connections to a shard for calls in
 // parallel. Errors travel as gRPC statuses, so callers handle both
 // transports alike.
+//
+// With credentials (NewMuxTLS, NewClientTLS) every connection opens with
+// a mutual TLS 1.3 handshake (tls.go), and each call is authorized
+// against the client's proven identity. On TCP the frames then travel in
+// TLS records. On the local Unix socket (ServeLocal), once the handshake
+// has proven both sides and SO_PEERCRED our user at the other end, the
+// connection goes on in plaintext on the socket itself
+// (tlsid.SwitchRaw): the kernel already keeps its bytes from other users,
+// and sealing each byte cut that path's throughput 3-4x. The shared
+// region's fd and the frames then share the raw socket.
 package direct
 
 import (

@@ -146,18 +146,18 @@ func (m *Mux) route(raw net.Conn) {
 	}
 	c := raw
 	if m.sec != nil {
-		tc, id, err := m.sec.handshake(m.ctx, raw)
+		conn, id, grpc, err := m.sec.handshake(m.ctx, raw)
 		if err != nil {
 			m.untrack(sc)
 			raw.Close()
 			return
 		}
-		c, sc.conn, sc.peer = tc, tc, &id
-		if tc.ConnectionState().NegotiatedProtocol == alpnGRPC {
+		if grpc {
 			m.untrack(sc)
-			m.toGRPC(tc)
+			m.toGRPC(conn)
 			return
 		}
+		c, sc.conn, sc.peer = conn, conn, &id
 	}
 	buf := make([]byte, len(Preface))
 	_ = c.SetReadDeadline(time.Now().Add(sniffTimeout))
@@ -262,8 +262,9 @@ func (m *Mux) shut(err error) {
 
 // serverConn is one direct connection being served.
 type serverConn struct {
-	// conn carries the frames: raw, or the TLS connection over it. Only
-	// raw is closed from other goroutines.
+	// conn carries the frames: raw (also with TLS on the local socket,
+	// after the handshake), or the TLS connection over it. Only raw is
+	// closed from other goroutines.
 	conn, raw net.Conn
 	// peer is the client's proven identity; nil without TLS.
 	peer *tlsid.Identity
@@ -306,8 +307,8 @@ func (m *Mux) serve(sc *serverConn) {
 	}
 	f := newFramer(c, &m.bufs)
 	defer f.releaseRecv()
-	// The region's fd travels on the socket itself, beside TLS: each side
-	// waits for the other's answer, so TLS never reads past its records.
+	// The region's fd travels on the socket itself, which carries the
+	// frames too (in plaintext, also with TLS: plainLocal).
 	if uc, ok := sc.raw.(*net.UnixConn); ok {
 		mem, refused, err := acceptRegion(uc)
 		if err != nil {

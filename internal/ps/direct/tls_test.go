@@ -3,6 +3,7 @@ package direct
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -158,6 +159,15 @@ func TestTLSRefusals(t *testing.T) {
 					// Served with TCP at a dead address: on the local socket.
 					if local != "" && cl.push && (len(c.idle) != 1 || c.idle[0].f.shared == nil) {
 						t.Errorf("a push on the local socket without a shared region")
+					}
+					// Past the handshake the local socket carries plaintext;
+					// TCP stays TLS.
+					if len(c.idle) == 1 {
+						_, plain := c.idle[0].conn.(*net.UnixConn)
+						_, secure := c.idle[0].conn.(*tls.Conn)
+						if local != "" && !plain || local == "" && !secure {
+							t.Errorf("a %s connection carries frames on a %T", transport, c.idle[0].conn)
+						}
 					}
 					return
 				}
