@@ -59,9 +59,10 @@ class PSClient:
         for s in self.shards:
             s.channel.close()
 
-    def _call(self, shard, fn, req, what):
+    def _call(self, shard, fn, req, what, timeout=None):
         try:
-            return retry_unavailable(lambda: fn(req), self.timeout, "PS shard %d (%s): %s" % (shard.index, shard.addr, what))
+            return retry_unavailable(lambda: fn(req), timeout or self.timeout,
+                                     "PS shard %d (%s): %s" % (shard.index, shard.addr, what))
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNAVAILABLE:
                 shard.version = -1
@@ -76,19 +77,21 @@ class PSClient:
             g[shard_of(name, len(self.shards))].append(name)
         return g
 
-    def register(self, params, tables):
+    def register(self, params, tables, timeout=None):
         """params: name -> float32 numpy array sharing memory with the
-        model; tables: (name, dim, initializer) of the embedding tables."""
+        model; tables: (name, dim, initializer) of the embedding tables.
+        A shard unreachable for timeout (default: the client's) raises
+        Unavailable."""
         self.params = params
         self.tables = [pb.EmbeddingTableInfo(name=n, dim=d, initializer=i) for n, d, i in tables]
         self._dims = {n: d for n, d, _ in tables}
         for s, names in zip(self.shards, self.groups()):
-            self._push_model(s, names, 0, reinit=False)
+            self._push_model(s, names, 0, reinit=False, timeout=timeout)
 
-    def _push_model(self, s, names, version, reinit):
+    def _push_model(self, s, names, version, reinit, timeout=None):
         req = pb.Model(version=version, dense_parameters=[tensor(n, self.params[n]) for n in names],
                        embedding_table_infos=self.tables, reinit=reinit)
-        resp = self._call(s, s.push_model, req, "push model")
+        resp = self._call(s, s.push_model, req, "push model", timeout)
         if resp.accepted:
             s.version, s.have = resp.version, True
         return resp.accepted

@@ -14,6 +14,10 @@ class ElasticDLError(Exception):
     """Bad use of the SDK, or a job it cannot go on with."""
 
 
+class Unavailable(ElasticDLError):
+    """A peer stayed unreachable for the whole retry budget."""
+
+
 # Where the backend put this process's certificate, key and the job's CA
 # (internal/cluster.EnvTLSDir); unset: the job runs with --tls=false.
 TLS_DIR_ENV = "ELASTICDL_TLS_DIR"
@@ -75,6 +79,6 @@ def retry_unavailable(call, timeout, what):
             if deadline is None:
                 deadline = now + timeout
             if now > deadline:
-                raise ElasticDLError("%s: unavailable for %.0fs, giving up: %s" % (what, timeout, e.details())) from None
+                raise Unavailable("%s: unavailable for %.0fs, giving up: %s" % (what, timeout, e.details())) from None
             time.sleep(backoff * (0.8 + 0.4 * random.random()))
             backoff = min(2 * backoff, 1.0)

@@ -23,7 +23,7 @@ from . import data as datamod
 from ._proto import master_pb2 as mpb
 from ._proto import pserver_pb2 as ppb
 from ._ps import PSClient, holds
-from ._rpc import ElasticDLError, channel, methods, retry_unavailable
+from ._rpc import ElasticDLError, Unavailable, channel, methods, retry_unavailable
 
 PS_STRATEGY = "ParameterServerStrategy"
 ALLREDUCE_STRATEGY = "AllreduceStrategy"
@@ -31,6 +31,10 @@ ALLREDUCE_STRATEGY = "AllreduceStrategy"
 AUC_BUCKETS = 10000
 # Redos of one minibatch whose gradients sync SGD rejected as stale.
 MAX_REJECTED = 100
+
+# How long register() waits for a PS shard before leaving the registration
+# to the first task (whose answer names the job's current PS layout).
+REGISTER_PATIENCE = 5.0
 
 
 class Batch:
@@ -224,10 +228,15 @@ class Job:
         if not params and not tables:
             raise ElasticDLError("register: the model has no parameters and no elasticdl.Embedding")
         self.model, self._params, self._forward, self._arrays = model, params, forward, arrays
-        # The PS hear of the model with the first task, whose answer names
-        # the job's current PS layout: a worker launched while the PS are
-        # re-sharded was given the layout being retired.
-        self._ps_tables = [(n, d, i) for n, (d, i) in sorted(tables.items())]
+        ps_tables = [(n, d, i) for n, (d, i) in sorted(tables.items())]
+        try:
+            self.ps.register(arrays, ps_tables, timeout=REGISTER_PATIENCE)
+        except Unavailable as e:
+            # A worker launched while the PS re-shard was given the layout
+            # being retired: the first task's answer names the current one.
+            print("elasticdl: worker %d: %s; registering with the PS of the first task's layout"
+                  % (self.worker_id, e), file=sys.stderr, flush=True)
+            self._ps_tables = ps_tables
         self._to_device()
 
     def _to_device(self):
