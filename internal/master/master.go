@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"runtime"
 	"sync"
 	"time"
 
@@ -30,7 +29,6 @@ import (
 	"elasticdl/internal/master/policy"
 	"elasticdl/internal/master/task"
 	"elasticdl/internal/ps/optimizer"
-	"elasticdl/internal/rpc"
 	"elasticdl/internal/tlsid"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -130,7 +128,6 @@ type Master struct {
 	runCtx  context.Context
 	observe observers
 	sql     *sqlData // the snapshots of the job's tables
-	tls     *jobTLS  // nil: --tls=false
 }
 
 // jobOutput is what the job writes out, when and as the core decides.
@@ -152,6 +149,8 @@ type jobRoutes struct {
 	master string
 	// ps: where the PS shards are, and how many the layout has.
 	ps psRoutes
+	// tls: the credentials the job's connections need (nil: --tls=false).
+	tls *jobTLS
 }
 
 // failover is what lets the next master resume the job from its state.
@@ -253,13 +252,13 @@ func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.
 	if m.now == nil {
 		m.now = time.Now
 	}
-	if m.tls, err = newJobTLS(deps.CA, m.now()); err != nil {
+	if m.routes.tls, err = newJobTLS(deps.CA, m.now()); err != nil {
 		return nil, err
 	}
 	if m.notify == nil {
 		m.notify = nopNotifier{}
 	}
-	m.live = newLiveSender(logger, m.tls.Creds())
+	m.live = newLiveSender(logger, m.routes.tls.Creds())
 	m.observe.history = openHistory(deps.History, &cfg, resuming, logger)
 	m.observe.board = newBoard(deps.Dashboard, logger)
 	return m, nil
@@ -665,34 +664,6 @@ func (m *Master) notifyEnd(s *Summary) {
 		msg += fmt.Sprintf("; accuracy %.4f on %d records", s.Eval.Accuracy, s.Eval.Records)
 	}
 	m.notify.Notify(false, "JobSucceeded", msg)
-}
-
-func (m *Master) listen() (net.Listener, error) {
-	if m.listener != nil {
-		return m.listener, nil
-	}
-	lis, err := net.Listen("tcp", m.cfg.ListenAddr)
-	if err != nil {
-		return nil, fmt.Errorf("master listen on %s: %w", m.cfg.ListenAddr, err)
-	}
-	return lis, nil
-}
-
-func (m *Master) serve(lis net.Listener) *grpc.Server {
-	// A few long-lived goroutines serve the calls instead of a new one
-	// per call (each grew its stack again: ~5% of the master's CPU with a
-	// thousand workers, BenchmarkMasterScale); when all are busy, gRPC
-	// serves a call on a goroutine of its own, as without the option.
-	opts := append(rpc.ServerOptions(), grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))))
-	opts = append(opts, tlsid.ServerOptions(m.tls.Creds(), masterPolicy(), m.log)...)
-	gs := grpc.NewServer(opts...)
-	masterpb.RegisterMasterServer(gs, m)
-	go func() {
-		if err := gs.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			m.log.Error("master gRPC server", "err", err)
-		}
-	}()
-	return gs
 }
 
 // resolveAddresses learns where the master and each PS shard are reached.

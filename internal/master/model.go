@@ -31,11 +31,11 @@ func (m *Master) saveModel(ctx context.Context, s *job.Save) job.Saved {
 	addrs, _ := m.psAddrs()
 	if !m.cfg.UseAsync {
 		// Sync SGD: no gradient is left unapplied in an accumulator.
-		if err := setLiveWorkers(ctx, addrs, s.FlushLive, s.FlushGen, true, m.tls.Creds()); err != nil {
+		if err := setLiveWorkers(ctx, addrs, s.FlushLive, s.FlushGen, true, m.routes.tls.Creds()); err != nil {
 			return job.Saved{Err: fmt.Errorf("flush accumulated gradients: %w", err)}
 		}
 	}
-	c, err := client.Dial(ctx, addrs, client.WithCreds(m.tls.Creds()))
+	c, err := client.Dial(ctx, addrs, client.WithCreds(m.routes.tls.Creds()))
 	if err != nil {
 		return job.Saved{Err: err}
 	}

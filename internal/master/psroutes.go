@@ -109,7 +109,7 @@ func (m *Master) moveShards(ctx context.Context, r job.Reshard) (committed bool,
 	m.routes.ps.mu.Unlock()
 	conns := make([]pserverpb.PserverClient, len(targets))
 	for i, addr := range targets {
-		conn, err := grpc.NewClient(addr, rpc.DialOptions(m.tls.Creds(), tlsid.PS)...)
+		conn, err := grpc.NewClient(addr, rpc.DialOptions(m.routes.tls.Creds(), tlsid.PS)...)
 		if err != nil {
 			return false, fmt.Errorf("PS %d (%s): %w", i, addr, err)
 		}

@@ -213,7 +213,7 @@ func (m *Master) launch(ctx context.Context, ls []job.Launch) bool {
 	specs := make([]cluster.InstanceSpec, len(ls))
 	for i, l := range ls {
 		specs[i] = m.instanceSpec(l)
-		b, err := m.tls.bundle(l.Role, l.ID, m.now())
+		b, err := m.routes.tls.bundle(l.Role, l.ID, m.now())
 		if err != nil {
 			m.step(ctx, job.LaunchFailed{Launch: l, Err: err})
 			return false
@@ -340,7 +340,7 @@ func (m *Master) checkApplied(ctx context.Context, c job.CheckApplied) {
 	found := job.AppliedFound{Gen: c.Gen, Reshard: c.Reshard}
 	start := time.Now()
 	addrs, _ := m.psAddrs()
-	found.Shards, found.Err = appliedMinibatches(ctx, addrs, c, m.tls.Creds())
+	found.Shards, found.Err = appliedMinibatches(ctx, addrs, c, m.routes.tls.Creds())
 	if ctx.Err() != nil {
 		return // the master is stopping
 	}
