@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"reflect"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/cluster"
@@ -96,28 +94,27 @@ func TestLaunchesCarryTheirOwnCertificates(t *testing.T) {
 func TestMasterRefusesWhoIsNotTheWorker(t *testing.T) {
 	j := tlstest.NewJob(t, "authz")
 	m, _, addr := newTLSMaster(t, j)
-	other := tlstest.NewJob(t, "authz")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w0 := dialMaster(t, addr, tlsid.DialOption(j.Creds(tlsid.Worker, 0), tlsid.Master))
 	if _, err := w0.Heartbeat(ctx, &masterpb.HeartbeatRequest{WorkerId: 0}); err != nil {
 		t.Fatalf("worker 0's heartbeat: %v", err)
 	}
-	noCert := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}))
 	before := snap(m)
-	cases := []struct {
+	type refusal struct {
 		name string
 		opt  grpc.DialOption
 		code codes.Code
-	}{
-		{"plaintext", tlsid.DialOption(nil), codes.Unavailable},
-		{"no certificate", noCert, codes.Unavailable},
-		{"another job's certificate", tlsid.DialOption(other.Creds(tlsid.Worker, 0), tlsid.Master), codes.Unavailable},
-		{"expired certificate", tlsid.DialOption(j.Expired(tlsid.Worker, 0), tlsid.Master), codes.Unavailable},
+	}
+	var cases []refusal
+	for _, imp := range j.Impostors(tlsid.Master) {
+		cases = append(cases, refusal{imp.Name, imp.Opt, codes.Unavailable})
+	}
+	cases = append(cases, []refusal{
 		{"worker 1 as worker 0", tlsid.DialOption(j.Creds(tlsid.Worker, 1), tlsid.Master), codes.PermissionDenied},
 		{"a PS", tlsid.DialOption(j.Creds(tlsid.PS, 0), tlsid.Master), codes.PermissionDenied},
 		{"the submitting client", tlsid.DialOption(j.Creds(tlsid.Client, 0), tlsid.Master), codes.PermissionDenied},
-	}
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cl := dialMaster(t, addr, c.opt)

@@ -2,14 +2,12 @@ package ps
 
 import (
 	"context"
-	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"elasticdl/internal/rpc"
@@ -60,7 +58,6 @@ func psClient(t *testing.T, addr string, opt grpc.DialOption) pserverpb.PserverC
 // and the model's version does not move.
 func TestPSRefusesWhoMayNot(t *testing.T) {
 	j := tlstest.NewJob(t, "psauthz")
-	other := tlstest.NewJob(t, "psauthz")
 	addr := servePSWithTLS(t, j)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -75,20 +72,20 @@ func TestPSRefusesWhoMayNot(t *testing.T) {
 	}
 	push := &pserverpb.PushGradientsRequest{WorkerId: 0, Version: 0, Gradients: []*pserverpb.Tensor{
 		wire.EncodeTensor("b", []int{2}, []float32{1, 1})}}
-	noCert := grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}))
-	cases := []struct {
+	type refusal struct {
 		name string
 		opt  grpc.DialOption
 		code codes.Code
-	}{
-		{"plaintext", tlsid.DialOption(nil), codes.Unavailable},
-		{"no certificate", noCert, codes.Unavailable},
-		{"another job's certificate", tlsid.DialOption(other.Creds(tlsid.Worker, 0), tlsid.PS), codes.Unavailable},
-		{"expired certificate", tlsid.DialOption(j.Expired(tlsid.Worker, 0), tlsid.PS), codes.Unavailable},
+	}
+	var cases []refusal
+	for _, imp := range j.Impostors(tlsid.PS) {
+		cases = append(cases, refusal{imp.Name, imp.Opt, codes.Unavailable})
+	}
+	cases = append(cases, []refusal{
 		{"worker 1 as worker 0", tlsid.DialOption(j.Creds(tlsid.Worker, 1), tlsid.PS), codes.PermissionDenied},
 		{"the master pushing gradients", tlsid.DialOption(j.Creds(tlsid.Master, 0), tlsid.PS), codes.PermissionDenied},
 		{"another PS", tlsid.DialOption(j.Creds(tlsid.PS, 1), tlsid.PS), codes.PermissionDenied},
-	}
+	}...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := psClient(t, addr, c.opt).PushGradients(ctx, push)

@@ -4,8 +4,12 @@
 package tlstest
 
 import (
+	"crypto/tls"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"elasticdl/internal/tlsid"
 )
@@ -63,4 +67,26 @@ func (j *Job) Expired(role tlsid.Role, id int) *tlsid.Creds {
 		j.t.Fatal(err)
 	}
 	return c
+}
+
+// Impostor is a gRPC client a server of the job must refuse.
+type Impostor struct {
+	Name string
+	Opt  grpc.DialOption
+}
+
+// Impostors are the clients a server of role serve must refuse at the
+// handshake (gRPC answers them Unavailable: no connection): plaintext, a
+// TLS client with no certificate, a worker of another job's CA (of the
+// same name), and a worker whose certificate has expired.
+func (j *Job) Impostors(serve tlsid.Role) []Impostor {
+	j.t.Helper()
+	noCert := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13})
+	other := NewJob(j.t, j.CA.Job)
+	return []Impostor{
+		{"plaintext", tlsid.DialOption(nil)},
+		{"no certificate", grpc.WithTransportCredentials(noCert)},
+		{"another job's certificate", tlsid.DialOption(other.Creds(tlsid.Worker, 0), serve)},
+		{"expired certificate", tlsid.DialOption(j.Expired(tlsid.Worker, 0), serve)},
+	}
 }
