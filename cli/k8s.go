@@ -13,7 +13,6 @@ import (
 	flag "github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
@@ -38,17 +37,24 @@ type k8sOptions struct {
 	apiTimeout, workerGracePeriod   time.Duration
 	dbPasswordSecret                string
 	wait                            bool
+	// networkPolicy and metricsNamespace: the job's NetworkPolicy
+	// (k8stls.go).
+	networkPolicy    bool
+	metricsNamespace string
 }
 
 // clientOnlyFlags are read by the submitting client and not passed on to
 // the master pod.
-var clientOnlyFlags = map[string]bool{"backend": true, "yaml": true, "kubeconfig": true, "wait": true}
+var clientOnlyFlags = map[string]bool{"backend": true, "yaml": true, "kubeconfig": true, "wait": true,
+	"network_policy": true, "metrics_namespace": true}
 
 func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.image, "image", "", "k8s: container image with the elasticdl binary (deploy/Dockerfile); every pod of the job runs it")
 	fs.StringVar(&o.namespace, "namespace", "default", "k8s: namespace of the job (it needs deploy/rbac.yaml applied)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "k8s: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	fs.BoolVar(&o.yaml, "yaml", false, "k8s: print the master's Job manifest instead of creating it (`| kubectl apply -f -` submits the job)")
+	fs.BoolVar(&o.yaml, "yaml", false, "k8s: print the job's manifests instead of creating them (`| kubectl apply -f -` submits the job): with --tls, first the Secret of the job's CA (it holds the CA's key; no owner: `elasticdl stop` deletes it), then the NetworkPolicy and the master's Job")
+	fs.BoolVar(&o.networkPolicy, "network_policy", true, "k8s: create a NetworkPolicy, owned by the job, that lets into the job's pods only the job's own pods (and --metrics_namespace on the metrics ports); the submitting user needs create on networkpolicies")
+	fs.StringVar(&o.metricsNamespace, "metrics_namespace", "", "k8s: namespace whose pods (a Prometheus) the job's NetworkPolicy lets reach the --metrics_port ports of the master and PS (empty: none)")
 	fs.StringVar(&o.masterPriority, "master_pod_priority", "", "k8s: PriorityClass of the master pod")
 	fs.StringVar(&o.workerPriority, "worker_pod_priority", "", "k8s: PriorityClass of the worker pods, or a fraction f in [0,1]: the first ceil(f*num_workers) workers get --high_priority_class, the others --low_priority_class")
 	fs.StringVar(&o.psPriority, "ps_pod_priority", "", "k8s: PriorityClass of the parameter-server pods")
@@ -248,19 +254,18 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	if err != nil {
 		return err
 	}
-	if o.k8s.yaml {
-		out, err := yaml.Marshal(mj)
-		if err != nil {
-			return fmt.Errorf("manifest: %w", err)
-		}
-		_, err = env.Stdout.Write(out)
+	objs, err := newJobObjects(mj, cfg, o)
+	if err != nil {
 		return err
+	}
+	if o.k8s.yaml {
+		return printManifests(env, mj, objs)
 	}
 	client, err := k8s.Connect(o.k8s.kubeconfig, o.k8s.apiTimeout)
 	if err != nil {
 		return err
 	}
-	if err := createJob(ctx, client, mj, cfg, o.k8s, password); err != nil {
+	if err := createJob(ctx, client, mj, cfg, o.k8s, password, objs); err != nil {
 		return err
 	}
 	ns := o.k8s.namespace
@@ -274,19 +279,17 @@ func submitK8s(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config
 	return waitK8s(ctx, env, client, cfg.JobName, ns)
 }
 
-// createJob creates the master Job, and first, with a password, the
-// Secret its pods take it from, which the Job then owns.
-func createJob(ctx context.Context, client *k8s.Client, mj *batchv1.Job, cfg master.Config, o k8sOptions, password string) error {
-	if password != "" {
-		if _, err := client.CreatePasswordSecret(ctx, o.namespace, cfg.JobName, password); err != nil {
-			return err
-		}
+// createJob creates the master Job, and first the Secrets its pods read
+// (the job's CA, the database password), which the Job then owns, as it
+// does the NetworkPolicy made after it.
+func createJob(ctx context.Context, client *k8s.Client, mj *batchv1.Job, cfg master.Config, o k8sOptions, password string, objs jobObjects) error {
+	undo, err := createSecrets(ctx, client, cfg, o, password, objs)
+	if err == nil {
+		err = client.SubmitJob(ctx, mj, priorityClasses(cfg, o))
 	}
-	if err := client.SubmitJob(ctx, mj, priorityClasses(cfg, o)); err != nil {
-		if password != "" {
-			if derr := client.DeleteSecret(context.WithoutCancel(ctx), o.namespace, o.dbPasswordSecret); derr != nil {
-				err = fmt.Errorf("%w (and %v)", err, derr)
-			}
+	if err != nil {
+		if derr := undo(); derr != nil {
+			err = fmt.Errorf("%w (and %v)", err, derr)
 		}
 		var pe *k8s.PriorityClassError
 		if errors.As(err, &pe) {
@@ -294,10 +297,7 @@ func createJob(ctx context.Context, client *k8s.Client, mj *batchv1.Job, cfg mas
 		}
 		return err
 	}
-	if password != "" {
-		return client.OwnSecret(ctx, o.namespace, cfg.JobName, o.dbPasswordSecret)
-	}
-	return nil
+	return ownObjects(ctx, client, cfg, o, password, objs)
 }
 
 // waitK8s waits for a submitted job to end and prints its summary; a job

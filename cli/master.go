@@ -12,6 +12,7 @@ import (
 
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
+	"elasticdl/internal/tlsid"
 )
 
 // runMaster is the command of a job's master pod: it runs the job with the
@@ -94,6 +95,12 @@ func runMasterPod(ctx context.Context, env Env, mode string, cfg master.Config, 
 		level = slog.LevelDebug
 	}
 	logger := newLogger(env.Stderr, level)
+	// The CA Secret the client made, mounted at --tls_ca_dir: every master
+	// pod of the job reads the same one.
+	ca, err := loadJobCA(opts, localOpts, cfg.JobName, logger)
+	if err != nil {
+		return err
+	}
 	o := opts.k8s
 	client, err := k8s.Connect(o.kubeconfig, o.apiTimeout)
 	if err != nil {
@@ -119,7 +126,7 @@ func runMasterPod(ctx context.Context, env Env, mode string, cfg master.Config, 
 	if err != nil {
 		return err
 	}
-	summary, runErr := runMasterJob(ctx, self, pod.ip, cfg, opts, rec, env, logger, store, masterListeners{lis, localOpts.dashboardListener(logger)})
+	summary, runErr := runMasterJob(ctx, self, pod.ip, cfg, opts, rec, env, logger, store, ca, masterListeners{lis, localOpts.dashboardListener(logger)})
 	if errors.Is(runErr, master.ErrHandedOver) {
 		rec.Notify(true, "MasterHandedOver", fmt.Sprintf("master pod %s was stopped (deleted, evicted or preempted): its state is saved, and the next master pod resumes the job", pod.name))
 		return restartable(runErr)
@@ -155,7 +162,7 @@ func reportJobEnd(self *k8s.MasterPod, rec *k8s.Recorder, logger *slog.Logger, c
 
 // runMasterJob builds the backend and the master and runs the job.
 func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg master.Config, opts jobOptions,
-	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, lis masterListeners) (*master.Summary, error) {
+	rec *k8s.Recorder, env Env, logger *slog.Logger, store master.StateStore, ca *tlsid.CA, lis masterListeners) (*master.Summary, error) {
 	o := opts.k8s
 	workerPods, psPods, workerPriorities, err := jobPodSettings(o, &cfg)
 	if err != nil {
@@ -188,7 +195,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis.grpc, Dashboard: lis.dashboard,
-		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger), History: self.HistoryStore(cfg.JobName)}
+		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger), History: self.HistoryStore(cfg.JobName), CA: ca}
 	if o.gang {
 		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)
 	}

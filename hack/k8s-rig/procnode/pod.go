@@ -371,6 +371,11 @@ func (r *podRec) prepareContainer(c *container, saEnv map[string]string) ([]stri
 	if err != nil {
 		return nil, err
 	}
+	mounts, err := secretVolumes(pod, &c.spec, r.dir, r.p.secrets)
+	if err != nil {
+		return nil, err
+	}
+	mounts.rewriteAll(argv, env)
 	cwd := r.dir
 	if wd := c.spec.WorkingDir; wd != "" {
 		if st, err := os.Stat(wd); err == nil && st.IsDir() {

@@ -102,6 +102,7 @@ func (c *Client) checkMasterRBAC(ctx context.Context, ns, sa string) error {
 	for _, a := range []struct{ verb, resource, group string }{
 		{"create", "pods", ""}, {"watch", "pods", ""}, {"delete", "pods", ""}, {"patch", "pods", ""},
 		{"create", "services", ""}, {"create", "events", ""}, {"create", "configmaps", ""}, {"watch", "jobs", "batch"},
+		{"create", "secrets", ""},
 	} {
 		r, err := c.cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -334,6 +335,7 @@ func (c *Client) StopJob(ctx context.Context, namespace, job string) error {
 	} else if err != nil {
 		return fmt.Errorf("delete Job %s: %w", name, err)
 	}
+	c.deleteUnowned(ctx, namespace, job)
 	pods := c.cs.CoreV1().Pods(namespace)
 	for {
 		left, err := pods.List(ctx, metav1.ListOptions{LabelSelector: JobSelector(job)})
@@ -350,4 +352,13 @@ func (c *Client) StopJob(ctx context.Context, namespace, job string) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// deleteUnowned deletes, best effort, the job's CA Secret and NetworkPolicy
+// by name: those of a job applied from --yaml have no owner (the Job's UID
+// was not known), and the Secret holds the key that signs the job's
+// identities. The Job owns those of a submitted job anyway.
+func (c *Client) deleteUnowned(ctx context.Context, namespace, job string) {
+	_ = c.cs.CoreV1().Secrets(namespace).Delete(ctx, CASecretName(job), metav1.DeleteOptions{})
+	_ = c.cs.NetworkingV1().NetworkPolicies(namespace).Delete(ctx, NetworkPolicyName(job), metav1.DeleteOptions{})
 }

@@ -274,21 +274,18 @@ func (b *Backend) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
 		}
 	}
 	pod := b.podFor(spec)
-	pods := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace)
-	err := b.retry(ctx, func(ctx context.Context) error {
-		_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			// A retried create whose first attempt got through.
-			if got, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && got.Labels[LabelInstanceID] == pod.Labels[LabelInstanceID] &&
-				got.Labels[LabelJob] == b.cfg.JobName {
-				return nil
-			}
-		}
-		return err
-	})
+	created, err := b.createPod(ctx, pod)
 	if err != nil {
 		forget()
 		return fmt.Errorf("k8s: create pod %s: %w", pod.Name, err)
+	}
+	if spec.TLS != nil {
+		if err := b.createBundleSecret(ctx, created, spec.TLS); err != nil {
+			// The pod would wait for its Secret forever.
+			derr := b.deletePod(context.WithoutCancel(ctx), pod.Name)
+			forget()
+			return errors.Join(fmt.Errorf("k8s: create Secret %s: %w", InstanceTLSSecretName(pod.Name), err), derr)
+		}
 	}
 	b.log.Debug("pod created", "pod", pod.Name, "priority_class", pod.Spec.PriorityClassName)
 	return nil
@@ -322,6 +319,29 @@ func LaunchEach(ctx context.Context, specs []cluster.InstanceSpec, parallelism i
 	close(next)
 	wg.Wait()
 	return errs
+}
+
+// createPod creates pod and returns it as created (with its UID).
+func (b *Backend) createPod(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	pods := b.cfg.Client.CoreV1().Pods(b.cfg.Namespace)
+	var created *corev1.Pod
+	err := b.retry(ctx, func(ctx context.Context) error {
+		got, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+		if err == nil {
+			created = got
+			return nil
+		}
+		if apierrors.IsAlreadyExists(err) {
+			// A retried create whose first attempt got through.
+			if got, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && got.Labels[LabelInstanceID] == pod.Labels[LabelInstanceID] &&
+				got.Labels[LabelJob] == b.cfg.JobName {
+				created = got
+				return nil
+			}
+		}
+		return err
+	})
+	return created, err
 }
 
 func (b *Backend) ensureService(ctx context.Context, index int) error {
@@ -374,6 +394,9 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 	}
 	args := append([]string{string(spec.Role)}, spec.Args...)
 	pod := NewPod(InstancePodName(b.cfg.JobName, spec.Role, spec.ID), b.cfg.Namespace, labels, settings, args, b.cfg.Owner)
+	if spec.TLS != nil {
+		mountBundle(pod)
+	}
 	if len(spec.Command) > 0 {
 		// A user's worker program (--worker_command), in the job's --image.
 		pod.Spec.Containers[0].Command, pod.Spec.Containers[0].Args = spec.Command, nil

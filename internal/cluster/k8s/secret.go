@@ -44,6 +44,22 @@ func (c *Client) CreatePasswordSecret(ctx context.Context, namespace, job, passw
 	return s.Name, nil
 }
 
+// CreateSecret creates s (a job's CA: NewCASecret). A Secret of that name
+// already there is most likely a job of the same name.
+func (c *Client) CreateSecret(ctx context.Context, s *corev1.Secret) error {
+	ctx, cancel := c.bounded(ctx)
+	defer cancel()
+	_, err := c.cs.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("Secret %s exists in namespace %s: is job %s there? (`elasticdl stop %s --namespace=%s`, or choose another --job_name): %w",
+			s.Name, s.Namespace, s.Labels[LabelJob], s.Labels[LabelJob], s.Namespace, err)
+	}
+	if err != nil {
+		return fmt.Errorf("create Secret %s: %w", s.Name, err)
+	}
+	return nil
+}
+
 // OwnSecret makes job's master Job the owner of Secret name, so that
 // deleting the job deletes it, as it does the job's ConfigMaps.
 func (c *Client) OwnSecret(ctx context.Context, namespace, job, name string) error {
