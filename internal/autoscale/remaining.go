@@ -35,6 +35,13 @@ type RemainingOptions struct {
 	MarginalGain float64
 }
 
+// DefaultRemainingOptions are the knobs the policy was measured with on
+// the Pollux traces (package sim's DefaultConfig, which takes them from
+// here): what `elasticdl autoscaler --policy=remaining` uses unless told.
+func DefaultRemainingOptions() RemainingOptions {
+	return RemainingOptions{Fairness: 0.5, ResizeCost: 60, MarginalGain: 0.02, Horizon: 300}
+}
+
 // Why the remaining policy stops a job where it is, beyond Decide's
 // reasons.
 const (

@@ -60,8 +60,9 @@ type Config struct {
 
 // DefaultConfig is Pollux's simulated cluster: 16 nodes of 4 GPUs.
 func DefaultConfig() Config {
-	return Config{Nodes: 16, SlotsPerNode: 4, Period: 60, ResizeCost: 30, Fairness: 0.5,
-		ChangePenalty: 60, MarginalGain: 0.02, Horizon: 300, Noise: 0.1, Seed: 1}
+	o := autoscale.DefaultRemainingOptions()
+	return Config{Nodes: 16, SlotsPerNode: 4, Period: 60, ResizeCost: 30, Fairness: o.Fairness,
+		ChangePenalty: o.ResizeCost, MarginalGain: o.MarginalGain, Horizon: o.Horizon, Noise: 0.1, Seed: 1}
 }
 
 // Result is one policy's run of one workload.
