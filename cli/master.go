@@ -195,7 +195,7 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	deps := master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Notifier: rec, Store: store, Listener: lis.grpc, Dashboard: lis.dashboard,
-		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger), History: self.HistoryStore(cfg.JobName), CA: ca}
+		HandOver: self.Replaced(), Targets: watchTargets(wctx, self, rec, logger), History: self.HistoryStore(cfg.JobName), CA: ca, Progress: progressStore(self)}
 	if o.gang {
 		deps.Admit = gangAdmission(self, cfg, workerPods, psPods, logger)
 	}
@@ -299,6 +299,16 @@ func publishResult(self *k8s.MasterPod, job string, s *master.Summary, runErr er
 	}
 	// Not the job's context: the result is published after a stop too.
 	return self.PublishResult(context.Background(), job, b, runErr != nil)
+}
+
+// progressStore is where the master publishes the job's progress for an
+// autoscaler: its Job's annotation (none for a pod no Job runs; a nil
+// *k8s.ProgressStore must not become a non-nil interface).
+func progressStore(self *k8s.MasterPod) master.ProgressStore {
+	if s := self.ProgressStore(); s != nil {
+		return s
+	}
+	return nil
 }
 
 // gangAdmission is --gang's Deps.Admit: wait until all the job's workers

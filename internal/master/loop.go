@@ -107,7 +107,9 @@ func (m *Master) handleEvents(ctx context.Context, ev cluster.Event) {
 
 func (m *Master) tick(ctx context.Context) {
 	m.step(ctx, job.Tick{})
-	m.publishBoard(m.sampleHistory(), nil)
+	v := m.sampleHistory()
+	m.control.progress.observe(v, m.now())
+	m.publishBoard(v, nil)
 }
 
 func (m *Master) jobErr() error {

@@ -76,6 +76,9 @@ type Deps struct {
 	// of the job is mutual TLS with certificates it issues, and every call
 	// is authorized by the identity they prove. Nil: plaintext.
 	CA *tlsid.CA
+	// Progress, when set, is where a training job publishes its progress
+	// for a cluster scheduler (publish.go).
+	Progress ProgressStore
 }
 
 // Target is a wish for the number of workers a job runs, and who has it.
@@ -167,6 +170,8 @@ type failover struct {
 type clusterControl struct {
 	admit   func(ctx context.Context) (time.Duration, error)
 	targets <-chan Target
+	// progress: what the job tells the cluster of its progress.
+	progress *progressPublisher
 }
 
 // shellMetrics are the histograms the shell observes (nil until RegisterMetrics).
@@ -248,6 +253,9 @@ func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.
 		listener:  deps.Listener,
 		failover:  failover{store: deps.Store, handOver: deps.HandOver, resuming: resuming},
 		control:   clusterControl{admit: deps.Admit, targets: deps.Targets},
+	}
+	if cfg.training() {
+		m.control.progress = newProgressPublisher(deps.Progress, logger)
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -420,6 +428,8 @@ func (m *Master) Run(ctx context.Context) (*Summary, error) {
 		return m.conclude(start)
 	}
 	m.startJob(ctx)
+	m.control.progress.start(ctx)
+	defer m.control.progress.close()
 	m.sql.keepFresh(m.runCtx, m.log)
 	// Serving only now: a worker's request (one retried from a dead
 	// master's time, say) finds the core resumed and the prediction
