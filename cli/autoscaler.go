@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	flag "github.com/spf13/pflag"
 
+	"elasticdl/internal/autoscale"
 	"elasticdl/internal/autoscale/board"
 	"elasticdl/internal/autoscale/rounds"
 	"elasticdl/internal/cluster/k8s"
@@ -27,7 +29,11 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 	verbose := fs.Bool("verbose", false, "debug logging")
 	metricsPort := fs.Int("metrics_port", 0, "serve Prometheus metrics at :PORT/metrics (0: none)")
 	dashboardPort := fs.Int("dashboard_port", clusterDashboardPort, "serve the cluster's live dashboard (a web page and its JSON API, docs/dashboard.md) on :PORT, all addresses: -1 none, 0 a free port; a port that cannot be bound is logged and the autoscaler runs without")
+	policy := addPolicyFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := policy.check(fs); err != nil {
 		return err
 	}
 	if *interval <= 0 || *apiTimeout <= 0 {
@@ -51,7 +57,7 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := k8s.AutoscalerConfig{Interval: *interval, Settle: *settle, Logger: log}
+	cfg := k8s.AutoscalerConfig{Interval: *interval, Settle: *settle, Logger: log, Policy: policy.name, Remaining: policy.options()}
 	if *metricsPort > 0 {
 		reg := prometheus.NewRegistry()
 		cfg.Registry = reg
@@ -68,6 +74,48 @@ func runAutoscaler(ctx context.Context, env Env, args []string) error {
 		}
 	}
 	return client.RunAutoscaler(ctx, cfg)
+}
+
+// policyFlags are the autoscaler's policy and the remaining policy's knobs.
+type policyFlags struct {
+	name       string
+	fairness   float64
+	resizeCost time.Duration
+}
+
+// addPolicyFlags registers --policy, --fairness and --resize_cost; the
+// knobs' defaults are those the policy was measured with in the
+// simulator (autoscale.DefaultRemainingOptions).
+func addPolicyFlags(fs *flag.FlagSet) *policyFlags {
+	d := autoscale.DefaultRemainingOptions()
+	p := &policyFlags{}
+	fs.StringVar(&p.name, "policy", k8s.PolicyFair, "how jobs share the cluster: fair (max-min fair shares) or remaining (jobs with less work left get more, from the progress each master publishes on its Job; docs/kubernetes.md#the-cluster-autoscaler); fair stays the default until the control-plane experiment measures remaining better")
+	fs.Float64Var(&p.fairness, "fairness", d.Fairness, "--policy=remaining: every job keeps about this fraction of its fair share, in [0, 1] (0: pure shortest-remaining-first; 1: fair shares)")
+	fs.DurationVar(&p.resizeCost, "resize_cost", time.Duration(d.ResizeCost*float64(time.Second)), "--policy=remaining: what one resize costs a job (its stall); a running job is not resized for a smaller gain")
+	return p
+}
+
+// check says what is wrong with the flags: one error.
+func (p *policyFlags) check(fs *flag.FlagSet) error {
+	if err := k8s.CheckPolicy(p.name); err != nil {
+		return usageError{fmt.Errorf("--policy: %w", err)}
+	}
+	if p.name != k8s.PolicyRemaining && (fs.Changed("fairness") || fs.Changed("resize_cost")) {
+		return usageError{errors.New("--fairness and --resize_cost are the remaining policy's: give --policy=remaining too")}
+	}
+	if !(p.fairness >= 0 && p.fairness <= 1) {
+		return usageError{fmt.Errorf("--fairness=%v: want a fraction in [0, 1]", p.fairness)}
+	}
+	if p.resizeCost < 0 {
+		return usageError{fmt.Errorf("--resize_cost=%v: must not be negative", p.resizeCost)}
+	}
+	return nil
+}
+
+func (p *policyFlags) options() autoscale.RemainingOptions {
+	o := autoscale.DefaultRemainingOptions()
+	o.Fairness, o.ResizeCost = p.fairness, p.resizeCost.Seconds()
+	return o
 }
 
 // clusterDashboardPort is the autoscaler's --dashboard_port by default

@@ -129,6 +129,11 @@ func TestCommands(t *testing.T) {
 		{[]string{"scale", "j", "--workers=2", "--kubeconfig=/nonexistent/kubeconfig"}, 1, "", "/nonexistent/kubeconfig"},
 		{[]string{"autoscaler", "--interval=0"}, 2, "", "--interval and --api_timeout must be positive"},
 		{[]string{"autoscaler", "--metrics_port=70000"}, 2, "", "--metrics_port must be a port number"},
+		{[]string{"autoscaler", "--policy=srpt"}, 2, "", `--policy: policy "srpt": want fair or remaining`},
+		{[]string{"autoscaler", "--fairness=0.2"}, 2, "", "--fairness and --resize_cost are the remaining policy's: give --policy=remaining too"},
+		{[]string{"autoscaler", "--policy=remaining", "--fairness=1.5"}, 2, "", "--fairness=1.5: want a fraction in [0, 1]"},
+		{[]string{"autoscaler", "--policy=remaining", "--resize_cost=-1s"}, 2, "", "--resize_cost=-1s: must not be negative"},
+		{[]string{"autoscaler", "--policy=remaining", "--fairness=0.2", "--resize_cost=30s", "--kubeconfig=/nonexistent/kubeconfig"}, 1, "", "/nonexistent/kubeconfig"},
 		// A local job is named by its --output.
 		{[]string{"scale", "--output=/nonexistent/job", "--workers=2"}, 1, "", "no local job under /nonexistent/job"},
 		{[]string{"scale", "--output=/nonexistent/job"}, 2, "", "--workers or --ps: required"},

@@ -29,6 +29,7 @@ var flagGroups = []struct {
 		"worker_resource_limit", "ps_resource_request", "ps_resource_limit", "node_selector", "volume", "service_account",
 		"image_pull_policy", "envs", "master_port", "ps_port", "ps_host", "master_host", "api_timeout", "gang", "pod_grace_period",
 		"role", "id", "follow"}},
+	{"Scheduling", []string{"policy", "fairness", "resize_cost"}},
 	{"Observability", []string{"log_interval", "dashboard_port", "metrics_port", "metrics_addr", "verbose", "interval", "settle"}},
 }
 

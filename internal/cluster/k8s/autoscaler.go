@@ -47,6 +47,10 @@ type AutoscalerConfig struct {
 	// Rounds, if set, hears what each round saw and decided, once it set
 	// the targets (the cluster dashboard). It must return at once.
 	Rounds func(rounds.Round)
+	// Policy is PolicyFair ("": the default) or PolicyRemaining, with
+	// Remaining its knobs.
+	Policy    string
+	Remaining autoscale.RemainingOptions
 }
 
 // autoscaler sees the whole cluster through informers: nodes, every pod,
@@ -63,6 +67,9 @@ type autoscaler struct {
 	metrics *autoscalerMetrics
 	// rounds: AutoscalerConfig.Rounds.
 	rounds func(rounds.Round)
+	// policy and remaining: AutoscalerConfig's.
+	policy    string
+	remaining autoscale.RemainingOptions
 }
 
 // RunAutoscaler sizes every elastic job of the cluster until ctx ends:
@@ -77,11 +84,17 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Policy == "" {
+		cfg.Policy = PolicyFair
+	}
+	if err := CheckPolicy(cfg.Policy); err != nil {
+		return fmt.Errorf("autoscaler: %w", err)
+	}
 	all := informers.NewSharedInformerFactory(c.cs, 0)
 	masters := informers.NewSharedInformerFactoryWithOptions(c.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = LabelApp + "=" + AppName + "," + LabelReplicaType + "=" + ReplicaMaster
 	}))
-	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{}, rounds: cfg.Rounds,
+	a := &autoscaler{c: c, log: cfg.Logger, warned: map[string]bool{}, rounds: cfg.Rounds, policy: cfg.Policy, remaining: cfg.Remaining,
 		nodes: all.Core().V1().Nodes().Lister(), pods: all.Core().V1().Pods().Lister(), jobs: masters.Batch().V1().Jobs().Lister()}
 	if cfg.Registry != nil {
 		m, err := newAutoscalerMetrics(cfg.Registry)
@@ -107,7 +120,7 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 	if !synced {
 		return fmt.Errorf("autoscaler: the cluster's nodes, pods and jobs not listed within %s (RBAC: deploy/autoscaler.yaml)", c.timeout)
 	}
-	a.log.Info("autoscaler watching the cluster", "interval", cfg.Interval, "settle", cfg.Settle)
+	a.log.Info("autoscaler watching the cluster", "interval", cfg.Interval, "settle", cfg.Settle, "policy", cfg.Policy)
 	tick := time.NewTicker(cfg.Interval)
 	defer tick.Stop()
 	for {
@@ -204,7 +217,7 @@ func (a *autoscaler) round(ctx context.Context) ([]autoscale.Decision, error) {
 		return nil, err
 	}
 	start := time.Now()
-	ds := autoscale.Decide(s)
+	ds := a.decide(s, jobs, usage)
 	a.metrics.observe(time.Since(start), usage, ds)
 	if a.log.Enabled(ctx, slog.LevelDebug) {
 		a.logRoom(s.Nodes, usage)
