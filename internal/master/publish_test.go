@@ -134,3 +134,36 @@ func TestProgressNotPublished(t *testing.T) {
 	p.observe(progressView(0, 0, 1), time.Now())
 	p.close()
 }
+
+// TestRunPublishesProgress: a training master reads the progress a
+// previous master of the job published as it starts, and publishes from
+// its loop: all its records left, its bounds, the samples kept.
+func TestRunPublishesProgress(t *testing.T) {
+	cfg := mlpJobConfig(t)
+	cfg.NumWorkers, cfg.MinWorkers, cfg.NumPS, cfg.NumEpochs = 3, 1, 1, 2
+	prev := autoscale.Progress{Remaining: 1, Min: 1, Max: 3, Samples: []autoscale.ProgressSample{{Workers: 2, RecordsPerSecond: 50, Count: 7, Seconds: 7}}}
+	v, err := autoscale.EncodeProgress(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newMemProgress()
+	store.value, store.set = v, true
+	m, err := New(cfg, Deps{Backend: newFakeBackend(), Registry: zooRegistry(t), Progress: store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	got := store.next(t)
+	if got.Remaining != 2000 || got.Min != 1 || got.Max != 3 || len(got.Samples) != 1 || got.Samples[0] != prev.Samples[0] {
+		t.Errorf("published %+v; want 2000 records left, bounds [1, 3], the previous master's sample %+v", got, prev.Samples[0])
+	}
+}

@@ -148,11 +148,16 @@ func (c *Client) RunAutoscaler(ctx context.Context, cfg AutoscalerConfig) error 
 // watchChanges pokes kick (without blocking) on the changes that can move
 // a decision: a pod created, bound, finishing, being deleted or gone; a
 // node added, removed, or whose room or readiness changed; a master Job
-// added, changed or removed.
+// added, changed (not only its progress) or removed.
 func (a *autoscaler) watchChanges(all, masters informers.SharedInformerFactory, kick chan<- struct{}) error {
 	poke := pokes(kick)
 	pods, nodes := roomChanges(poke)
-	jobs := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { poke() }, UpdateFunc: func(any, any) { poke() }, DeleteFunc: func(any) { poke() }}
+	jobs := cache.ResourceEventHandlerFuncs{AddFunc: func(any) { poke() }, DeleteFunc: func(any) { poke() },
+		UpdateFunc: func(o, n any) {
+			if !progressOnly(o, n) {
+				poke()
+			}
+		}}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		h   cache.ResourceEventHandler

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"elasticdl/internal/autoscale"
 )
@@ -56,4 +57,22 @@ func (a *autoscaler) work(j *batchv1.Job, current int) autoscale.Work {
 		return autoscale.UnknownWork(current)
 	}
 	return p.Work(current, autoscale.DefaultPrior())
+}
+
+// progressOnly says whether a master Job's update changed nothing but its
+// AnnotationProgress. That is no reason to decide early: the next round
+// reads it, and a hundred masters publishing every 30 s would keep the
+// autoscaler deciding.
+func progressOnly(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*batchv1.Job)
+	n, ok2 := newObj.(*batchv1.Job)
+	if !ok1 || !ok2 || o.Annotations[AnnotationProgress] == n.Annotations[AnnotationProgress] {
+		return false
+	}
+	o, n = o.DeepCopy(), n.DeepCopy()
+	for _, j := range []*batchv1.Job{o, n} {
+		delete(j.Annotations, AnnotationProgress)
+		j.ResourceVersion, j.ManagedFields = "", nil
+	}
+	return equality.Semantic.DeepEqual(o, n)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"elasticdl/internal/autoscale"
@@ -84,5 +85,32 @@ func TestCheckPolicy(t *testing.T) {
 	}
 	if err := CheckPolicy("srpt"); err == nil || err.Error() != `policy "srpt": want fair or remaining` {
 		t.Errorf("srpt: %v", err)
+	}
+}
+
+func TestProgressOnly(t *testing.T) {
+	old := autoscaledMasterJob("ns", "a", 1, 8, "cpu=1")
+	old.ResourceVersion = "1"
+	progressed := old.DeepCopy()
+	progressed.ResourceVersion = "2"
+	progressed.Annotations[AnnotationProgress] = `{"v":1}`
+	retargeted := progressed.DeepCopy()
+	retargeted.Annotations[AnnotationTargetWorkers] = "3"
+	ended := progressed.DeepCopy()
+	ended.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+	for _, c := range []struct {
+		name string
+		o, n any
+		want bool
+	}{
+		{"progress published", old, progressed, true},
+		{"progress and target", old, retargeted, false},
+		{"progress and status", old, ended, false},
+		{"nothing but the version", old, old, false},
+		{"not Jobs", old, "x", false},
+	} {
+		if got := progressOnly(c.o, c.n); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }
