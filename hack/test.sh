@@ -51,7 +51,12 @@ go vet ./...
 go vet -tags openblas ./nn/... ./model/...
 phase "gofmt, size rules, go vet"
 echo "== unit and integration tests (race detector)"
-go test -race -count=1 -timeout 30m ./...
+# Through hack/testreport: each package's line, a failed test's whole
+# output, and the slowest tests at the end (where the time goes).
+report_bin=$(mktemp -t elasticdl-testreport.XXXXXX)
+go build -o "$report_bin" ./hack/testreport
+go test -race -count=1 -timeout 30m -json ./... | "$report_bin" -slowest 40
+rm -f "$report_bin"
 phase "unit and integration tests (race detector)"
 echo "== the job core's simulations, without the race detector (one goroutine each: nothing to race)"
 go test -count=1 -timeout 10m -run '^(TestSimulatedJobs|TestRingRendezvousRandomized)$' ./internal/master/job
