@@ -10,7 +10,7 @@ import (
 // proto without a row would be refused to everyone.
 func TestPolicyCoversEveryMethod(t *testing.T) {
 	for _, m := range pserverpb.Pserver_ServiceDesc.Methods {
-		if len(callers[m.MethodName]) == 0 {
+		if len(callers()[m.MethodName]) == 0 {
 			t.Errorf("PS method %s has no callers in the policy", m.MethodName)
 		}
 	}
