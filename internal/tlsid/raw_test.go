@@ -19,6 +19,24 @@ import (
 )
 
 // unixPair returns both ends of a connected abstract Unix socket.
+// serveOnce accepts one connection on ln, runs the server's handshake
+// with creds and then then, and sends what failed (or nil).
+func serveOnce(ctx context.Context, ln net.Listener, creds *tlsid.Creds, then func(*tls.Conn) error) <-chan error {
+	errc := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			defer c.Close()
+			var tc *tls.Conn
+			if tc, _, err = creds.ServerHandshake(ctx, c); err == nil {
+				err = then(tc)
+			}
+		}
+		errc <- err
+	}()
+	return errc
+}
+
 func unixPair(t *testing.T) (server, client *net.UnixConn) {
 	t.Helper()
 	name := fmt.Sprintf("@elasticdl-tlsid-raw-%d-%s", os.Getpid(), t.Name())
@@ -170,18 +188,10 @@ func TestSwitchRawRefusesTCP(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			defer c.Close()
-			var tc *tls.Conn
-			if tc, _, err = ps.ServerHandshake(ctx, c); err == nil {
-				_, err = tlsid.SwitchRaw(ctx, tc, true)
-			}
-		}
-		errc <- err
-	}()
+	errc := serveOnce(ctx, ln, ps, func(tc *tls.Conn) error {
+		_, err := tlsid.SwitchRaw(ctx, tc, true)
+		return err
+	})
 	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)

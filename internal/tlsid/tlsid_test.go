@@ -226,18 +226,10 @@ func TestPeerUIDUnix(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			defer c.Close()
-			var tc *tls.Conn
-			if tc, _, err = j.Creds(tlsid.PS, 0).ServerHandshake(ctx, c); err == nil {
-				_, err = tc.Write([]byte{1})
-			}
-		}
-		errc <- err
-	}()
+	errc := serveOnce(ctx, ln, j.Creds(tlsid.PS, 0), func(tc *tls.Conn) error {
+		_, err := tc.Write([]byte{1})
+		return err
+	})
 	c, err := net.Dial("unix", name)
 	if err != nil {
 		t.Fatal(err)
