@@ -16,6 +16,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -197,7 +198,7 @@ type Client struct {
 	cancel   context.CancelFunc
 	done     chan struct{}
 	log      *slog.Logger
-	tlsDir   string // set before the first Launch
+	tlsDir   atomic.Pointer[string] // set before the first Launch; read by follow too
 }
 
 var _ cluster.Backend = (*Client)(nil)
@@ -271,7 +272,13 @@ func (c *Client) follow(stream agentpb.Agent_WatchClient) {
 			}
 			return
 		}
-		c.events.Push(fromProto(p))
+		ev := fromProto(p)
+		if ev.Phase == cluster.Exited {
+			if err := local.RemoveTLS(c.dir(), ev.Role, ev.ID); err != nil {
+				c.log.Warn("removing an exited instance's TLS bundle", "err", err)
+			}
+		}
+		c.events.Push(ev)
 	}
 }
 
@@ -283,11 +290,19 @@ func (c *Client) Existing(context.Context) ([]cluster.Event, error) {
 
 // SetTLSDir names where instances' TLS bundles are written: the agent
 // is on this host, and the bundle travels as files, not over its socket.
-func (c *Client) SetTLSDir(dir string) { c.tlsDir = dir }
+func (c *Client) SetTLSDir(dir string) { c.tlsDir.Store(&dir) }
+
+// dir is where instances' TLS bundles go ("": none).
+func (c *Client) dir() string {
+	if d := c.tlsDir.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
 
 // Launch implements cluster.Backend.
 func (c *Client) Launch(ctx context.Context, spec cluster.InstanceSpec) error {
-	spec, err := local.WriteTLS(c.tlsDir, spec)
+	spec, err := local.WriteTLS(c.dir(), spec)
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", spec.Name(), err)
 	}

@@ -321,6 +321,9 @@ func (b *Backend) reap(inst *instance, cmd *exec.Cmd) {
 	b.mu.Unlock()
 
 	werr := cmd.Wait()
+	if err := RemoveTLS(b.tlsDir, inst.spec.Role, inst.spec.ID); err != nil {
+		b.log.Warn("removing an exited instance's TLS bundle", "instance", name, "err", err)
+	}
 	ev := exitEvent(inst, cmd.ProcessState, werr, requested)
 	level := slog.LevelInfo
 	if !requested && ev.Reason != cluster.Completed {

@@ -3,6 +3,7 @@ package local
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"elasticdl/internal/cluster"
@@ -25,4 +26,17 @@ func WriteTLS(dir string, spec cluster.InstanceSpec) (cluster.InstanceSpec, erro
 	spec.Env = append(append([]string(nil), spec.Env...), cluster.EnvTLSDir+"="+d)
 	spec.TLS = nil
 	return spec, nil
+}
+
+// RemoveTLS removes the bundle WriteTLS wrote into dir for an instance
+// that has exited: its key is of no use to anyone after it (a relaunch
+// gets a new ID and certificate). dir "" (no TLS) does nothing.
+func RemoveTLS(dir string, role cluster.Role, id int) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(filepath.Join(dir, cluster.InstanceName(role, id))); err != nil {
+		return fmt.Errorf("credentials of %s: %w", cluster.InstanceName(role, id), err)
+	}
+	return nil
 }
