@@ -166,6 +166,11 @@ type ringMember struct {
 	lastReport time.Time
 	// nGrads is where the step buffer's header (stepHeader) and tags start.
 	nGrads int
+	// meter is this member's compute rate; rates the members' as the last
+	// step's buffer had them, by rank (balance.go).
+	meter     rateMeter
+	rates     []float32
+	balancing bool
 	// mean: the buffer holds the step's mean gradient already (a ring of
 	// one, one chunk), not a sum weighted by records.
 	mean bool
@@ -399,6 +404,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 	}
 	if rt != nil {
 		start, end := ar.book.take(rt, w.share(), ar.steps+1)
+		began := time.Now()
 		var loss float32
 		var err error
 		if w.cfg.ModelledSecondsPerRecord > 0 {
@@ -409,11 +415,14 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 		if err != nil {
 			return false, err
 		}
+		ar.meter.observe(end-start, time.Since(began))
+		ar.buf[ar.ratesAt()+ar.ring.Rank()] = float32(ar.meter.rate)
 		ar.book.setLoss(float64(loss) * float64(end-start))
 	}
 	if err := ar.ring.AllReduce(ctx, ar.buf); err != nil {
 		return false, err
 	}
+	w.noteRates()
 	w.maybeCheckpoint() // the state is confirmed and not yet updated
 	n := ar.nGrads
 	total, busy := ar.buf[n], ar.buf[n+1]
@@ -423,7 +432,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 		if err := w.applyGradients(total); err != nil {
 			return false, &fatalError{err}
 		}
-		ar.log = append(ar.log, loggedStep{step: ar.steps, version: ar.ring.Version(), parts: decodeTags(ar.buf[n+stepHeader:])})
+		ar.log = append(ar.log, loggedStep{step: ar.steps, version: ar.ring.Version(), parts: decodeTags(ar.buf[n+stepHeader : ar.ratesAt()])})
 	}
 	w.pruneLog()
 	// Every member finished the previous step: it is confirmed (this one
@@ -450,9 +459,10 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 	return boundary, nil
 }
 
-// share is this member's records in a step of the current ring.
+// share is this member's records in a step of the current ring: equal,
+// or by the members' rates when one is slow (balancedShare).
 func (w *Worker) share() int64 {
-	return stepShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, w.ar.ring.Rank(), w.ar.ring.Size())
+	return balancedShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, w.ar.ring.Rank(), w.ar.ring.Size(), w.ar.rates, w.ar.balancing)
 }
 
 // stepShare is the records rank takes in a step of a ring of size members.

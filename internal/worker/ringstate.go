@@ -84,7 +84,8 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 			ar.ringLineage, ar.restoreDir, ar.restoreVersion = resp.Lineage, resp.RestoreDir, resp.RestoreVersion
 			ar.lastReport = time.Time{} // rank 0 reports the new ring's first confirmed step at once
 			w.rings.enter(ring)
-			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*tagLen)
+			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*(tagLen+1)) // +1: its rate
+			ar.rates, ar.balancing = nil, false
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
 				ar.masterDone[h.TaskId] = h.Done

@@ -1,0 +1,120 @@
+package worker
+
+import (
+	"math"
+	"time"
+)
+
+// Balancing an AllReduce step (issue 34): every step waits for its slowest
+// member, so a member that computes slower than the others (a throttled
+// CPU, a noisy neighbour) takes a smaller share of the step's records, in
+// proportion to its measured rate, and all finish their part together.
+// The records each member trained travel with the gradients (the sum is
+// divided by the step's records), so the step's mean gradient stays
+// right; without a global batch the step is smaller, with one it keeps
+// its size. Each member writes its rate at its rank in the step's buffer
+// (ratesLen), so every member decides from the same rates.
+const (
+	// rateEMA is the weight of a step's rate in a member's smoothed rate.
+	rateEMA = 0.3
+	// balanceBelow: shares change when a busy member computes below this
+	// fraction of the fastest, and go back to equal once every busy
+	// member is within balanceWithin (hysteresis: the noise of a shared
+	// machine's steps does not flip them back and forth).
+	balanceBelow  = 0.7
+	balanceWithin = 0.85
+	// minShareFraction is the smallest share a slow member takes, as a
+	// fraction of its equal share: it keeps training, and its rate keeps
+	// being measured.
+	minShareFraction = 0.1
+)
+
+// rateMeter is a member's compute rate, records per second, smoothed.
+type rateMeter struct{ rate float64 }
+
+func (m *rateMeter) observe(records int64, d time.Duration) {
+	if records <= 0 || d <= 0 {
+		return
+	}
+	r := float64(records) / d.Seconds()
+	if m.rate == 0 {
+		m.rate = r
+		return
+	}
+	m.rate = (1-rateEMA)*m.rate + rateEMA*r
+}
+
+// spread is the slowest busy member's rate over the fastest's (1: none
+// busy, or one).
+func spread(rates []float32) float64 {
+	fastest, slowest := 0.0, math.Inf(1)
+	for _, r := range rates {
+		if r > 0 {
+			fastest, slowest = max(fastest, float64(r)), min(slowest, float64(r))
+		}
+	}
+	if fastest == 0 {
+		return 1
+	}
+	return slowest / fastest
+}
+
+// nextBalancing is whether shares go by rate after a step whose members'
+// rates were rates, when they did (was) before it. Every member sees the
+// same rates, so all agree.
+func nextBalancing(was bool, rates []float32) bool {
+	s := spread(rates)
+	if was {
+		return s < balanceWithin
+	}
+	return s < balanceBelow
+}
+
+// balancedShare is the records rank takes in a step, given the members'
+// rates from the last step (0: idle or not measured yet, taken as
+// normal). Not balancing, it is stepShare's equal share; balancing, a
+// member takes its share in proportion to its rate: without a global
+// batch, a minibatch scaled by its rate over the fastest's; with one, the
+// global batch split by rate.
+func balancedShare(global, minibatch, rank, size int, rates []float32, balancing bool) int64 {
+	equal := stepShare(global, minibatch, rank, size)
+	if !balancing || rank >= len(rates) || rates[rank] <= 0 || len(rates) != size {
+		return equal
+	}
+	fastest := 0.0
+	for _, r := range rates {
+		fastest = max(fastest, float64(r))
+	}
+	mine := float64(rates[rank])
+	floor := max(1, int64(minShareFraction*float64(equal)))
+	if global <= 0 {
+		return max(floor, int64(math.Round(float64(minibatch)*mine/fastest)))
+	}
+	sum := 0.0
+	for _, r := range rates {
+		if r > 0 {
+			sum += float64(r)
+		} else {
+			sum += fastest
+		}
+	}
+	return max(floor, int64(math.Round(float64(global)*mine/sum)))
+}
+
+// ratesAt is where the members' rates start in the step's buffer: after
+// the header and the tags, one per rank.
+func (ar *ringMember) ratesAt() int { return ar.nGrads + stepHeader + ar.ring.Size()*tagLen }
+
+// noteRates keeps the rates of the step just summed for the next step's
+// share, and says when this member's share leaves its equal share or
+// comes back to it (not each step's small change).
+func (w *Worker) noteRates() {
+	ar := w.ar
+	was := ar.balancing
+	ar.rates = append(ar.rates[:0], ar.buf[ar.ratesAt():ar.ratesAt()+ar.ring.Size()]...)
+	ar.balancing = nextBalancing(was, ar.rates)
+	if ar.balancing != was {
+		w.log.Info("step shares by the members' rates", "on", ar.balancing, "records", w.share(),
+			"equal", stepShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, ar.ring.Rank(), ar.ring.Size()), "rates", ar.rates)
+	}
+}

@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"testing"
+	"time"
+)
+
+func TestBalancedShare(t *testing.T) {
+	for _, c := range []struct {
+		name                        string
+		global, minibatch, rank, sz int
+		rates                       []float32
+		want                        int64
+	}{
+		{"not balancing", 0, 64, 2, 3, []float32{100, 100, 35}, 64},
+		{"no rates yet", 0, 64, 0, 3, nil, 64},
+		{"idle member", 0, 64, 1, 3, []float32{100, 0, 100}, 64},
+		{"equal members", 0, 64, 2, 3, []float32{100, 100, 100}, 64},
+		{"the slow member takes less", 0, 64, 2, 3, []float32{100, 100, 35}, 22},
+		{"the fast ones keep a minibatch", 0, 64, 0, 3, []float32{100, 100, 35}, 64},
+		{"the fastest sets the scale", 0, 64, 1, 3, []float32{50, 100, 100}, 64},
+		{"never below the floor", 0, 64, 2, 3, []float32{1000, 1000, 1}, 6},
+		{"never below one record", 0, 4, 2, 3, []float32{1000, 1000, 1}, 1},
+		{"global, equal rates", 96, 64, 0, 3, []float32{100, 100, 100}, 32},
+		{"global, the slow member's part", 96, 64, 2, 3, []float32{100, 100, 35}, 14},
+		{"global, a fast member's part", 96, 64, 0, 3, []float32{100, 100, 35}, 41},
+		{"global, an idle member counts as normal", 96, 64, 0, 3, []float32{100, 0, 35}, 41},
+		{"rates of another ring's size", 0, 64, 2, 3, []float32{100, 35}, 64},
+	} {
+		balancing := c.name != "not balancing"
+		if got := balancedShare(c.global, c.minibatch, c.rank, c.sz, c.rates, balancing); got != c.want {
+			t.Errorf("%s: balancedShare(%d, %d, %d, %d, %v) = %d, want %d", c.name, c.global, c.minibatch, c.rank, c.sz, c.rates, got, c.want)
+		}
+	}
+}
+
+func TestRateMeter(t *testing.T) {
+	var m rateMeter
+	m.observe(0, time.Second) // nothing trained: no rate
+	m.observe(100, 0)
+	if m.rate != 0 {
+		t.Fatalf("rate %v from nothing", m.rate)
+	}
+	m.observe(100, time.Second)
+	if m.rate != 100 {
+		t.Fatalf("first rate %v, want 100", m.rate)
+	}
+	m.observe(200, time.Second)
+	if want := 0.7*100 + 0.3*200; m.rate != want {
+		t.Fatalf("smoothed rate %v, want %v", m.rate, want)
+	}
+}
+
+func TestNextBalancing(t *testing.T) {
+	for _, c := range []struct {
+		was   bool
+		rates []float32
+		want  bool
+	}{
+		{false, nil, false},
+		{false, []float32{100, 100, 100}, false},
+		{false, []float32{100, 100, 75}, false}, // in the band: stays off
+		{false, []float32{100, 100, 65}, true},
+		{true, []float32{100, 100, 75}, true}, // in the band: stays on
+		{true, []float32{100, 100, 90}, false},
+		{true, []float32{100, 0, 0}, false}, // one busy member: nothing to balance
+		{false, []float32{0, 0, 0}, false},
+	} {
+		if got := nextBalancing(c.was, c.rates); got != c.want {
+			t.Errorf("nextBalancing(%v, %v) = %v, want %v", c.was, c.rates, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package local
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"elasticdl/internal/master"
+	"elasticdl/internal/proctest"
+)
+
+// stragglerJob is 3 workers training the cnn for one epoch of file (of
+// Fashion-MNIST), in PS mode or on AllReduce.
+func stragglerJob(file string, allreduce bool) []string {
+	args := []string{"--model_def=fashion_mnist.cnn", "--training_data=" + filepath.Join(dataDir, file),
+		"--validation_data=", "--num_workers=3", "--num_epochs=1", "--log_interval=0"}
+	if allreduce {
+		return append(args, "--distribution_strategy=AllreduceStrategy")
+	}
+	return append(args, "--num_ps_pods=1")
+}
+
+// runStraggler runs the job, with one worker held to fraction of a CPU
+// from its start when fraction > 0, and returns the job, its summary and
+// its time.
+func runStraggler(t *testing.T, allreduce bool, fraction float64, file string, records int64) (*job, master.Summary, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	j := startJob(t, stragglerJob(file, allreduce)...)
+	if fraction > 0 {
+		var workers []proctest.Instance
+		waitFor(t, time.Minute, "three workers", func() bool {
+			workers = proctest.Children(j.cmd.Process.Pid, "worker")
+			return len(workers) == 3
+		})
+		t.Logf("worker %d throttled: %s", workers[0].Pid, throttle(t, workers[0].Pid, fraction))
+	}
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 1, records)
+	return j, s, time.Since(start)
+}
+
+// workerLogs is every worker log of a finished job, joined.
+func (j *job) workerLogs(t *testing.T) string {
+	t.Helper()
+	logs, err := filepath.Glob(filepath.Join(j.out, "logs", "worker-*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("worker logs of %s: %v, %v", j.out, logs, err)
+	}
+	var all strings.Builder
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all.Write(b)
+	}
+	return all.String()
+}
+
+// sharesByRate is a worker's log line when its ring's step shares start
+// to go by the members' rates (internal/worker/balance.go).
+var sharesByRate = regexp.MustCompile(`msg="step shares by the members' rates" worker=\d+ on=true`)
+
+// TestStraggler holds one worker of three to a tenth of a CPU for the
+// whole job (one epoch of the 10,000 test images): every record is still trained once, and on AllReduce the
+// members' step shares go by their rates (the throttled one takes less).
+// How much of the job's time that wins back is a measurement, not a test:
+// ELASTICDL_STRAGGLER_PAIRS=N runs N side-by-side pairs (undisturbed, 35%)
+// of each mode and logs their ratios (bench/RESULTS.md).
+func TestStraggler(t *testing.T) {
+	skipLong(t)
+	pairs, _ := strconv.Atoi(os.Getenv("ELASTICDL_STRAGGLER_PAIRS"))
+	for _, c := range []struct {
+		name      string
+		allreduce bool
+	}{{"ps", false}, {"allreduce", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if pairs > 0 {
+				for i := range pairs {
+					_, calm, calmTook := runStraggler(t, c.allreduce, 0, "train-images-idx3-ubyte.gz", 60000)
+					_, slow, slowTook := runStraggler(t, c.allreduce, 0.35, "train-images-idx3-ubyte.gz", 60000)
+					t.Logf("%s pair %d: job %.1f s undisturbed, %.1f s with a worker at 35%% of a CPU: %.2f×; training %.1f s / %.1f s",
+						c.name, i, calmTook.Seconds(), slowTook.Seconds(), slowTook.Seconds()/calmTook.Seconds(),
+						calm.TrainingSeconds, slow.TrainingSeconds)
+				}
+				return
+			}
+			j, _, _ := runStraggler(t, c.allreduce, 0.1, "t10k-images-idx3-ubyte.gz", 10000)
+			if c.allreduce && !sharesByRate.MatchString(j.workerLogs(t)) {
+				t.Error("no worker's step shares went by the members' rates")
+			}
+		})
+	}
+}
