@@ -82,6 +82,9 @@ class Member:
         self.steps, self.lineage, self.ring_lineage = 0, 0, 0
         self.book, self.log, self.reported = rb.StepBook(), [], 0
         self.last_report, self.last_stats, self.leave_flag = 0.0, 0.0, False
+        # This member's compute rate, the members' of the last step, and
+        # whether shares go by them (_ringbook.balanced_share).
+        self.rate, self.rates, self.balancing, self.began = 0.0, [], False, 0.0
         self.master_done = {}
         self.latest = (0, False)  # newest (version, planned) the poller saw
         self._lock = threading.Lock()
@@ -180,6 +183,7 @@ class Member:
                                worker_ids=[m.worker_id for m in resp.members])
                 self.version, self.rank, self.size = resp.version, ranks[0], len(peers)
                 self.leave_flag, self.last_report = False, 0.0
+                self.rates, self.balancing = [], False
                 self.ring_lineage = resp.lineage
                 self.master_done = {h.task_id: h.done for h in resp.held}
                 with self._lock:
@@ -288,20 +292,34 @@ class Member:
     # -- steps -----------------------------------------------------------------
 
     def share(self):
-        return rb.step_share(self.global_batch, self.job.minibatch_size, self.rank, self.size)
+        return rb.balanced_share(self.global_batch, self.job.minibatch_size, self.rank, self.size, self.rates,
+                                 self.balancing)
+
+    def _note_rates(self, buf, at):
+        was = self.balancing
+        self.rates = [float(r) for r in buf[at:at + self.size]]
+        self.balancing = rb.next_balancing(was, self.rates)
+        if self.balancing != was:
+            print("elasticdl: worker %d: step shares by the members' rates: %s, %d records (rates %s)"
+                  % (self.job.worker_id, "on" if self.balancing else "off", self.share(),
+                     " ".join("%.0f" % r for r in self.rates)), file=sys.stderr, flush=True)
 
     def step(self, part=None, loss_sum=0.0):
         """One step: part (task, start, end) is this member's records, whose
         gradients (of loss.backward()) are in the parameters; None: idle.
         Returns whether every member leaves the ring after it (a planned
         change). Raises RingBroken: the step was not applied."""
-        n, buf = self.n_grads, self.ring.buffer(self.n_grads + rb.STEP_HEADER + self.size * rb.TAG_LEN)
+        rates_at = self.n_grads + rb.STEP_HEADER + self.size * rb.TAG_LEN
+        n, buf = self.n_grads, self.ring.buffer(rates_at + self.size)  # +size: each member's rate
         flat = torch.from_numpy(buf)
         buf[n:] = 0
         if part is None:
             buf[:n] = 0
         else:
             records = part[2] - part[1]
+            # Its compute: from the batch handed to the program to here.
+            self.rate = rb.observe_rate(self.rate, records, time.monotonic() - self.began)
+            buf[rates_at + self.rank] = self.rate
             self._gather(flat, float(records))
             buf[n], buf[n + 1] = records, 1
             rb.put_tag(buf, n + rb.STEP_HEADER + self.rank * rb.TAG_LEN, (self.job.worker_id,) + tuple(part))
@@ -311,11 +329,12 @@ class Member:
             self.reported = max(self.reported, self._acked)
             buf[n + 2], buf[n + 3] = rb.split24(self.reported)
         self.ring.allreduce(self.version, 0, len(buf))
+        self._note_rates(buf, rates_at)
         total, busy, boundary = float(buf[n]), buf[n + 1], buf[n + 4] > 0
         self.reported = max(self.reported, rb.join24(buf[n + 2], buf[n + 3]))
         if total > 0:
             self._apply(flat, total)
-            self.log.append((self.steps, self.version, rb.decode_tags(buf[n + rb.STEP_HEADER:])))
+            self.log.append((self.steps, self.version, rb.decode_tags(buf[n + rb.STEP_HEADER:rates_at])))
         self.log = rb.prune_log(self.log, self.reported)
         previous = self.steps - (1 if total > 0 else 0)
         self.confirm(previous)
@@ -451,6 +470,7 @@ def batches(job, read):
         for p in m.params:
             p.grad = None
         job._pending = [(rt.task.id, start, end), None]
+        m.began = time.monotonic()
         yield job._batch(rt.recs, start, end, rt.task, m.steps + 1)
         if job._check():
             return

@@ -97,6 +97,55 @@ def step_share(global_batch, minibatch, rank, size):
     return max(n, 1)
 
 
+# Step shares by rate (the Go worker's internal/worker/balance.go, the same
+# numbers): a member that computes slower takes less of each step.
+RATE_EMA = 0.3
+BALANCE_BELOW, BALANCE_WITHIN = 0.7, 0.85
+MIN_SHARE_FRACTION = 0.1
+
+
+def observe_rate(rate, records, seconds):
+    """A member's smoothed compute rate (records/s) after a step of records
+    in seconds (0: none yet)."""
+    if records <= 0 or seconds <= 0:
+        return rate
+    r = records / seconds
+    return r if rate == 0 else (1 - RATE_EMA) * rate + RATE_EMA * r
+
+
+def spread(rates):
+    """The slowest busy member's rate over the fastest's (1: none busy)."""
+    busy = [r for r in rates if r > 0]
+    return min(busy) / max(busy) if busy else 1.0
+
+
+def next_balancing(was, rates):
+    """Whether shares go by rate after a step whose members' rates were
+    rates, when they did (was) before it: on below BALANCE_BELOW, off again
+    once within BALANCE_WITHIN."""
+    return spread(rates) < (BALANCE_WITHIN if was else BALANCE_BELOW)
+
+
+def balanced_share(global_batch, minibatch, rank, size, rates, balancing):
+    """step_share, or while balancing a share in proportion to rank's rate:
+    a minibatch scaled by its rate over the fastest's, or the global batch
+    split by rate (an idle member counted at the fastest's)."""
+    equal = step_share(global_batch, minibatch, rank, size)
+    if not balancing or len(rates) != size or rank >= size or rates[rank] <= 0:
+        return equal
+    fastest, mine = max(rates), float(rates[rank])
+    floor = max(1, int(MIN_SHARE_FRACTION * equal))
+    if global_batch <= 0:
+        return max(floor, _round(minibatch * mine / fastest))
+    total = sum(r if r > 0 else fastest for r in rates)
+    return max(floor, _round(global_batch * mine / total))
+
+
+def _round(x):
+    """Go's math.Round: halves away from zero (Python's round is to even)."""
+    return int(x + 0.5)
+
+
 def checksum(tensors):
     """FNV-1a 64 of (name, dims as u64 LE, content) of each tensor, in
     order: the Go side's wire.Checksum, which the master recomputes."""

@@ -45,6 +45,39 @@ class Encodings(unittest.TestCase):
                                              (100, 64, 3, [34, 33, 33]), (2, 64, 3, [1, 1, 1])]:
             self.assertEqual([rb.step_share(global_batch, mb, r, size) for r in range(size)], want, (global_batch, size))
 
+    def test_balanced_share_is_go_balanced_share(self):
+        # internal/worker/balance_test.go's TestBalancedShare, case for case.
+        for name, g, mb, rank, size, rates, want in [
+                ("not balancing", 0, 64, 2, 3, None, 64),
+                ("no rates yet", 0, 64, 0, 3, [], 64),
+                ("idle member", 0, 64, 1, 3, [100, 0, 100], 64),
+                ("equal members", 0, 64, 2, 3, [100, 100, 100], 64),
+                ("the slow member takes less", 0, 64, 2, 3, [100, 100, 35], 22),
+                ("the fast ones keep a minibatch", 0, 64, 0, 3, [100, 100, 35], 64),
+                ("the fastest sets the scale", 0, 64, 1, 3, [50, 100, 100], 64),
+                ("never below the floor", 0, 64, 2, 3, [1000, 1000, 1], 6),
+                ("never below one record", 0, 4, 2, 3, [1000, 1000, 1], 1),
+                ("global, equal rates", 96, 64, 0, 3, [100, 100, 100], 32),
+                ("global, the slow member's part", 96, 64, 2, 3, [100, 100, 35], 14),
+                ("global, a fast member's part", 96, 64, 0, 3, [100, 100, 35], 41),
+                ("global, an idle member counts as normal", 96, 64, 0, 3, [100, 0, 35], 41),
+                ("rates of another ring's size", 0, 64, 2, 3, [100, 35], 64)]:
+            balancing = rates is not None
+            got = rb.balanced_share(g, mb, rank, size, [100, 100, 35] if rates is None else rates, balancing)
+            self.assertEqual(got, want, name)
+
+    def test_next_balancing_is_go_next_balancing(self):
+        for was, rates, want in [(False, [], False), (False, [100, 100, 100], False), (False, [100, 100, 75], False),
+                                 (False, [100, 100, 65], True), (True, [100, 100, 75], True),
+                                 (True, [100, 100, 90], False), (True, [100, 0, 0], False), (False, [0, 0, 0], False)]:
+            self.assertEqual(rb.next_balancing(was, rates), want, (was, rates))
+
+    def test_observe_rate(self):
+        self.assertEqual(rb.observe_rate(0.0, 0, 1.0), 0.0)
+        self.assertEqual(rb.observe_rate(0.0, 100, 0.0), 0.0)
+        self.assertEqual(rb.observe_rate(0.0, 100, 1.0), 100.0)
+        self.assertAlmostEqual(rb.observe_rate(100.0, 200, 1.0), 0.7 * 100 + 0.3 * 200)
+
     def test_checksum_is_go_wire_checksum(self):
         # internal/wire.Checksum of EncodeTensor("conv1.weight", [2], {1, 2})
         # and EncodeTensor("fc.bias", [1, 1], {-3.5}), printed by Go.
