@@ -31,8 +31,12 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 	if r.Records < 0 || r.Corrupt < 0 || r.Steps < 0 {
 		return fmt.Errorf("report from worker %d for %s: %w: negative count in %+v", worker, e.task, ErrInvalidResult, r)
 	}
-	if e.state != Doing || e.owner != worker {
+	if e.state != Doing || !e.holds(worker) {
 		return d.rejectReport(worker, e, r)
+	}
+	if e.hasBackup && d.reportBackedUp(worker, e, r) {
+		d.lastAccepted = now
+		return nil
 	}
 	d.release(e)
 	d.lastAccepted = now
@@ -79,6 +83,10 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 }
 
 func (d *Dispatcher) rejectReport(worker int, e *entry, r Result) error {
+	if i := slices.Index(e.superseded, worker); i >= 0 {
+		e.superseded = slices.Delete(e.superseded, i, i+1)
+		return fmt.Errorf("report from worker %d for %s: %w", worker, e.task, ErrSuperseded)
+	}
 	i := slices.Index(e.former, worker)
 	if i < 0 {
 		if e.state == Doing {
