@@ -1,0 +1,215 @@
+package job
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"time"
+)
+
+// Slow workers (stragglers). A worker's rate is the records/s of its
+// recent training tasks, each timed from when it was handed out to its
+// report (time enters through the Steps' now). A worker is judged at each
+// of its reports against the median of the other workers' rates: below
+// fraction × median (--slow_worker_fraction) for slowStreak reports in a
+// row marks it slow; above unmarkFactor × fraction unmarks it (the gap is
+// the hysteresis: a worker near the bar does not flap). The marks drive
+// backup tasks (backup.go) and show in the summary and the metrics; they
+// are not persisted (a master that takes over measures afresh).
+const (
+	// rateWindow: the tasks a rate is measured over, the newest ones; a
+	// few, so that a worker that turns slow shows within tens of seconds.
+	rateWindow = 3
+	// slowStreak: one slow task is noise (a GC pause, a checkpoint, a
+	// cold page cache, a PS re-shard); two in a row, with the window's
+	// rate below the bar both times, is a worker slow for most of its
+	// last three tasks — tens of seconds at the usual task sizes.
+	slowStreak = 2
+	// unmarkFactor: unmarked above fraction × 1.4 (0.5 → 0.7).
+	unmarkFactor = 1.4
+	// minRated: with two workers, "the median of the others" is the other
+	// one, and either of two workers could be the slow one; three rated
+	// workers are needed to say which one is off.
+	minRated = 3
+	// maxSlowMarks bounds the summary's history of marks.
+	maxSlowMarks = 200
+	// typicalWindow: the accepted training tasks whose durations give the
+	// typical task time (backup.go).
+	typicalWindow = 32
+)
+
+// rateSample is one training task: its records and how long it took.
+type rateSample struct {
+	records int64
+	secs    float64
+}
+
+// workerRate is what the core knows of one worker's speed.
+type workerRate struct {
+	samples []rateSample // the newest rateWindow
+	below   int          // consecutive reports below the bar
+	slow    bool
+}
+
+func (w *workerRate) rate() (float64, bool) {
+	var n int64
+	var secs float64
+	for _, s := range w.samples {
+		n += s.records
+		secs += s.secs
+	}
+	if secs <= 0 {
+		return 0, false
+	}
+	return float64(n) / secs, true
+}
+
+// slowTracker keeps every live worker's rate and the recent task times.
+type slowTracker struct {
+	workers   map[int]*workerRate
+	durations []time.Duration // the newest typicalWindow, oldest first
+}
+
+// judgeSlow decides a worker's mark from its rate and the other workers'
+// (each with a rate): it returns the mark, the new streak of reports
+// below the bar, and the others' median; judged is false (mark and
+// streak unchanged) when fewer than minRated workers have a rate or the
+// detection is off (fraction <= 0).
+func judgeSlow(rate float64, others []float64, fraction float64, was bool, below int) (slow bool, streak int, median float64, judged bool) {
+	if fraction <= 0 || len(others)+1 < minRated {
+		return was, below, 0, false
+	}
+	median = medianOf(others)
+	switch {
+	case rate < fraction*median:
+		streak = below + 1
+	case was && rate <= unmarkFactor*fraction*median:
+		return true, 0, median, true // between the bars: stays slow
+	}
+	return streak >= slowStreak, streak, median, true
+}
+
+func medianOf(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// SlowMark is a worker marked slow, or unmarked: when, its rate then, and
+// the median of the other workers' rates it was judged against.
+type SlowMark struct {
+	Worker           int       `json:"worker"`
+	Slow             bool      `json:"slow"`
+	At               time.Time `json:"at"`
+	RecordsPerSecond float64   `json:"records_per_second"`
+	MedianOthers     float64   `json:"median_others"`
+}
+
+// WorkerRate is a live worker's recent training rate and mark.
+type WorkerRate struct {
+	Worker           int     `json:"worker"`
+	RecordsPerSecond float64 `json:"records_per_second"`
+	Slow             bool    `json:"slow"`
+}
+
+// noteTaskTime records that worker trained records in d (an accepted
+// training report) and judges it.
+func (j *Job) noteTaskTime(now time.Time, worker int, records int64, d time.Duration) {
+	t := &j.slow
+	if t.workers == nil {
+		t.workers = map[int]*workerRate{}
+	}
+	t.durations = append(t.durations, max(d, 0))
+	if len(t.durations) > typicalWindow {
+		t.durations = t.durations[1:]
+	}
+	if d <= 0 {
+		return // no time passed: no rate
+	}
+	w := t.workers[worker]
+	if w == nil {
+		w = &workerRate{}
+		t.workers[worker] = w
+	}
+	w.samples = append(w.samples, rateSample{records: records, secs: d.Seconds()})
+	if len(w.samples) > rateWindow {
+		w.samples = w.samples[1:]
+	}
+	rate, _ := w.rate()
+	var others []float64
+	for id, o := range t.workers {
+		if r, ok := o.rate(); ok && id != worker {
+			others = append(others, r)
+		}
+	}
+	slow, streak, median, judged := judgeSlow(rate, others, j.cfg.SlowWorkerFraction, w.slow, w.below)
+	if !judged {
+		return
+	}
+	w.below = streak
+	if slow != w.slow {
+		w.slow = slow
+		j.markSlow(now, worker, slow, rate, median)
+	}
+}
+
+// markSlow records a change of worker's mark.
+func (j *Job) markSlow(now time.Time, worker int, slow bool, rate, median float64) {
+	round := func(x float64) float64 { return math.Round(x*1000) / 1000 }
+	s := &j.summary
+	s.SlowWorkers = append(s.SlowWorkers, SlowMark{Worker: worker, Slow: slow, At: now.UTC(), RecordsPerSecond: round(rate), MedianOthers: round(median)})
+	if len(s.SlowWorkers) > maxSlowMarks {
+		s.SlowWorkers = s.SlowWorkers[len(s.SlowWorkers)-maxSlowMarks:]
+	}
+	if slow {
+		j.noticeOccur(true, "WorkerSlow", fmt.Sprintf("worker-%d is slow: %.1f records/s, the others' median %.1f", worker, rate, median))
+		return
+	}
+	j.noticeOccur(false, "WorkerRecovered", fmt.Sprintf("worker-%d is no longer slow: %.1f records/s, the others' median %.1f", worker, rate, median))
+}
+
+// SlowWorkers returns the workers marked slow now, in ID order.
+func (j *Job) SlowWorkers() []int {
+	var out []int
+	for _, id := range slices.Sorted(maps.Keys(j.slow.workers)) {
+		if j.slow.workers[id].slow {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// workerRates returns the live workers' rates, in ID order.
+func (j *Job) workerRates() []WorkerRate {
+	var out []WorkerRate
+	for _, id := range slices.Sorted(maps.Keys(j.slow.workers)) {
+		w := j.slow.workers[id]
+		if r, ok := w.rate(); ok {
+			out = append(out, WorkerRate{Worker: id, RecordsPerSecond: math.Round(r*1000) / 1000, Slow: w.slow})
+		}
+	}
+	return out
+}
+
+// typicalTaskTime is the median duration of the recent training tasks
+// (false with fewer than minRated of them).
+func (j *Job) typicalTaskTime() (time.Duration, bool) {
+	if len(j.slow.durations) < minRated {
+		return 0, false
+	}
+	s := make([]float64, len(j.slow.durations))
+	for i, d := range j.slow.durations {
+		s[i] = float64(d)
+	}
+	return time.Duration(medianOf(s)), true
+}
+
+// forgetRate drops a worker that is gone.
+func (j *Job) forgetRate(worker int) { delete(j.slow.workers, worker) }

@@ -1,0 +1,149 @@
+package job
+
+import (
+	"testing"
+	"time"
+
+	"elasticdl/internal/cluster"
+	"elasticdl/internal/master/task"
+)
+
+func TestJudgeSlow(t *testing.T) {
+	tests := []struct {
+		name     string
+		rate     float64
+		others   []float64
+		fraction float64
+		was      bool
+		below    int
+		slow     bool
+		streak   int
+		median   float64
+		judged   bool
+	}{
+		{name: "off", rate: 1, others: []float64{10, 10}, fraction: 0, below: 1},
+		{name: "two workers: no judgement", rate: 1, others: []float64{10}, fraction: 0.5, below: 1},
+		{name: "first report below: not yet", rate: 4, others: []float64{10, 10}, fraction: 0.5, streak: 1, median: 10, judged: true},
+		{name: "second report below: slow", rate: 4, others: []float64{10, 10}, fraction: 0.5, below: 1, slow: true, streak: 2, median: 10, judged: true},
+		{name: "the median, not the mean", rate: 4, others: []float64{10, 12, 1000}, fraction: 0.5, below: 1, slow: true, streak: 2, median: 12, judged: true},
+		{name: "even count: mean of the middle two", rate: 4.9, others: []float64{8, 10, 12}, fraction: 0.5, below: 5, slow: true, streak: 6, median: 10, judged: true},
+		{name: "above the bar: streak reset", rate: 6, others: []float64{10, 10}, fraction: 0.5, below: 1, median: 10, judged: true},
+		{name: "slow, between the bars: stays", rate: 6, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, median: 10, judged: true},
+		{name: "slow, at the upper bar: stays", rate: 7, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, median: 10, judged: true},
+		{name: "slow, above the upper bar: unmarked", rate: 7.1, others: []float64{10, 10}, fraction: 0.5, was: true, median: 10, judged: true},
+		{name: "slow, still below: stays", rate: 3, others: []float64{10, 10}, fraction: 0.5, was: true, below: 4, slow: true, streak: 5, median: 10, judged: true},
+		{name: "slow, too few rated: unchanged", rate: 30, others: []float64{10}, fraction: 0.5, was: true, slow: true},
+		{name: "all equally slow: nobody marked", rate: 1, others: []float64{1, 1, 1}, fraction: 0.5, below: 3, median: 1, judged: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			slow, streak, median, judged := judgeSlow(tc.rate, tc.others, tc.fraction, tc.was, tc.below)
+			if slow != tc.slow || judged != tc.judged || (judged && (streak != tc.streak || median != tc.median)) || (!judged && streak != tc.below) {
+				t.Fatalf("judgeSlow = slow %v streak %d median %v judged %v, want %v %d %v %v", slow, streak, median, judged, tc.slow, tc.streak, tc.median, tc.judged)
+			}
+		})
+	}
+}
+
+func TestPickBackup(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := func(id int64, owner int, ago time.Duration) task.Straggler {
+		return task.Straggler{Task: task.Task{ID: id}, Owner: owner, Since: now.Add(-ago)}
+	}
+	// Oldest first, as task.BackupCandidates gives them.
+	cands := []task.Straggler{c(1, 1, 50*time.Second), c(2, 2, 40*time.Second), c(3, 3, 5*time.Second)}
+	slowOnly := func(s int) func(int) bool { return func(w int) bool { return w == s } }
+	tests := []struct {
+		name    string
+		worker  int
+		slow    func(int) bool
+		typical time.Duration
+		known   bool
+		want    int64 // 0: none
+	}{
+		{"slow holder first, however recent", 9, slowOnly(3), time.Hour, true, 3},
+		{"never the worker's own", 3, slowOnly(3), time.Hour, true, 0},
+		{"no typical time: only slow holders", 9, slowOnly(0), 0, false, 0},
+		{"held 3× the typical time: the oldest", 9, slowOnly(0), 10 * time.Second, true, 1},
+		{"the oldest is the worker's own", 1, slowOnly(0), 10 * time.Second, true, 2},
+		{"nothing held long enough", 9, slowOnly(0), 20 * time.Second, true, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := pickBackup(cands, tc.worker, tc.slow, tc.typical, tc.known, now)
+			if id := map[bool]int64{true: got.Task.ID}[ok]; id != tc.want {
+				t.Fatalf("pickBackup = task %d (%v), want %d", got.Task.ID, ok, tc.want)
+			}
+		})
+	}
+}
+
+// TestSlowWorkerBackedUp: of three workers, one takes 5× as long per
+// task: it is marked slow after two tasks, and at the end of the epoch an
+// idle worker gets a copy of its task, which wins; the slow worker's late
+// report is taken and dropped, the ledger stays exact.
+func TestSlowWorkerBackedUp(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.NumWorkers, c.RecordsPerTask, c.Tasks.RecordsPerTask = 3, 10, 10
+		c.Tasks.Training = []task.Shard{{Name: "train", Records: 400}}
+		c.CheckApplied, c.MinibatchSize = true, 10
+		c.SlowWorkerFraction, c.BackupTasks = 0.5, true
+	})
+	for w := range 3 {
+		h.running(cluster.Worker, w)
+	}
+	// Rounds of 10 s: workers 0 and 1 train a task each round, worker 2
+	// one task every 5 rounds.
+	held := map[int]task.Task{}
+	slowStart := h.now
+	var backup task.Task
+	for round := 0; backup.ID == 0; round++ {
+		if round > 100 {
+			t.Fatal("no backup of the slow worker's task")
+		}
+		for w := range 2 {
+			if tk, ok := held[w]; ok {
+				h.train(w, tk, 1)
+				delete(held, w)
+			}
+			if a := h.step(GetTask{Worker: w}).Assignment; a.Kind == task.KindTask {
+				if a.Task.ID == held[2].ID {
+					backup = a.Task
+				}
+				held[w] = a.Task
+			}
+		}
+		if tk, ok := held[2]; backup.ID == 0 && (!ok || h.now.Sub(slowStart) >= 50*time.Second) {
+			if ok {
+				h.train(2, tk, 1)
+			}
+			delete(held, 2)
+			if a := h.step(GetTask{Worker: 2}).Assignment; a.Kind == task.KindTask {
+				held[2], slowStart = a.Task, h.now
+			}
+		}
+		h.advance(10 * time.Second)
+	}
+	if got := h.j.SlowWorkers(); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("slow workers %v, want [2]", got)
+	}
+	// The backup wins; the slow worker's report comes after.
+	for w, tk := range held {
+		if w != 2 && tk.ID != 0 {
+			h.train(w, tk, 1)
+		}
+	}
+	if r := h.step(ReportTask{Worker: 2, TaskID: backup.ID, Result: task.Result{Records: backup.Records()}}); !r.Superseded {
+		t.Fatalf("the slow copy's report: %+v, want superseded", r)
+	}
+	s := h.summary()
+	if s.Tasks.Backups == 0 || s.Tasks.BackupsWon != 1 || s.Tasks.Superseded != 1 {
+		t.Fatalf("task counts %+v, want a backup that won and a report superseded", s.Tasks)
+	}
+	if len(s.SlowWorkers) == 0 || s.SlowWorkers[0].Worker != 2 || !s.SlowWorkers[0].Slow || s.SlowWorkers[0].MedianOthers != 1 {
+		t.Fatalf("slow marks %+v, want worker 2 marked against a median of 1 record/s", s.SlowWorkers)
+	}
+	if e := s.Epochs[0]; e.RecordsTrained != 400 || e.RecordsTrainedTwice != 0 {
+		t.Fatalf("ledger %+v, want every record once", e)
+	}
+}
