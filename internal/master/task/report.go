@@ -14,7 +14,10 @@ import (
 // late successful report of a training task from a worker that held it
 // before losing it to a timeout or WorkerLost is still counted in Coverage,
 // since that worker's gradients were already applied; the report itself is
-// rejected (the task stays with its new owner or in todo).
+// rejected (the task stays with its new owner or in todo). A task with a
+// backup copy (backup.go) has two holders: the first success is the
+// task's, and the other holder's report then fails with ErrSuperseded
+// (dropped, counted nowhere); a failure drops the reporter's copy only.
 //
 // A nil error means the result was accepted: on success the task is done
 // (and, for evaluation tasks, its Result is added to Evaluation's stats; use
