@@ -47,6 +47,10 @@ type rateSample struct {
 
 // workerRate is what the core knows of one worker's speed.
 type workerRate struct {
+	// warm: its first task is done. That one carries the worker's start
+	// (connecting, the first pull of the whole model, warming caches),
+	// not its speed: a worker relaunched mid-job would look slow.
+	warm    bool
 	samples []rateSample // the newest rateWindow
 	below   int          // consecutive reports below the bar
 	slow    bool
@@ -130,13 +134,14 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, d time.Dura
 	if len(t.durations) > typicalWindow {
 		t.durations = t.durations[1:]
 	}
-	if d <= 0 {
-		return // no time passed: no rate
-	}
 	w := t.workers[worker]
 	if w == nil {
 		w = &workerRate{}
 		t.workers[worker] = w
+	}
+	if !w.warm || d <= 0 { // its first task, or no time passed: no rate
+		w.warm = true
+		return
 	}
 	w.samples = append(w.samples, rateSample{records: records, secs: d.Seconds()})
 	if len(w.samples) > rateWindow {

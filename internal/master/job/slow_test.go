@@ -1,6 +1,8 @@
 package job
 
 import (
+	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -79,7 +81,7 @@ func TestPickBackup(t *testing.T) {
 }
 
 // TestSlowWorkerBackedUp: of three workers, one takes 5× as long per
-// task: it is marked slow after two tasks, and at the end of the epoch an
+// task: it is marked slow after two tasks (its first one not timed), and at the end of the epoch an
 // idle worker gets a copy of its task, which wins; the slow worker's late
 // report is taken and dropped, the ledger stays exact.
 func TestSlowWorkerBackedUp(t *testing.T) {
@@ -145,5 +147,66 @@ func TestSlowWorkerBackedUp(t *testing.T) {
 	}
 	if e := s.Epochs[0]; e.RecordsTrained != 400 || e.RecordsTrainedTwice != 0 {
 		t.Fatalf("ledger %+v, want every record once", e)
+	}
+}
+
+// TestSlowDetectionRandomized: seeded jobs of 3 to 8 workers whose task
+// times jitter by ±30%, one of them (in most jobs) 3 to 10 times slower
+// for its first 15 tasks and then well again. The slow one is marked by
+// its third task and unmarked once recovered; no other worker is ever
+// marked (no false positives).
+func TestSlowDetectionRandomized(t *testing.T) {
+	for seed := int64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		n := 3 + rng.Intn(6)
+		slowOne, factor := -1, 3+7*rng.Float64()
+		if rng.Intn(4) > 0 {
+			slowOne = rng.Intn(n)
+		}
+		j, err := New(testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.cfg.SlowWorkerFraction = 0.5
+		now := time.Unix(0, 0)
+		next := make([]time.Time, n) // when each worker's task ends
+		done := make([]int, n)
+		markedAt := -1
+		for slices.Min(done) < 20 {
+			w := 0
+			for i := range n {
+				if next[i].Before(next[w]) {
+					w = i
+				}
+			}
+			if next[w].After(now) {
+				now = next[w]
+			}
+			d := 0.7 + 0.6*rng.Float64() // seconds per task of 100 records
+			if w == slowOne && done[w] < 15 {
+				d *= factor
+			}
+			dur := time.Duration(d * float64(time.Second))
+			j.noteTaskTime(now.Add(dur), w, 100, dur)
+			next[w] = now.Add(dur)
+			done[w]++
+			if slow := j.SlowWorkers(); len(slow) > 0 && markedAt < 0 && w == slowOne {
+				markedAt = done[w]
+			}
+		}
+		for _, m := range j.summary.SlowWorkers {
+			if m.Worker != slowOne {
+				t.Fatalf("seed %d: worker %d of %d marked %+v, slow one %d (×%.1f)", seed, m.Worker, n, m, slowOne, factor)
+			}
+		}
+		if slowOne < 0 {
+			continue
+		}
+		if markedAt < 0 || markedAt > 3 {
+			t.Fatalf("seed %d: slow worker %d (×%.1f) of %d marked at its task %d, want by its third", seed, slowOne, factor, n, markedAt)
+		}
+		if len(j.SlowWorkers()) != 0 {
+			t.Fatalf("seed %d: worker %d still marked after it recovered: %+v", seed, slowOne, j.summary.SlowWorkers)
+		}
 	}
 }
