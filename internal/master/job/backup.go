@@ -40,9 +40,14 @@ func pickBackup(cands []task.Straggler, worker int, slow func(int) bool, typical
 }
 
 // backup answers an idle worker that would wait with a copy of a
-// straggling task, if there is one to copy.
+// straggling task, if there is one to copy. A worker that holds a task
+// asks early, while it trains (internal/worker): it waits, and asks again
+// once idle, rather than queue a copy behind its own task.
 func (j *Job) backup(now time.Time, worker int, a task.Assignment) task.Assignment {
 	if a.Kind != task.KindWait || !j.backupsOn() {
+		return a
+	}
+	if _, busy := j.disp.HeldSince(worker); busy {
 		return a
 	}
 	cands := j.disp.BackupCandidates()

@@ -9,8 +9,10 @@ import (
 )
 
 // Slow workers (stragglers). A worker's rate is the records/s of its
-// recent training tasks, each timed from when it was handed out to its
-// report (time enters through the Steps' now). A worker is judged at each
+// recent training tasks, each timed from when it was handed out, or from
+// the worker's previous report if that came later (a worker asks for its
+// next task while one trains), to its report (time enters through the
+// Steps' now). A worker is judged at each
 // of its reports against the median of the other workers' rates: below
 // fraction × median (--slow_worker_fraction) for slowStreak reports in a
 // row marks it slow; above unmarkFactor × fraction unmarks it (the gap is
@@ -54,6 +56,10 @@ type workerRate struct {
 	samples []rateSample // the newest rateWindow
 	below   int          // consecutive reports below the bar
 	slow    bool
+	// last: its previous timed report; gone: it exited (kept for the
+	// summary, out of the judging and the metrics).
+	last time.Time
+	gone bool
 }
 
 func (w *workerRate) rate() (float64, bool) {
@@ -116,28 +122,35 @@ type SlowMark struct {
 	MedianOthers     float64   `json:"median_others"`
 }
 
-// WorkerRate is a live worker's recent training rate and mark.
+// WorkerRate is a worker's recent training rate and mark; Gone: it has
+// exited (its last ones).
 type WorkerRate struct {
 	Worker           int     `json:"worker"`
 	RecordsPerSecond float64 `json:"records_per_second"`
 	Slow             bool    `json:"slow"`
+	Gone             bool    `json:"gone,omitempty"`
 }
 
-// noteTaskTime records that worker trained records in d (an accepted
-// training report) and judges it.
-func (j *Job) noteTaskTime(now time.Time, worker int, records int64, d time.Duration) {
+// noteTaskTime records that worker trained records of a task handed out
+// at since (an accepted training report at now) and judges it.
+func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.Time) {
 	t := &j.slow
 	if t.workers == nil {
 		t.workers = map[int]*workerRate{}
-	}
-	t.durations = append(t.durations, max(d, 0))
-	if len(t.durations) > typicalWindow {
-		t.durations = t.durations[1:]
 	}
 	w := t.workers[worker]
 	if w == nil {
 		w = &workerRate{}
 		t.workers[worker] = w
+	}
+	if w.last.After(since) {
+		since = w.last // it trained the one before until then
+	}
+	w.last = now
+	d := now.Sub(since)
+	t.durations = append(t.durations, max(d, 0))
+	if len(t.durations) > typicalWindow {
+		t.durations = t.durations[1:]
 	}
 	if !w.warm || d <= 0 { // its first task, or no time passed: no rate
 		w.warm = true
@@ -150,7 +163,7 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, d time.Dura
 	rate, _ := w.rate()
 	var others []float64
 	for id, o := range t.workers {
-		if r, ok := o.rate(); ok && id != worker {
+		if r, ok := o.rate(); ok && id != worker && !o.gone {
 			others = append(others, r)
 		}
 	}
@@ -180,24 +193,25 @@ func (j *Job) markSlow(now time.Time, worker int, slow bool, rate, median float6
 	j.noticeOccur(false, "WorkerRecovered", fmt.Sprintf("worker-%d is no longer slow: %.1f records/s, the others' median %.1f", worker, rate, median))
 }
 
-// SlowWorkers returns the workers marked slow now, in ID order.
+// SlowWorkers returns the live workers marked slow now, in ID order.
 func (j *Job) SlowWorkers() []int {
 	var out []int
 	for _, id := range slices.Sorted(maps.Keys(j.slow.workers)) {
-		if j.slow.workers[id].slow {
+		if w := j.slow.workers[id]; w.slow && !w.gone {
 			out = append(out, id)
 		}
 	}
 	return out
 }
 
-// workerRates returns the live workers' rates, in ID order.
-func (j *Job) workerRates() []WorkerRate {
+// workerRates returns the workers' last rates, in ID order: those gone
+// too when all is set (the summary), else the live ones (the metrics).
+func (j *Job) workerRates(all bool) []WorkerRate {
 	var out []WorkerRate
 	for _, id := range slices.Sorted(maps.Keys(j.slow.workers)) {
 		w := j.slow.workers[id]
-		if r, ok := w.rate(); ok {
-			out = append(out, WorkerRate{Worker: id, RecordsPerSecond: math.Round(r*1000) / 1000, Slow: w.slow})
+		if r, ok := w.rate(); ok && (all || !w.gone) {
+			out = append(out, WorkerRate{Worker: id, RecordsPerSecond: math.Round(r*1000) / 1000, Slow: w.slow, Gone: w.gone})
 		}
 	}
 	return out
@@ -216,5 +230,9 @@ func (j *Job) typicalTaskTime() (time.Duration, bool) {
 	return time.Duration(medianOf(s)), true
 }
 
-// forgetRate drops a worker that is gone.
-func (j *Job) forgetRate(worker int) { delete(j.slow.workers, worker) }
+// forgetRate notes that a worker is gone.
+func (j *Job) forgetRate(worker int) {
+	if w := j.slow.workers[worker]; w != nil {
+		w.gone = true
+	}
+}

@@ -187,7 +187,7 @@ func TestSlowDetectionRandomized(t *testing.T) {
 				d *= factor
 			}
 			dur := time.Duration(d * float64(time.Second))
-			j.noteTaskTime(now.Add(dur), w, 100, dur)
+			j.noteTaskTime(now.Add(dur), w, 100, now)
 			next[w] = now.Add(dur)
 			done[w]++
 			if slow := j.SlowWorkers(); len(slow) > 0 && markedAt < 0 && w == slowOne {

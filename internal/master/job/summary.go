@@ -68,7 +68,7 @@ type Summary struct {
 	// worker was lost or its target changed (the latest 200).
 	Resizes []Resize `json:"resizes,omitempty"`
 	// SlowWorkers: workers marked slow and unmarked, in order (the latest
-	// 200); WorkerRates: the live workers' recent records/s at the end
+	// 200); WorkerRates: each worker's last records/s, gone ones too
 	// (--slow_worker_fraction, docs/faults.md).
 	SlowWorkers []SlowMark   `json:"slow_workers,omitempty"`
 	WorkerRates []WorkerRate `json:"worker_rates,omitempty"`
@@ -232,7 +232,7 @@ func (j *Job) Summary(d time.Duration) *Summary {
 		r := p.result()
 		s.Eval = &EvalSummary{Accuracy: r.Accuracy, AUC: r.AUC, Loss: r.Loss, Records: r.Records, ModelVersion: r.MaxVersionUsed}
 	}
-	s.WorkerRates = j.workerRates()
+	s.WorkerRates = j.workerRates(true)
 	s.PS.Restores = j.saved.Restores
 	s.ModelPath, s.ModelVersion = j.saved.ModelPath, j.saved.ModelVersion
 	if !j.cfg.training() {
@@ -283,7 +283,7 @@ type Snapshot struct {
 // Snapshot returns the job's counters now.
 func (j *Job) Snapshot() Snapshot {
 	s := Snapshot{Summary: j.summary, Progress: j.disp.Progress(), ModelVersion: j.trainVersion, Over: j.phase.over(),
-		RingVersion: j.ring.version, WorldSize: len(j.ring.members), Allreduce: j.ring.collectiveTotal(), WorkerRates: j.workerRates()}
+		RingVersion: j.ring.version, WorldSize: len(j.ring.members), Allreduce: j.ring.collectiveTotal(), WorkerRates: j.workerRates(false)}
 	for _, w := range j.workers {
 		if w.running {
 			s.WorkersRunning++

@@ -153,7 +153,7 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		}
 		j.summary.LastTaskTrainedAt = &t
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
-		j.noteTaskTime(now, ev.Worker, res.Records+res.Corrupt, now.Sub(since))
+		j.noteTaskTime(now, ev.Worker, res.Records+res.Corrupt, since)
 		j.trainedAt(now)
 		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
 		j.announceEpochs() // at the version this report brought
