@@ -68,7 +68,7 @@ func TestSimulatedJobs(t *testing.T) {
 	t.Logf("%d jobs: %+v", simJobs, total)
 	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs ||
 		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 || total.ScaledDown < simJobs ||
-		total.SlowMarked < simJobs/1000 || total.Backups < simJobs/10 || total.BackupsWon < simJobs/20 || total.Superseded < simJobs/50 {
+		total.SlowMarked < simJobs/2000 || total.Backups < simJobs/10 || total.BackupsWon < simJobs/20 || total.Superseded < simJobs/50 {
 		t.Errorf("too few faults: %+v", total)
 	}
 	if total.NeverReached > simJobs/100 {
@@ -87,7 +87,9 @@ type simStats struct {
 	// NeverReached: jobs failed, rightly, because their first workers all
 	// died before any made a request (reach.go).
 	NeverReached int64
-	// SlowMarked: workers marked slow; Backups: backup copies handed out,
+	// SlowMarked: workers marked slow (few: a sim job's workers do few
+	// tasks; TestSlowDetectionRandomized has the marks' properties);
+	// Backups: backup copies handed out,
 	// BackupsWon those reported first, Superseded the reports dropped.
 	SlowMarked, Backups, BackupsWon, Superseded int64
 }

@@ -12,22 +12,30 @@ import (
 // recent training tasks, each timed from when it was handed out, or from
 // the worker's previous report if that came later (a worker asks for its
 // next task while one trains), to its report (time enters through the
-// Steps' now). A worker is judged at each
-// of its reports against the median of the other workers' rates: below
-// fraction × median (--slow_worker_fraction) for slowStreak reports in a
-// row marks it slow; above unmarkFactor × fraction unmarks it (the gap is
-// the hysteresis: a worker near the bar does not flap). The marks drive
-// backup tasks (backup.go) and show in the summary and the metrics; they
-// are not persisted (a master that takes over measures afresh).
+// Steps' now). A worker is judged at each of its reports against the
+// median of the other workers' rates: below fraction × median
+// (--slow_worker_fraction) on slowStreak reports in a row spanning
+// slowFor marks it slow; above unmarkFactor × fraction unmarks it (the
+// gap is the hysteresis: a worker near the bar does not flap). The marks
+// drive backup tasks (backup.go) and show in the summary and the
+// metrics; they are not persisted (a master that takes over measures
+// afresh).
 const (
-	// rateWindow: the tasks a rate is measured over, the newest ones; a
-	// few, so that a worker that turns slow shows within tens of seconds.
-	rateWindow = 3
-	// slowStreak: one slow task is noise (a GC pause, a checkpoint, a
-	// cold page cache, a PS re-shard); two in a row, with the window's
-	// rate below the bar both times, is a worker slow for most of its
-	// last three tasks — tens of seconds at the usual task sizes.
+	// rateSpan: a rate covers the worker's newest tasks that took at
+	// least this long together (at least one task): tasks of tens of
+	// milliseconds would otherwise give a rate that follows every
+	// scheduling hiccup, and a worker throttled in bursts (a CPU quota's
+	// period) would flap.
+	rateSpan = 10 * time.Second
+	// maxSamples bounds a rate's tasks however short they are.
+	maxSamples = 1024
+	// slowStreak and slowFor: one slow task is noise (a GC pause, a
+	// checkpoint, a cold page cache, a PS re-shard); a worker is marked
+	// once below the bar on two reports in a row and for slowFor — two
+	// tasks when they are long, several rateSpans' worth when they are
+	// short.
 	slowStreak = 2
+	slowFor    = 10 * time.Second
 	// unmarkFactor: unmarked above fraction × 1.4 (0.5 → 0.7).
 	unmarkFactor = 1.4
 	// minRated: with two workers, "the median of the others" is the other
@@ -52,41 +60,54 @@ type workerRate struct {
 	// warm: its first task is done. That one carries the worker's start
 	// (connecting, the first pull of the whole model, warming caches),
 	// not its speed: a worker relaunched mid-job would look slow.
-	warm    bool
-	samples []rateSample // the newest rateWindow
-	below   int          // consecutive reports below the bar
-	slow    bool
+	warm bool
+	// samples: the newest tasks covering rateSpan, and their sums.
+	samples []rateSample
+	records int64
+	secs    float64
+	// below: consecutive reports below the bar, since belowSince.
+	below      int
+	belowSince time.Time
+	slow       bool
 	// last: its previous timed report; gone: it exited (kept for the
 	// summary, out of the judging and the metrics).
 	last time.Time
 	gone bool
 }
 
-func (w *workerRate) rate() (float64, bool) {
-	var n int64
-	var secs float64
-	for _, s := range w.samples {
-		n += s.records
-		secs += s.secs
+// add adds a task to the window, dropping the oldest ones the newer
+// cover rateSpan without.
+func (w *workerRate) add(s rateSample) {
+	w.samples = append(w.samples, s)
+	w.records += s.records
+	w.secs += s.secs
+	for len(w.samples) > 1 && (w.secs-w.samples[0].secs >= rateSpan.Seconds() || len(w.samples) > maxSamples) {
+		w.records -= w.samples[0].records
+		w.secs -= w.samples[0].secs
+		w.samples = w.samples[1:]
 	}
-	if secs <= 0 {
-		return 0, false
-	}
-	return float64(n) / secs, true
 }
 
-// slowTracker keeps every live worker's rate and the recent task times.
+func (w *workerRate) rate() (float64, bool) {
+	if len(w.samples) == 0 || w.secs <= 0 {
+		return 0, false
+	}
+	return float64(w.records) / w.secs, true
+}
+
+// slowTracker keeps every worker's rate and the recent task times.
 type slowTracker struct {
 	workers   map[int]*workerRate
 	durations []time.Duration // the newest typicalWindow, oldest first
 }
 
 // judgeSlow decides a worker's mark from its rate and the other workers'
-// (each with a rate): it returns the mark, the new streak of reports
-// below the bar, and the others' median; judged is false (mark and
-// streak unchanged) when fewer than minRated workers have a rate or the
-// detection is off (fraction <= 0).
-func judgeSlow(rate float64, others []float64, fraction float64, was bool, below int) (slow bool, streak int, median float64, judged bool) {
+// (each with a rate), given its streak of reports below the bar so far
+// and for how long (belowFor): it returns the mark, the new streak and
+// the others' median; judged is false (mark and streak unchanged) when
+// fewer than minRated workers have a rate or the detection is off
+// (fraction <= 0).
+func judgeSlow(rate float64, others []float64, fraction float64, was bool, below int, belowFor time.Duration) (slow bool, streak int, median float64, judged bool) {
 	if fraction <= 0 || len(others)+1 < minRated {
 		return was, below, 0, false
 	}
@@ -97,7 +118,7 @@ func judgeSlow(rate float64, others []float64, fraction float64, was bool, below
 	case was && rate <= unmarkFactor*fraction*median:
 		return true, 0, median, true // between the bars: stays slow
 	}
-	return streak >= slowStreak, streak, median, true
+	return was && streak > 0 || streak >= slowStreak && belowFor >= slowFor, streak, median, true
 }
 
 func medianOf(xs []float64) float64 {
@@ -156,10 +177,7 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.
 		w.warm = true
 		return
 	}
-	w.samples = append(w.samples, rateSample{records: records, secs: d.Seconds()})
-	if len(w.samples) > rateWindow {
-		w.samples = w.samples[1:]
-	}
+	w.add(rateSample{records: records, secs: d.Seconds()})
 	rate, _ := w.rate()
 	var others []float64
 	for id, o := range t.workers {
@@ -167,7 +185,10 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.
 			others = append(others, r)
 		}
 	}
-	slow, streak, median, judged := judgeSlow(rate, others, j.cfg.SlowWorkerFraction, w.slow, w.below)
+	if w.below == 0 {
+		w.belowSince = now // from this report, should it be below
+	}
+	slow, streak, median, judged := judgeSlow(rate, others, j.cfg.SlowWorkerFraction, w.slow, w.below, now.Sub(w.belowSince))
 	if !judged {
 		return
 	}

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 )
 
 func TestJudgeSlow(t *testing.T) {
+	const long = slowFor
 	tests := []struct {
 		name     string
 		rate     float64
@@ -18,6 +20,7 @@ func TestJudgeSlow(t *testing.T) {
 		fraction float64
 		was      bool
 		below    int
+		belowFor time.Duration
 		slow     bool
 		streak   int
 		median   float64
@@ -25,25 +28,43 @@ func TestJudgeSlow(t *testing.T) {
 	}{
 		{name: "off", rate: 1, others: []float64{10, 10}, fraction: 0, below: 1},
 		{name: "two workers: no judgement", rate: 1, others: []float64{10}, fraction: 0.5, below: 1},
-		{name: "first report below: not yet", rate: 4, others: []float64{10, 10}, fraction: 0.5, streak: 1, median: 10, judged: true},
-		{name: "second report below: slow", rate: 4, others: []float64{10, 10}, fraction: 0.5, below: 1, slow: true, streak: 2, median: 10, judged: true},
-		{name: "the median, not the mean", rate: 4, others: []float64{10, 12, 1000}, fraction: 0.5, below: 1, slow: true, streak: 2, median: 12, judged: true},
-		{name: "even count: mean of the middle two", rate: 4.9, others: []float64{8, 10, 12}, fraction: 0.5, below: 5, slow: true, streak: 6, median: 10, judged: true},
-		{name: "above the bar: streak reset", rate: 6, others: []float64{10, 10}, fraction: 0.5, below: 1, median: 10, judged: true},
+		{name: "first report below: not yet", rate: 4, others: []float64{10, 10}, fraction: 0.5, belowFor: long, streak: 1, median: 10, judged: true},
+		{name: "second report below, too soon: not yet", rate: 4, others: []float64{10, 10}, fraction: 0.5, below: 1, belowFor: long - 1, streak: 2, median: 10, judged: true},
+		{name: "second report below, long enough: slow", rate: 4, others: []float64{10, 10}, fraction: 0.5, below: 1, belowFor: long, slow: true, streak: 2, median: 10, judged: true},
+		{name: "the median, not the mean", rate: 4, others: []float64{10, 12, 1000}, fraction: 0.5, below: 1, belowFor: long, slow: true, streak: 2, median: 12, judged: true},
+		{name: "even count: mean of the middle two", rate: 4.9, others: []float64{8, 10, 12}, fraction: 0.5, below: 5, belowFor: time.Minute, slow: true, streak: 6, median: 10, judged: true},
+		{name: "above the bar: streak reset", rate: 6, others: []float64{10, 10}, fraction: 0.5, below: 1, belowFor: long, median: 10, judged: true},
 		{name: "slow, between the bars: stays", rate: 6, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, median: 10, judged: true},
 		{name: "slow, at the upper bar: stays", rate: 7, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, median: 10, judged: true},
 		{name: "slow, above the upper bar: unmarked", rate: 7.1, others: []float64{10, 10}, fraction: 0.5, was: true, median: 10, judged: true},
 		{name: "slow, still below: stays", rate: 3, others: []float64{10, 10}, fraction: 0.5, was: true, below: 4, slow: true, streak: 5, median: 10, judged: true},
+		{name: "slow, below again after between: stays", rate: 3, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, streak: 1, median: 10, judged: true},
 		{name: "slow, too few rated: unchanged", rate: 30, others: []float64{10}, fraction: 0.5, was: true, slow: true},
-		{name: "all equally slow: nobody marked", rate: 1, others: []float64{1, 1, 1}, fraction: 0.5, below: 3, median: 1, judged: true},
+		{name: "all equally slow: nobody marked", rate: 1, others: []float64{1, 1, 1}, fraction: 0.5, below: 3, belowFor: long, median: 1, judged: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			slow, streak, median, judged := judgeSlow(tc.rate, tc.others, tc.fraction, tc.was, tc.below)
+			slow, streak, median, judged := judgeSlow(tc.rate, tc.others, tc.fraction, tc.was, tc.below, tc.belowFor)
 			if slow != tc.slow || judged != tc.judged || (judged && (streak != tc.streak || median != tc.median)) || (!judged && streak != tc.below) {
 				t.Fatalf("judgeSlow = slow %v streak %d median %v judged %v, want %v %d %v %v", slow, streak, median, judged, tc.slow, tc.streak, tc.median, tc.judged)
 			}
 		})
+	}
+}
+
+// TestRateWindow: a rate covers the newest tasks that took rateSpan
+// together, however short each.
+func TestRateWindow(t *testing.T) {
+	var w workerRate
+	for range 1000 { // 10 records in 10 ms: 1000/s
+		w.add(rateSample{records: 10, secs: 0.01})
+	}
+	if r, _ := w.rate(); math.Abs(r-1000) > 1e-6 || len(w.samples) != 1000 {
+		t.Fatalf("rate %v over %d tasks, want 1000/s over 1000", r, len(w.samples))
+	}
+	w.add(rateSample{records: 100, secs: 10}) // one long task: 10/s
+	if r, _ := w.rate(); len(w.samples) > 2 || math.Abs(r-10) > 1 {
+		t.Fatalf("rate %v over %d tasks, want 10/s over the long one (and a short one, by rounding)", r, len(w.samples))
 	}
 }
 
@@ -153,7 +174,7 @@ func TestSlowWorkerBackedUp(t *testing.T) {
 // TestSlowDetectionRandomized: seeded jobs of 3 to 8 workers whose task
 // times jitter by ±30%, one of them (in most jobs) 3 to 10 times slower
 // for its first 15 tasks and then well again. The slow one is marked by
-// its third task and unmarked once recovered; no other worker is ever
+// its sixth task and unmarked once recovered; no other worker is ever
 // marked (no false positives).
 func TestSlowDetectionRandomized(t *testing.T) {
 	for seed := int64(0); seed < 200; seed++ {
@@ -172,7 +193,7 @@ func TestSlowDetectionRandomized(t *testing.T) {
 		next := make([]time.Time, n) // when each worker's task ends
 		done := make([]int, n)
 		markedAt := -1
-		for slices.Min(done) < 20 {
+		for slices.Min(done) < 30 { // 15 tasks well: more than rateSpan
 			w := 0
 			for i := range n {
 				if next[i].Before(next[w]) {
@@ -202,8 +223,8 @@ func TestSlowDetectionRandomized(t *testing.T) {
 		if slowOne < 0 {
 			continue
 		}
-		if markedAt < 0 || markedAt > 3 {
-			t.Fatalf("seed %d: slow worker %d (×%.1f) of %d marked at its task %d, want by its third", seed, slowOne, factor, n, markedAt)
+		if markedAt < 0 || markedAt > 6 {
+			t.Fatalf("seed %d: slow worker %d (×%.1f) of %d marked at its task %d, want by its sixth", seed, slowOne, factor, n, markedAt)
 		}
 		if len(j.SlowWorkers()) != 0 {
 			t.Fatalf("seed %d: worker %d still marked after it recovered: %+v", seed, slowOne, j.summary.SlowWorkers)
