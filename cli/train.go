@@ -78,6 +78,10 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.BoolVar(&cfg.OverlapPush, "overlap_push", cfg.OverlapPush, "async SGD: each worker computes its next minibatch while the last one's gradients are pushed; faster when communication is the bottleneck, but each gradient is computed on parameters one of the worker's updates older, which costs accuracy (docs/training.md)")
 	fs.StringVar(&cfg.DistributionStrategy, "distribution_strategy", cfg.DistributionStrategy,
 		"ParameterServerStrategy (parameter servers; sparse models) or AllreduceStrategy (no PS: workers average gradients in a ring; dense models)")
+	fs.Float64Var(&cfg.SlowWorkerFraction, "slow_worker_fraction", cfg.SlowWorkerFraction,
+		"a worker whose records/s over its recent tasks stays below this fraction of the other workers' median is marked slow (needs 3 workers; unmarked above 1.4× the fraction; 0: never; docs/faults.md)")
+	fs.BoolVar(&cfg.BackupTasks, "backup_tasks", cfg.BackupTasks,
+		"PS training: once every task is handed out, an idle worker gets a copy of a task held by a slow worker or running 3× the typical task time; the first report wins, the PS apply each minibatch once (docs/faults.md)")
 	addJobFlags(fs, cfg, opts, "records per gradient step")
 }
 

@@ -65,9 +65,15 @@ type Config struct {
 	// instead of computed, on the worker's requested CPUs (1 locally).
 	ModelledSecondsPerRecord float64
 
-	MaxTaskAttempts  int
-	TaskTimeout      time.Duration
-	HeartbeatTimeout time.Duration
+	MaxTaskAttempts int
+	TaskTimeout     time.Duration
+	// SlowWorkerFraction: a worker whose records/s stays below this
+	// fraction of the other workers' median is marked slow (0: never);
+	// BackupTasks: PS training, an idle worker gets a copy of a straggling
+	// task once nothing is queued (docs/faults.md).
+	SlowWorkerFraction float64
+	BackupTasks        bool
+	HeartbeatTimeout   time.Duration
 	// WorkerMasterTimeout is the workers' --master_timeout: how long one
 	// retries a master it cannot reach before it exits with the cause.
 	WorkerMasterTimeout     time.Duration
@@ -163,6 +169,8 @@ func DefaultConfig() Config {
 		NumPS:                   1,
 		MaxTaskAttempts:         3,
 		TaskTimeout:             5 * time.Minute,
+		SlowWorkerFraction:      0.5,
+		BackupTasks:             true,
 		HeartbeatTimeout:        time.Minute,
 		WorkerMasterTimeout:     roleflags.DefaultWorkerMasterTimeout,
 		RelaunchOnWorkerFailure: 1,
@@ -296,6 +304,9 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if c.TaskTimeout < 0 {
 		bad("task_timeout", "must not be negative, got %s", c.TaskTimeout)
+	}
+	if !(c.SlowWorkerFraction >= 0 && c.SlowWorkerFraction < 1) {
+		bad("slow_worker_fraction", "must be in [0, 1), got %v", c.SlowWorkerFraction)
 	}
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)

@@ -348,6 +348,8 @@ func coreConfig(cfg *Config, spec model.Spec, sd *sqlData, logger *slog.Logger) 
 		CheckApplied:  !cfg.allReduce(),
 		MinibatchSize: cfg.MinibatchSize,
 		UploadTimeout: time.Minute,
+		// Stragglers (docs/faults.md).
+		SlowWorkerFraction: cfg.SlowWorkerFraction, BackupTasks: cfg.BackupTasks,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type metricsCollector struct {
 	arOps, arBytes, arSeconds                    *prometheus.Desc
 	target, bounds, requested, goodput           *prometheus.Desc
 	psShards, psLayout, reshards                 *prometheus.Desc
+	workerSlow, workerRate                       *prometheus.Desc
 
 	// goodput is measured over the time between scrapes, at least
 	// goodputWindow: the last sample and value.
@@ -44,7 +46,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 	job := m.cfg.JobName
 	c := &metricsCollector{
 		m:           m,
-		tasks:       newDesc("tasks_total", "Task reports and requeues: completed, failed (reported with an error), requeued (worker lost or timed out).", []string{"outcome"}, job),
+		tasks:       newDesc("tasks_total", "Task reports and requeues: completed, failed (reported with an error), requeued (worker lost or timed out), backup (copies of straggling tasks handed out), superseded (reports of a copy whose other copy won, dropped).", []string{"outcome"}, job),
 		launched:    newDesc("instances_launched_total", "Instances launched, relaunches included.", []string{"role"}, job),
 		lost:        newDesc("instances_lost_total", "Instances that ended without being asked to (killed, preempted, deleted, failed).", []string{"role"}, job),
 		relaunched:  newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
@@ -67,6 +69,11 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		psShards:    newDesc("ps_shards", "PS jobs: the shards of the layout the workers route by (--num_ps_pods, or what elasticdl scale --ps asked once re-sharded).", nil, job),
 		psLayout:    newDesc("ps_layout", "PS jobs: the layout number (0 until the first live re-shard).", nil, job),
 		reshards:    newDesc("ps_reshards_total", "PS jobs: live re-shards completed.", nil, job),
+		// Per worker, as the issue and docs/faults.md name them.
+		workerSlow: prometheus.NewDesc("elasticdl_worker_slow", "1 while the worker is marked slow: its records/s below --slow_worker_fraction of the other workers' median (docs/faults.md).",
+			[]string{"worker"}, prometheus.Labels{"job": job}),
+		workerRate: prometheus.NewDesc("elasticdl_worker_records_per_second", "A live worker's training records per second over its recent tasks, each timed from hand-out to report.",
+			[]string{"worker"}, prometheus.Labels{"job": job}),
 	}
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "elasticdl", Subsystem: "master", Name: "get_task_seconds",
@@ -110,7 +117,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards, c.workerSlow, c.workerRate} {
 		ch <- d
 	}
 }
@@ -136,6 +143,16 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.tasks, float64(s.Tasks.Completed), "completed")
 	counter(c.tasks, float64(s.Tasks.Failed), "failed")
 	counter(c.tasks, float64(s.Tasks.Requeued), "requeued")
+	counter(c.tasks, float64(s.Tasks.Backups), "backup")
+	counter(c.tasks, float64(s.Tasks.Superseded), "superseded")
+	for _, r := range snap.WorkerRates {
+		id, slow := strconv.Itoa(r.Worker), 0.0
+		if r.Slow {
+			slow = 1
+		}
+		gauge(c.workerSlow, slow, id)
+		gauge(c.workerRate, r.RecordsPerSecond, id)
+	}
 	w, p := string(cluster.Worker), string(cluster.PS)
 	counter(c.launched, float64(s.Workers.Launched), w)
 	counter(c.launched, float64(s.PS.Launched), p)

@@ -196,3 +196,54 @@ func TestReshardMetrics(t *testing.T) {
 		t.Errorf("summary re-shards %+v, want one of 2 s", s.PS.Reshards)
 	}
 }
+
+// TestWorkerSlowMetrics: of three workers, the one taking 5× as long per
+// task is marked slow, in the metrics with every worker's rate.
+func TestWorkerSlowMetrics(t *testing.T) {
+	m, _, clk := newTestMaster(t, func(c *Config) {
+		c.NumWorkers, c.MinibatchSize, c.NumMinibatchesPerTask = 3, 10, 1
+	})
+	reg := prometheus.NewRegistry()
+	if err := m.RegisterMetrics(reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	held := map[int32]*masterpb.Task{}
+	report := func(w int32) {
+		t.Helper()
+		tk := held[w]
+		n := tk.Shard.End - tk.Shard.Start
+		if _, err := m.ReportTaskResult(ctx, &masterpb.ReportTaskResultRequest{WorkerId: w, TaskId: tk.Id, Records: n, Steps: 1}); err != nil {
+			t.Fatal(err)
+		}
+		held[w] = getTask(t, m, w)
+	}
+	for w := range int32(3) {
+		held[w] = getTask(t, m, w)
+	}
+	// Workers 0 and 1: a task of 10 records every 10 s; worker 2: every 50 s.
+	for round := 1; round <= 15; round++ { // each worker's first task is not timed
+		clk.t = clk.t.Add(10 * time.Second)
+		report(0)
+		report(1)
+		if round%5 == 0 {
+			report(2)
+		}
+	}
+	for _, c := range []struct {
+		name, worker string
+		want         float64
+	}{
+		{"elasticdl_worker_slow", "2", 1},
+		{"elasticdl_worker_slow", "0", 0},
+		{"elasticdl_worker_records_per_second", "0", 1},
+		{"elasticdl_worker_records_per_second", "2", 0.2},
+	} {
+		if got, ok := metricValue(t, reg, c.name, map[string]string{"worker": c.worker}); !ok || got != c.want {
+			t.Errorf("%s{worker=%s} = %v (present %v), want %v", c.name, c.worker, got, ok, c.want)
+		}
+	}
+	if s := summaryOf(m); len(s.SlowWorkers) != 1 || s.SlowWorkers[0].Worker != 2 || !s.SlowWorkers[0].Slow {
+		t.Errorf("summary slow marks %+v, want worker 2 marked", s.SlowWorkers)
+	}
+}

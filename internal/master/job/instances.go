@@ -222,6 +222,7 @@ func (j *Job) forget(r cluster.Role, in *instance) {
 	if r == cluster.Worker {
 		delete(j.workers, in.id)
 		delete(j.draining, in.id)
+		j.forgetRate(in.id)
 	} else {
 		delete(j.ps, in.index)
 	}

@@ -148,6 +148,12 @@ type Config struct {
 	// from a task's readable records every MinibatchSize.
 	CheckApplied  bool
 	MinibatchSize int
+	// SlowWorkerFraction: a worker whose records/s stays below this
+	// fraction of the others' median is marked slow (slow.go); 0: never.
+	// BackupTasks: once nothing is queued, an idle worker gets a copy of
+	// a straggling task (backup.go; PS training with CheckApplied).
+	SlowWorkerFraction float64
+	BackupTasks        bool
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -226,6 +232,8 @@ type Job struct {
 	liveSending bool
 
 	summary Summary
+	// slow: the workers' rates and slow marks (slow.go).
+	slow slowTracker
 	// pendingSave is the Save asked for and not yet Saved: a master that
 	// takes over in phase Saving carries it out again.
 	pendingSave     *Save
@@ -314,6 +322,9 @@ type Reply struct {
 	// its ring at a step boundary and stops; and a Heartbeat (with Stop)
 	// of any worker let go that calls before it exits.
 	LetGo bool
+	// Superseded answers a ReportTask of a backed-up task whose other
+	// copy was reported first: taken, and dropped.
+	Superseded bool
 }
 
 // Step applies one event at time now and returns the answer to a worker's

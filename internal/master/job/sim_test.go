@@ -19,7 +19,8 @@ import (
 // The simulator drives whole jobs through the core, as a cluster and its
 // workers would, with faults chosen by a seeded random source: workers
 // killed, preempted, OOM-killed or failing, parameter servers lost,
-// workers that hang, slow workers whose tasks time out, late and repeated
+// workers that hang, slow workers (marked slow, their tasks backed up at
+// the end) and slow tasks that time out, late and repeated
 // reports from workers the master gave up on, flaky tasks, time jumping.
 // After every job it checks the invariants the system promises: the job
 // ends and succeeds; every record of every epoch was trained exactly once
@@ -66,7 +67,8 @@ func TestSimulatedJobs(t *testing.T) {
 	// from happening shows.
 	t.Logf("%d jobs: %+v", simJobs, total)
 	if total.WorkersLost < simJobs || total.PSLost < simJobs/10 || total.Requeued < simJobs || total.Silent < simJobs/10 || total.LateReports < simJobs/100 || total.Restarts < simJobs ||
-		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 || total.ScaledDown < simJobs {
+		total.LostReplies < simJobs/10 || total.Resent < total.LostReplies/2 || total.RolledBack < simJobs || total.Reopened < simJobs/10 || total.ScaledDown < simJobs ||
+		total.SlowMarked < simJobs/2000 || total.Backups < simJobs/10 || total.BackupsWon < simJobs/20 || total.Superseded < simJobs/50 {
 		t.Errorf("too few faults: %+v", total)
 	}
 	if total.NeverReached > simJobs/100 {
@@ -85,6 +87,11 @@ type simStats struct {
 	// NeverReached: jobs failed, rightly, because their first workers all
 	// died before any made a request (reach.go).
 	NeverReached int64
+	// SlowMarked: workers marked slow (few: a sim job's workers do few
+	// tasks; TestSlowDetectionRandomized has the marks' properties);
+	// Backups: backup copies handed out,
+	// BackupsWon those reported first, Superseded the reports dropped.
+	SlowMarked, Backups, BackupsWon, Superseded int64
 }
 
 func (a *simStats) add(b simStats) {
@@ -102,6 +109,10 @@ func (a *simStats) add(b simStats) {
 	a.RolledBack += b.RolledBack
 	a.Reopened += b.Reopened
 	a.NeverReached += b.NeverReached
+	a.SlowMarked += b.SlowMarked
+	a.Backups += b.Backups
+	a.BackupsWon += b.BackupsWon
+	a.Superseded += b.Superseded
 }
 
 // restart replaces the core by one resumed from its State, through JSON
@@ -138,11 +149,13 @@ func (s *sim) restart() error {
 }
 
 type simWorker struct {
-	id       int
-	running  bool
-	held     *task.Task
-	wait     int  // actions to spend on the held task before reporting
-	hung     bool // silent: never talks again
+	id      int
+	running bool
+	held    *task.Task
+	wait    int  // actions to spend on the held task before reporting
+	hung    bool // silent: never talks again
+	// slow: takes several times as many actions per task.
+	slow     bool
 	reported []task.Task
 }
 
@@ -184,6 +197,11 @@ type sim struct {
 	rolledBack    int64
 	// occurred: every occurrence the cores raised, failovers included.
 	occurred []Occurrence
+	// slowRng picks the slow workers and their pace (a stream of its
+	// own); won: the training tasks ever accepted (a backed-up task's
+	// other copy may report after a check reopened it).
+	slowRng *rand.Rand
+	won     map[int64]bool
 }
 
 func simConfig(rng *rand.Rand) Config {
@@ -241,12 +259,16 @@ func simConfig(rng *rand.Rand) Config {
 func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 	rng := rand.New(rand.NewSource(seed))
 	cfg := simConfig(rng)
+	// Slow workers are marked in every job; backups are on in most PS
+	// training jobs (CheckApplied: the PS apply a minibatch once).
+	cfg.SlowWorkerFraction, cfg.BackupTasks = 0.5, seed%4 != 0
 	j, err := New(cfg)
 	if err != nil {
 		return st, err
 	}
 	s := &sim{rng: rng, j: j, cfg: cfg, now: time.Unix(0, 0), trace: trace, workers: map[int]*simWorker{},
-		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}, psIndex: map[int]int{}}
+		accepted: map[int64]int{}, ranges: map[int][][2]int64{}, late: map[int][][2]int64{}, psIndex: map[int]int{},
+		slowRng: rand.New(rand.NewSource(seed ^ 0x5107)), won: map[int64]bool{}}
 	for range cfg.NumPS {
 		s.shards = append(s.shards, map[int64]map[int32]bool{})
 		s.ckpts = append(s.ckpts, map[int64]map[int32]bool{})
@@ -263,6 +285,12 @@ func runSim(seed int64, trace func(string, ...any)) (st simStats, err error) {
 		st.LateReports, st.FailedTasks, st.Silent = p.LateReports, sum.Tasks.Failed, s.silent
 		st.RolledBack, st.Reopened = sum.RecordsRequeuedForRollback, sum.Tasks.Reopened
 		st.ScaledDown = int64(sum.Workers.ScaledDown)
+		st.Backups, st.BackupsWon, st.Superseded = sum.Tasks.Backups, sum.Tasks.BackupsWon, sum.Tasks.Superseded
+		for _, m := range sum.SlowWorkers {
+			if m.Slow {
+				st.SlowMarked++
+			}
+		}
 	}()
 	if _, err := s.step(Start{}); err != nil {
 		return st, err
@@ -335,7 +363,7 @@ func (s *sim) apply(ev Event) (Reply, error) {
 			s.psIndex[l.ID] = l.Index
 			continue
 		}
-		s.workers[l.ID] = &simWorker{id: l.ID}
+		s.workers[l.ID] = &simWorker{id: l.ID, slow: s.slowRng.Intn(4) == 0}
 	}
 	for _, u := range rd.LiveWorkers {
 		if u.Gen <= s.lastGen {

@@ -12,6 +12,8 @@ func (s *sim) workerActs(w *simWorker) error {
 	switch {
 	case w.hung:
 		return nil
+	case w.slow && w.held != nil && s.slowRng.Intn(4) > 0:
+		return nil // a slow worker: a quarter of the others' pace
 	case !w.running && s.rng.Intn(2) == 0:
 		w.running = true
 		_, err := s.step(Instance{cluster.Event{Role: cluster.Worker, ID: w.id, Phase: cluster.Running}})
@@ -39,7 +41,7 @@ func (s *sim) workerActs(w *simWorker) error {
 		t := r.Assignment.Task
 		w.held, w.wait = &t, s.rng.Intn(3)
 		if s.rng.Intn(10) == 0 {
-			w.wait = 20 + s.rng.Intn(40) // a slow worker: its task may time out
+			w.wait = 20 + s.rng.Intn(40) // a slow task: it may time out
 		}
 	}
 	return nil
@@ -67,8 +69,15 @@ func (s *sim) report(w *simWorker) error {
 	if ev.Result.Err == "" {
 		s.push(t, s.minibatches(t))
 	}
-	_, err := s.step(ev)
+	r, err := s.step(ev)
 	switch {
+	case err == nil && r.Superseded:
+		// A backed-up task whose other copy was reported first: its
+		// minibatches were pushed again, and applied once.
+		if t.Type != task.Training || !s.won[t.ID] {
+			return fmt.Errorf("report of %v superseded, but no other copy of it was accepted", t)
+		}
+		return nil
 	case errors.Is(err, ErrRejected):
 		// Timed out meanwhile: someone else has it. The gradients were
 		// pushed all the same, and the ledger says so.
@@ -82,6 +91,7 @@ func (s *sim) report(w *simWorker) error {
 	w.reported = append(w.reported, t)
 	if ev.Result.Err == "" && t.Type == task.Training {
 		s.accepted[t.ID]++
+		s.won[t.ID] = true
 		s.ranges[t.Epoch] = append(s.ranges[t.Epoch], [2]int64{t.Start, t.End})
 	}
 	if s.rng.Intn(20) == 0 {

@@ -67,6 +67,11 @@ type Summary struct {
 	// Resizes time how soon the job trained at its new size after a
 	// worker was lost or its target changed (the latest 200).
 	Resizes []Resize `json:"resizes,omitempty"`
+	// SlowWorkers: workers marked slow and unmarked, in order (the latest
+	// 200); WorkerRates: each worker's last records/s, gone ones too
+	// (--slow_worker_fraction, docs/faults.md).
+	SlowWorkers []SlowMark   `json:"slow_workers,omitempty"`
+	WorkerRates []WorkerRate `json:"worker_rates,omitempty"`
 }
 
 // Failover is one master taking the job over from one that died.
@@ -190,6 +195,12 @@ type TaskCounts struct {
 	// Reopened counts done tasks queued again because a PS shard lost some
 	// of their minibatches (see records_requeued_for_rollback).
 	Reopened int64 `json:"reopened"`
+	// Backups counts backup copies of straggling tasks handed out,
+	// BackupsWon those reported before the first copy, Superseded the
+	// reports dropped because the other copy had won (--backup_tasks).
+	Backups    int64 `json:"backups,omitempty"`
+	BackupsWon int64 `json:"backups_won,omitempty"`
+	Superseded int64 `json:"superseded,omitempty"`
 }
 
 // Summary returns the job's summary after duration d: its outcome so far
@@ -221,6 +232,7 @@ func (j *Job) Summary(d time.Duration) *Summary {
 		r := p.result()
 		s.Eval = &EvalSummary{Accuracy: r.Accuracy, AUC: r.AUC, Loss: r.Loss, Records: r.Records, ModelVersion: r.MaxVersionUsed}
 	}
+	s.WorkerRates = j.workerRates(true)
 	s.PS.Restores = j.saved.Restores
 	s.ModelPath, s.ModelVersion = j.saved.ModelPath, j.saved.ModelVersion
 	if !j.cfg.training() {
@@ -264,12 +276,14 @@ type Snapshot struct {
 	RingVersion int64
 	WorldSize   int
 	Allreduce   CollectiveStats
+	// WorkerRates: the live workers' recent records/s and slow marks.
+	WorkerRates []WorkerRate
 }
 
 // Snapshot returns the job's counters now.
 func (j *Job) Snapshot() Snapshot {
 	s := Snapshot{Summary: j.summary, Progress: j.disp.Progress(), ModelVersion: j.trainVersion, Over: j.phase.over(),
-		RingVersion: j.ring.version, WorldSize: len(j.ring.members), Allreduce: j.ring.collectiveTotal()}
+		RingVersion: j.ring.version, WorldSize: len(j.ring.members), Allreduce: j.ring.collectiveTotal(), WorkerRates: j.workerRates(false)}
 	for _, w := range j.workers {
 		if w.running {
 			s.WorkersRunning++

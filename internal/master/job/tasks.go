@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -82,7 +83,7 @@ func (j *Job) getTask(now time.Time, ev GetTask) (Reply, error) {
 	if j.resharding() {
 		return Reply{Assignment: j.reshardGet(now, ev.Worker)}, nil
 	}
-	a := j.disp.Get(ev.Worker, now)
+	a := j.backup(now, ev.Worker, j.disp.Get(ev.Worker, now))
 	if a.Kind == task.KindDone && j.checkOpen() {
 		// The PS may yet lack some of it: wait for the check.
 		a.Kind = task.KindWait
@@ -119,8 +120,16 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 			res.Err = fmt.Sprintf("invalid predictions: %v", err)
 		}
 	}
-	if err := j.disp.Report(ev.Worker, ev.TaskID, res, now); err != nil {
+	since, isBackup, _ := j.disp.HeldBy(ev.Worker, ev.TaskID)
+	if err := j.disp.Report(ev.Worker, ev.TaskID, res, now); errors.Is(err, task.ErrSuperseded) {
+		j.summary.Tasks.Superseded++
+		j.log.Debug("report of a backed-up task dropped: the other copy won", "task", ev.TaskID, "worker", ev.Worker)
+		return Reply{Superseded: true}, nil
+	} else if err != nil {
 		return Reply{}, fmt.Errorf("%w: report of task %d by worker %d: %v", ErrRejected, ev.TaskID, ev.Worker, err)
+	}
+	if isBackup && res.Err == "" {
+		j.summary.Tasks.BackupsWon++
 	}
 	if res.Err != "" {
 		j.summary.Tasks.Failed++
@@ -144,6 +153,7 @@ func (j *Job) reportTask(now time.Time, ev ReportTask) (Reply, error) {
 		}
 		j.summary.LastTaskTrainedAt = &t
 		j.progress.add(now, res.Records+res.Corrupt, res.LossSum, res.Steps)
+		j.noteTaskTime(now, ev.Worker, res.Records+res.Corrupt, since)
 		j.trainedAt(now)
 		j.trainVersion = max(j.trainVersion, ev.ModelVersion)
 		j.announceEpochs() // at the version this report brought

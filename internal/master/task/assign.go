@@ -55,6 +55,7 @@ func (d *Dispatcher) assign(e *entry, worker int, now time.Time) Assignment {
 	e.state, e.owner, e.since = Doing, worker, now
 	// The worker holds it again: its next report is the current one.
 	e.former = slices.DeleteFunc(e.former, func(w int) bool { return w == worker })
+	e.superseded = slices.DeleteFunc(e.superseded, func(w int) bool { return w == worker })
 	d.doing[e.task.ID] = struct{}{}
 	if e.task.Type != Training {
 		d.evalDoing++
@@ -63,15 +64,17 @@ func (d *Dispatcher) assign(e *entry, worker int, now time.Time) Assignment {
 	return Assignment{Kind: KindTask, Task: e.task}
 }
 
-// release removes a doing task from its owner.
+// release removes a doing task from its holders.
 func (d *Dispatcher) release(e *entry) {
 	delete(d.doing, e.task.ID)
 	if e.task.Type != Training {
 		d.evalDoing--
 	}
-	// An emptied slice is kept for the worker's next task (no allocation
-	// per task); WorkerLost drops it.
-	d.byWorker[e.owner] = slices.DeleteFunc(d.byWorker[e.owner], func(id int64) bool { return id == e.task.ID })
+	d.unhold(e.owner, e.task.ID)
+	if e.hasBackup {
+		d.unhold(e.backup, e.task.ID)
+		e.hasBackup, e.backup, e.backupSince = false, 0, time.Time{}
+	}
 }
 
 func (d *Dispatcher) queueFor(t Task) *queue {

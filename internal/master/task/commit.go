@@ -17,7 +17,7 @@ func (d *Dispatcher) Commit(worker int, taskID int64, done int64) error {
 	switch {
 	case e == nil:
 		return fmt.Errorf("commit from worker %d for task %d: %w", worker, taskID, ErrUnknownTask)
-	case e.state != Doing || e.owner != worker:
+	case e.state != Doing || !e.holds(worker):
 		return fmt.Errorf("commit from worker %d for %s: %w", worker, e.task, ErrNotOwner)
 	case e.task.Type != Training:
 		return fmt.Errorf("commit from worker %d for %s: %w: only training tasks commit progress", worker, e.task, ErrInvalidResult)

@@ -20,6 +20,13 @@ type entry struct {
 	// but a late success still counts in coverage (the gradients were
 	// pushed). Each former holder is counted at most once.
 	former []int
+	// backup is a second holder (a backup task, see backup.go), valid
+	// when hasBackup; superseded lists holders whose copy lost the race:
+	// their report is taken and dropped.
+	hasBackup   bool
+	backup      int
+	backupSince time.Time
+	superseded  []int
 }
 
 type epochState struct {

@@ -29,6 +29,9 @@ type simParams struct {
 	// pRestart: chance per step that the dispatcher is replaced by one
 	// restored from its snapshot (a master failover).
 	pRestart float64
+	// pBackup: chance that a worker told to wait gets a backup copy of a
+	// held training task (backup.go).
+	pBackup float64
 }
 
 // TestPropertyRandomJobs simulates many workers that die, fail, stall and
@@ -47,19 +50,30 @@ func TestPropertyRandomJobs(t *testing.T) {
 		// Master failovers: the dispatcher restored from its snapshot.
 		{seed: 9, workers: 8, epochs: 3, pFail: 0.05, pDie: 0.02, pStall: 0.05, pLateReply: 0.3, evals: 3, pRestart: 0.01},
 		{seed: 10, workers: 30, epochs: 2, pFail: 0.05, pDie: 0.05, pStall: 0.1, pLateReply: 0.5, reuseIDs: true, evals: 2, pRestart: 0.05},
+		// Backup tasks, with and without faults and failovers.
+		{seed: 11, workers: 16, epochs: 1, pBackup: 1},
+		{seed: 12, workers: 16, epochs: 2, pFail: 0.05, pDie: 0.03, pStall: 0.05, pLateReply: 0.5, pBackup: 0.3, reuseIDs: true},
+		{seed: 13, workers: 8, epochs: 3, pFail: 0.05, pDie: 0.02, pStall: 0.05, pLateReply: 0.3, evals: 2, pRestart: 0.02, pBackup: 0.8},
 	}
 	for _, p := range tests {
 		t.Run(fmt.Sprintf("seed%d_w%d", p.seed, p.workers), func(t *testing.T) {
-			if late := simulate(t, p); p.pLateReply > 0 && late == 0 {
+			st := simulate(t, p)
+			if p.pLateReply > 0 && p.pBackup == 0 && st.lateSuccesses == 0 {
 				t.Errorf("no late success report: the trained-twice path is not exercised")
+			}
+			if p.pBackup > 0 && (st.backups == 0 || st.superseded == 0) {
+				t.Errorf("backups %d, superseded reports %d: the backup path is not exercised", st.backups, st.superseded)
 			}
 		})
 	}
 }
 
-// simulate runs one job to completion and returns the number of late
-// successful training reports it produced.
-func simulate(t *testing.T, p simParams) int {
+// simStats: late successful training reports, backup copies handed out,
+// and reports dropped because the other copy won.
+type simStats struct{ lateSuccesses, backups, superseded int }
+
+// simulate runs one job to completion and returns what it went through.
+func simulate(t *testing.T, p simParams) simStats {
 	r := rand.New(rand.NewPCG(p.seed, 0x5eed))
 	var shards []Shard
 	for i := range 1 + r.IntN(4) {
@@ -107,8 +121,29 @@ func simulate(t *testing.T, p simParams) int {
 	evalsLeft := p.evals
 	var evalVersion int64
 	lateSuccesses, restarts := 0, 0
-
+	var st simStats
 	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	// report reports w's task; false when the report was refused as late.
+	report := func(w *simWorker, res Result) {
+		err := d.Report(w.id, w.task.ID, res, now)
+		switch {
+		case err == nil:
+			if res.Err == "" && w.task.Type == Training {
+				mark(accepted, *w.task)
+			}
+		case errors.Is(err, ErrSuperseded):
+			st.superseded++ // the other copy won: counted nowhere
+		case errors.Is(err, ErrNotOwner):
+			// Timed out meanwhile, or declared lost.
+			if res.Err == "" && w.task.Type == Training {
+				mark(late, *w.task)
+				lateSuccesses++
+			}
+		default:
+			t.Fatalf("report of %v by worker %d: %v", *w.task, w.id, err)
+		}
+	}
+
 	for step := 0; !d.Finished(); step++ {
 		if step > 1_000_000 {
 			t.Fatalf("no progress after %d steps: %+v", step, d.Progress())
@@ -143,20 +178,7 @@ func simulate(t *testing.T, p simParams) int {
 			}
 			zombies = append(zombies[:zi], zombies[zi+1:]...)
 			zi--
-			err := d.Report(z.id, z.task.ID, ok(*z.task), now)
-			switch {
-			case err == nil: // not timed out yet: a normal report
-				if z.task.Type == Training {
-					mark(accepted, *z.task)
-				}
-			case errors.Is(err, ErrNotOwner):
-				if z.task.Type == Training {
-					mark(late, *z.task)
-					lateSuccesses++
-				}
-			default:
-				t.Fatalf("late report: %v", err)
-			}
+			report(z, ok(*z.task)) // most often refused: timed out
 		}
 
 		i := r.IntN(len(pool))
@@ -173,6 +195,12 @@ func simulate(t *testing.T, p simParams) int {
 			case KindWait:
 				if d.Progress().TasksDoing == 0 {
 					t.Fatalf("wait with nothing in flight: %+v", d.Progress())
+				}
+				if r.Float64() < p.pBackup {
+					if task, ok := backup(t, d, w.id, now); ok {
+						w.task = &task
+						st.backups++
+					}
 				}
 			case KindDone:
 				if !d.Finished() {
@@ -199,23 +227,10 @@ func simulate(t *testing.T, p simParams) int {
 			}
 			pool[i] = spawn() // the master notices nothing; Tick must recover
 		case x < p.pDie+p.pStall+p.pFail:
-			if err := d.Report(w.id, w.task.ID, Result{Err: "random failure"}, now); err != nil {
-				t.Fatalf("failure report: %v", err)
-			}
+			report(w, Result{Err: "random failure"})
 			w.task = nil
 		case x < 0.8:
-			if err := d.Report(w.id, w.task.ID, ok(*w.task), now); err != nil {
-				// It may have been timed out while "working" slowly.
-				if !errors.Is(err, ErrNotOwner) {
-					t.Fatalf("report: %v", err)
-				}
-				if w.task.Type == Training {
-					mark(late, *w.task)
-					lateSuccesses++
-				}
-			} else if w.task.Type == Training {
-				mark(accepted, *w.task)
-			}
+			report(w, ok(*w.task)) // it may have timed out while "working" slowly
 			w.task = nil
 		default: // still working
 		}
@@ -265,9 +280,37 @@ func simulate(t *testing.T, p simParams) int {
 			t.Errorf("evaluation %d incomplete: %+v", v, st)
 		}
 	}
-	t.Logf("%d tasks/epoch: requeues %d failures %d late %d (successes %d), restarts %d",
-		d.epochs[0].tasks, pr.Requeues, pr.Failures, pr.LateReports, lateSuccesses, restarts)
-	return lateSuccesses
+	t.Logf("%d tasks/epoch: requeues %d failures %d late %d (successes %d), restarts %d, backups %d (superseded %d)",
+		d.epochs[0].tasks, pr.Requeues, pr.Failures, pr.LateReports, lateSuccesses, restarts, st.backups, st.superseded)
+	st.lateSuccesses = lateSuccesses
+	return st
+}
+
+// backup hands worker a backup copy of a random candidate it does not
+// hold, checking that one is offered only when nothing is queued.
+func backup(t *testing.T, d *Dispatcher, worker int, now time.Time) (Task, bool) {
+	t.Helper()
+	var mine []Straggler
+	for _, c := range d.BackupCandidates() {
+		if c.Owner != worker {
+			mine = append(mine, c)
+		}
+	}
+	if len(mine) == 0 {
+		return Task{}, false
+	}
+	c := mine[int(now.Unix())%len(mine)]
+	a, err := d.AssignBackup(worker, c.Task.ID, now)
+	if err != nil {
+		t.Fatalf("backup of %v for worker %d: %v", c.Task, worker, err)
+	}
+	if _, err := d.AssignBackup(worker, c.Task.ID, now); err == nil {
+		t.Fatalf("a second backup of %v", c.Task)
+	}
+	if since, isBackup, ok := d.HeldBy(worker, c.Task.ID); !ok || !isBackup || !since.Equal(now) {
+		t.Fatalf("HeldBy(%d, %d) = %v %v %v after a backup", worker, c.Task.ID, since, isBackup, ok)
+	}
+	return a.Task, true
 }
 
 // TestPropertyRandomParams runs the simulation over seeded random parameter
@@ -285,6 +328,9 @@ func TestPropertyRandomParams(t *testing.T) {
 			pLateReply: r.Float64(),
 			reuseIDs:   r.IntN(2) == 0,
 			evals:      r.IntN(3),
+		}
+		if i%3 != 0 {
+			p.pBackup = r.Float64()
 		}
 		if i%2 == 1 {
 			p.pRestart = r.Float64() * 0.02

@@ -57,7 +57,7 @@ func (d *Dispatcher) Held(worker int) []Task {
 func (d *Dispatcher) HeldSince(worker int) (time.Time, bool) {
 	var oldest time.Time
 	for _, id := range d.byWorker[worker] {
-		if s := d.lookup(id).since; oldest.IsZero() || s.Before(oldest) {
+		if s := d.lookup(id).sinceFor(worker); oldest.IsZero() || s.Before(oldest) {
 			oldest = s
 		}
 	}

@@ -14,7 +14,10 @@ import (
 // late successful report of a training task from a worker that held it
 // before losing it to a timeout or WorkerLost is still counted in Coverage,
 // since that worker's gradients were already applied; the report itself is
-// rejected (the task stays with its new owner or in todo).
+// rejected (the task stays with its new owner or in todo). A task with a
+// backup copy (backup.go) has two holders: the first success is the
+// task's, and the other holder's report then fails with ErrSuperseded
+// (dropped, counted nowhere); a failure drops the reporter's copy only.
 //
 // A nil error means the result was accepted: on success the task is done
 // (and, for evaluation tasks, its Result is added to Evaluation's stats; use
@@ -31,8 +34,12 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 	if r.Records < 0 || r.Corrupt < 0 || r.Steps < 0 {
 		return fmt.Errorf("report from worker %d for %s: %w: negative count in %+v", worker, e.task, ErrInvalidResult, r)
 	}
-	if e.state != Doing || e.owner != worker {
+	if e.state != Doing || !e.holds(worker) {
 		return d.rejectReport(worker, e, r)
+	}
+	if e.hasBackup && d.reportBackedUp(worker, e, r) {
+		d.lastAccepted = now
+		return nil
 	}
 	d.release(e)
 	d.lastAccepted = now
@@ -79,6 +86,10 @@ func (d *Dispatcher) Report(worker int, taskID int64, r Result, now time.Time) e
 }
 
 func (d *Dispatcher) rejectReport(worker int, e *entry, r Result) error {
+	if i := slices.Index(e.superseded, worker); i >= 0 {
+		e.superseded = slices.Delete(e.superseded, i, i+1)
+		return fmt.Errorf("report from worker %d for %s: %w", worker, e.task, ErrSuperseded)
+	}
 	i := slices.Index(e.former, worker)
 	if i < 0 {
 		if e.state == Doing {

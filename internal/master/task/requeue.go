@@ -15,10 +15,10 @@ func (d *Dispatcher) requeue(ids []int64, why string) []Task {
 	var out []Task
 	for _, id := range slices.Backward(ids) {
 		e := d.lookup(id)
+		e.former = append(e.former, e.holders()...)
 		d.release(e)
 		d.requeues++
 		e.requeues++
-		e.former = append(e.former, e.owner)
 		if e.requeues >= d.maxRequeues {
 			d.fail(e, fmt.Sprintf("taken back from workers %d times (last: %s; MaxRequeues %d); it may be killing every worker that runs it",
 				e.requeues, why, d.maxRequeues))
@@ -38,8 +38,8 @@ func (d *Dispatcher) requeue(ids []int64, why string) []Task {
 // later, see Report. now is unused today; it keeps the time-taking
 // signature uniform for the master.
 func (d *Dispatcher) WorkerLost(worker int, now time.Time) []Task {
-	// Clone: requeue edits byWorker[worker] while walking ids.
-	back := d.requeue(slices.Clone(d.byWorker[worker]), fmt.Sprintf("worker %d lost", worker))
+	// A backed-up task goes on with its other copy.
+	back := d.requeue(d.lostCopies(worker), fmt.Sprintf("worker %d lost", worker))
 	delete(d.byWorker, worker)
 	return back
 }
@@ -52,12 +52,7 @@ func (d *Dispatcher) Tick(now time.Time) []Task {
 	if d.cfg.TaskTimeout <= 0 {
 		return nil
 	}
-	var ids []int64
-	for id := range d.doing {
-		if now.Sub(d.lookup(id).since) > d.cfg.TaskTimeout {
-			ids = append(ids, id)
-		}
-	}
+	ids := d.timedOut(now)
 	if len(ids) == 0 {
 		return nil
 	}
@@ -68,6 +63,10 @@ func (d *Dispatcher) Tick(now time.Time) []Task {
 // that took over from a dead one heard no report meanwhile.
 func (d *Dispatcher) RestartClocks(now time.Time) {
 	for id := range d.doing {
-		d.lookup(id).since = now
+		e := d.lookup(id)
+		e.since = now
+		if e.hasBackup {
+			e.backupSince = now
+		}
 	}
 }

@@ -28,8 +28,8 @@ func (d *Dispatcher) Rewind(keep func(Task) int64) []Task {
 				continue
 			}
 		case Doing:
+			e.former = append(e.former, e.holders()...)
 			d.release(e)
-			e.former = append(e.former, e.owner)
 			e.state = Todo
 			queue = append(queue, id)
 		case Done:

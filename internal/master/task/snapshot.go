@@ -67,6 +67,17 @@ type TaskSnapshot struct {
 	Requeues int       `json:"requeues,omitempty"`
 	LastErr  string    `json:"last_err,omitempty"`
 	Former   []int     `json:"former,omitempty"`
+	// Backup is a doing task's second holder (backup.go); Superseded the
+	// holders whose copy lost the race and has not reported yet.
+	Backup     *BackupHolder `json:"backup,omitempty"`
+	Superseded []int         `json:"superseded,omitempty"`
+}
+
+// BackupHolder is the worker holding a backup copy of a task, and since
+// when.
+type BackupHolder struct {
+	Worker int       `json:"worker"`
+	Since  time.Time `json:"since"`
 }
 
 // CoverageSnapshot is one record range's count in an epoch's coverage.
@@ -109,7 +120,8 @@ func (d *Dispatcher) Snapshot() Snapshot {
 				implied = false
 			}
 		}
-		plain := e.task.Done == 0 && e.task.Attempt == 0 && e.requeues == 0 && e.lastErr == "" && len(e.former) == 0
+		plain := e.task.Done == 0 && e.task.Attempt == 0 && e.requeues == 0 && e.lastErr == "" && len(e.former) == 0 &&
+			!e.hasBackup && len(e.superseded) == 0
 		settled = settled && implied && plain && e.state == Done
 		if settled {
 			d.settledBelow = id + 1
@@ -118,9 +130,12 @@ func (d *Dispatcher) Snapshot() Snapshot {
 			continue // implied: done if it went out and is not queued again
 		}
 		ts := TaskSnapshot{ID: id, State: e.state, Attempt: e.task.Attempt, Done: e.task.Done,
-			Requeues: e.requeues, LastErr: e.lastErr, Former: slices.Clone(e.former)}
+			Requeues: e.requeues, LastErr: e.lastErr, Former: slices.Clone(e.former), Superseded: slices.Clone(e.superseded)}
 		if e.state == Doing {
 			ts.Owner, ts.Since = e.owner, e.since
+		}
+		if e.hasBackup {
+			ts.Backup = &BackupHolder{Worker: e.backup, Since: e.backupSince}
 		}
 		s.Tasks = append(s.Tasks, ts)
 	}
@@ -212,6 +227,8 @@ func (d *Dispatcher) restoreTask(ts TaskSnapshot) error {
 		return fmt.Errorf("restore: task %d does not exist", ts.ID)
 	case ts.Done < 0 || ts.Done > e.task.Records():
 		return fmt.Errorf("restore: task %d: %d of %d records done", ts.ID, ts.Done, e.task.Records())
+	case ts.Backup != nil && (ts.State != Doing || ts.Backup.Worker == ts.Owner):
+		return fmt.Errorf("restore: task %d: a backup held by worker %d, the task %s by worker %d", ts.ID, ts.Backup.Worker, ts.State, ts.Owner)
 	}
 	e.task.Attempt, e.task.Done = ts.Attempt, ts.Done
 	e.requeues, e.lastErr, e.former = ts.Requeues, ts.LastErr, slices.Clone(ts.Former)
@@ -219,6 +236,9 @@ func (d *Dispatcher) restoreTask(ts TaskSnapshot) error {
 	case Todo:
 	case Doing:
 		d.assign(e, ts.Owner, ts.Since)
+		if b := ts.Backup; b != nil {
+			d.setBackup(e, b.Worker, b.Since)
+		}
 	case Done:
 		e.state = Done
 		d.tasksDone++
@@ -234,6 +254,7 @@ func (d *Dispatcher) restoreTask(ts TaskSnapshot) error {
 	default:
 		return fmt.Errorf("restore: task %d in state %v", ts.ID, ts.State)
 	}
+	e.superseded = slices.Clone(ts.Superseded)
 	return nil
 }
 
