@@ -67,8 +67,9 @@ func (j *job) workerLogs(t *testing.T) string {
 var sharesByRate = regexp.MustCompile(`msg="step shares by the members' rates" worker=\d+ on=true`)
 
 // TestStraggler holds one worker of three to a tenth of a CPU for the
-// whole job (one epoch of the 10,000 test images): every record is still trained once, and on AllReduce the
-// members' step shares go by their rates (the throttled one takes less).
+// whole job (one epoch of the 10,000 test images): every record is still
+// trained once; in PS mode its last task gets a backup copy that wins; on
+// AllReduce the members' step shares go by their rates (it takes less).
 // How much of the job's time that wins back is a measurement, not a test:
 // ELASTICDL_STRAGGLER_PAIRS=N runs N side-by-side pairs (undisturbed, 35%)
 // of each mode and logs their ratios (bench/RESULTS.md).
@@ -90,9 +91,15 @@ func TestStraggler(t *testing.T) {
 				}
 				return
 			}
-			j, _, _ := runStraggler(t, c.allreduce, 0.1, "t10k-images-idx3-ubyte.gz", 10000)
+			j, s, _ := runStraggler(t, c.allreduce, 0.1, "t10k-images-idx3-ubyte.gz", 10000)
+			t.Logf("%s: slow marks %+v, rates %+v, tasks %+v", c.name, s.SlowWorkers, s.WorkerRates, s.Tasks)
 			if c.allreduce && !sharesByRate.MatchString(j.workerLogs(t)) {
 				t.Error("no worker's step shares went by the members' rates")
+			}
+			// PS mode: the throttled worker's last task, held long after the
+			// queue emptied, went to an idle worker too, and that copy won.
+			if !c.allreduce && (s.Tasks.Backups == 0 || s.Tasks.BackupsWon == 0) {
+				t.Errorf("tasks %+v: want a backup of the throttled worker's task that won", s.Tasks)
 			}
 		})
 	}
