@@ -435,18 +435,7 @@ func TestRunAppliesTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	// Run writes its summary under --output as it stops: let it finish
-	// before the test's TempDir is removed.
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runInBackground(t, m)
 	targets <- Target{Workers: 1, Source: "test"}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -550,4 +539,21 @@ func TestRunWaitsForAdmission(t *testing.T) {
 	if l := len(fb.launches()); l != 0 {
 		t.Errorf("launched %d instances for a job that was not admitted", l)
 	}
+}
+
+// runInBackground runs m until the test ends. Run writes its summary
+// under --output as it stops: the cleanup lets it finish before the
+// test's TempDir is removed.
+func runInBackground(t *testing.T, m *Master) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }

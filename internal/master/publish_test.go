@@ -152,16 +152,7 @@ func TestRunPublishesProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Run(ctx)
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
+	runInBackground(t, m)
 	got := store.next(t)
 	if got.Remaining != 2000 || got.Min != 1 || got.Max != 3 || len(got.Samples) != 1 || got.Samples[0] != prev.Samples[0] {
 		t.Errorf("published %+v; want 2000 records left, bounds [1, 3], the previous master's sample %+v", got, prev.Samples[0])
