@@ -28,10 +28,10 @@ type SharedJob struct {
 // its curve is exact, so the simulator replays the same one. The trace's
 // curves keep their knee: (t+c)/c is the trace job's best speed-up.
 
-// minKnee keeps a job's one-worker rate within 2× of linear, and an
+// minKnee keeps a job's one-worker rate within 1.5× of linear, and an
 // epoch (the least work a job has) short: the trace's ncf gets slower
 // with more workers, which a knee cannot model.
-const minKnee = 2
+const minKnee = 3
 
 // sizeExponent compresses the trace's sizes (five orders of magnitude)
 // into a spread a run of minutes can hold, keeping their order.

@@ -53,7 +53,7 @@ func TestDue(t *testing.T) {
 		{"measured a little longer", &last, sec(0), with(func(p *autoscale.Progress) { p.Samples[0].Count = 39 }), sec(30), false},
 		{"measured twice as long", &last, sec(0), with(func(p *autoscale.Progress) { p.Samples[0].Count = 40 }), sec(30), true},
 	} {
-		if got := Due(c.last, c.tried, c.cur, c.now); got != c.want {
+		if got := Due(c.last, c.tried, c.cur, c.now, MinInterval); got != c.want {
 			t.Errorf("%s: Due = %v, want %v", c.name, got, c.want)
 		}
 	}
