@@ -28,10 +28,15 @@ type SharedJob struct {
 // its curve is exact, so the simulator replays the same one. The trace's
 // curves keep their knee: (t+c)/c is the trace job's best speed-up.
 
-// minKnee keeps a job's one-worker rate within 1.5× of linear, and an
+// minKnee keeps a job's one-worker rate within 2× of linear, and an
 // epoch (the least work a job has) short: the trace's ncf gets slower
 // with more workers, which a knee cannot model.
-const minKnee = 3
+const minKnee = 2
+
+// GPUsPerWorker is how many of the trace's GPUs one of our workers
+// stands for: a node of Pollux's cluster (16 × 4 GPUs), so that our 8
+// workers span 4 to 32 GPUs of a trace job's curve, where it bends.
+const GPUsPerWorker = 4
 
 // sizeExponent compresses the trace's sizes (five orders of magnitude)
 // into a spread a run of minutes can hold, keeping their order.
@@ -71,9 +76,9 @@ func (e SharedCluster) DrawJobs(w sim.Workload, alone float64) ([]SharedJob, err
 		tj := w.Jobs[k%len(w.Jobs)]
 		best := 0.0
 		for n := 1; n <= e.MaxWorkers; n++ {
-			best = max(best, tj.Curve.Throughput(n))
+			best = max(best, tj.Curve.Throughput(n*GPUsPerWorker))
 		}
-		knee := min(max(best/tj.Curve.Throughput(1), minKnee), float64(e.MaxWorkers))
+		knee := min(max(best/tj.Curve.Throughput(GPUsPerWorker), minKnee), float64(e.MaxWorkers))
 		jobs[k] = SharedJob{Trace: tj.Name, Knee: knee, PushSeconds: e.MinibatchSeconds() / (knee - 1)}
 		sizes[k] = math.Pow(tj.Records/best, sizeExponent)
 		mean += sizes[k] / float64(e.Jobs)
@@ -99,32 +104,60 @@ func policyOf(mode string) (sim.Policy, bool) {
 	return 0, false
 }
 
-// Predict is the simulator's mean JCT for each of e's modes: e's jobs,
-// arrivals and cluster, replayed with the autoscaler's options and e's
-// stalls (StartCost, ResizeCost).
+// Predict is the simulator's mean JCT for each of e's modes: e's jobs
+// and cluster, replayed with the autoscaler's options and e's stalls
+// (StartCost, ResizeCost), each job arriving when it was submitted in
+// the mode's runs (on average; every Arrival seconds without runs).
 func (e SharedCluster) Predict() (map[string]float64, error) {
-	wl := sim.Workload{Name: "experiment 4"}
-	for k, j := range e.Specs {
-		wl.Jobs = append(wl.Jobs, sim.Job{Name: fmt.Sprintf("job-%02d", k), Arrival: float64(k) * e.Arrival,
-			Records: float64(j.Epochs) * float64(e.RecordsPerEpoch), Curve: e.Curve(j), Gang: e.MaxWorkers})
-	}
-	cfg := sim.DefaultConfig()
-	cfg.Nodes, cfg.Period, cfg.ChangePenalty = e.Nodes, 1, e.ChangePenalty
-	cfg.StartCost, cfg.ResizeCost = e.StartCost, e.ResizeCost
-	cfg.NodeMilliCPU = int64(math.Round(e.CPUsPerNode * 1000))
-	cfg.WorkerMilliCPU = int64(math.Round(e.WorkerCPU * 1000))
-	cfg.JobMilliCPU = int64(math.Round((e.PSCPU + e.MasterCPU) * 1000))
+	cfg := e.simConfig()
 	out := map[string]float64{}
 	for _, mode := range e.modes() {
 		p, ok := policyOf(mode)
 		if !ok {
 			continue
 		}
-		res, err := sim.Run(wl, p, cfg)
+		res, err := sim.Run(e.workload(mode), p, cfg)
 		if err != nil {
 			return nil, fmt.Errorf("experiment 4, %s: %w", mode, err)
 		}
 		out[mode] = res.MeanJCT
 	}
 	return out, nil
+}
+
+// workload is e's jobs as the simulator's, arriving as in mode's runs.
+func (e SharedCluster) workload(mode string) sim.Workload {
+	wl := sim.Workload{Name: "experiment 4 " + mode}
+	for k, j := range e.Specs {
+		at := jobTimes(e.Runs, mode, func(r Run, i int) float64 {
+			if i != k {
+				return math.NaN()
+			}
+			return r.Jobs[i].Submitted
+		})
+		arrival, n := 0.0, 0
+		for _, x := range at {
+			if !math.IsNaN(x) {
+				arrival, n = arrival+x, n+1
+			}
+		}
+		if n == 0 {
+			arrival, n = float64(k)*e.Arrival, 1
+		}
+		wl.Jobs = append(wl.Jobs, sim.Job{Name: fmt.Sprintf("job-%02d", k), Arrival: arrival / float64(n),
+			Records: float64(j.Epochs) * float64(e.RecordsPerEpoch), Curve: e.Curve(j), Gang: e.MaxWorkers})
+	}
+	return wl
+}
+
+// simConfig is e's cluster and the autoscaler's options, for the
+// simulator.
+func (e SharedCluster) simConfig() sim.Config {
+	cfg := sim.DefaultConfig()
+	cfg.Nodes, cfg.Period, cfg.ChangePenalty = e.Nodes, 1, e.ChangePenalty
+	cfg.StartCost, cfg.ResizeCost = e.StartCost, e.ResizeCost
+	cfg.NodeMilliCPU = int64(math.Round(e.CPUsPerNode * 1000))
+	cfg.WorkerMilliCPU = int64(math.Round(e.WorkerCPU * 1000))
+	cfg.JobMilliCPU = int64(math.Round((e.PSCPU + e.MasterCPU) * 1000))
+	return cfg
 }

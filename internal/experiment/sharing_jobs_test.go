@@ -55,8 +55,9 @@ func TestSharedJobs(t *testing.T) {
 			t.Errorf("job %d: %+v", k, j)
 		}
 	}
-	if specs[0].Knee >= 8 || specs[2].Knee != minKnee { // cifar10's 5.4×; ncf slows down
-		t.Errorf("knees %v, %v: want the trace's cifar10 below 8 and ncf at the floor", specs[0].Knee, specs[2].Knee)
+	// cifar10 at 4..32 GPUs: 2.55× at best; ncf slows down.
+	if math.Abs(specs[0].Knee-13264.11/5191.95) > 1e-3 || specs[2].Knee != minKnee {
+		t.Errorf("knees %v, %v: want the trace's cifar10's and ncf at the floor", specs[0].Knee, specs[2].Knee)
 	}
 	p, err := e.Predict()
 	if err != nil || len(p) != 3 {
