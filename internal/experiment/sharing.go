@@ -45,9 +45,12 @@ type SharedCluster struct {
 	// Predicted is the simulator's mean JCT by mode for the same jobs,
 	// arrivals and cluster (Predict): a job stalls StartCost seconds when
 	// it starts and ResizeCost when resized; ChangePenalty is the
-	// autoscaler's --resize_cost (seconds).
+	// autoscaler's --resize_cost (seconds). EndCost is added to every
+	// job's simulated completion: the time from its last task to its Job's
+	// end (the master's wind-down), as measured.
 	Predicted     map[string]float64 `json:"predicted,omitempty"`
 	StartCost     float64            `json:"start_cost,omitempty"`
+	EndCost       float64            `json:"end_cost,omitempty"`
 	ResizeCost    float64            `json:"resize_cost,omitempty"`
 	ChangePenalty float64            `json:"change_penalty,omitempty"`
 }
@@ -179,8 +182,9 @@ func (e SharedCluster) jobsLine() string {
 	return common + fmt.Sprintf("each of its own size and speed-up, drawn from the simulator's trace (Pollux's workload 1, in order; "+
 		"internal/experiment/sharing_jobs.go): %s epochs of %d records, modelled at %.0f µs a record on one CPU (%s), "+
 		"with a modelled PS that serializes pushes so that a job's speed-up stops at its trace job's best speed-up at up to %d workers, %s. "+
-		"The simulator replays the same jobs, curves, arrivals and cluster (a job stalls %.1f s when it starts, as measured: the first job's submission to its first task; %.1f s when resized).\n\n",
-		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.ResizeCost)
+		"The simulator replays the same jobs, curves, arrivals and cluster (a job stalls %.1f s when it starts, as measured: the first job's submission to its first task; %.1f s when resized; "+
+		"and it ends %.1f s after its last task, as measured).\n\n",
+		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.ResizeCost, e.EndCost)
 }
 
 // rows are the table's rows, a column per mode.

@@ -106,7 +106,7 @@ func policyOf(mode string) (sim.Policy, bool) {
 
 // Predict is the simulator's mean JCT for each of e's modes: e's jobs
 // and cluster, replayed with the autoscaler's options and e's stalls
-// (StartCost, ResizeCost), each job arriving when it was submitted in
+// (StartCost, ResizeCost, EndCost), each job arriving when it was submitted in
 // the mode's runs (on average; every Arrival seconds without runs).
 func (e SharedCluster) Predict() (map[string]float64, error) {
 	cfg := e.simConfig()
@@ -120,7 +120,7 @@ func (e SharedCluster) Predict() (map[string]float64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("experiment 4, %s: %w", mode, err)
 		}
-		out[mode] = res.MeanJCT
+		out[mode] = res.MeanJCT + e.EndCost
 	}
 	return out, nil
 }

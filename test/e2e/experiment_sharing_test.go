@@ -65,15 +65,15 @@ func TestExperimentSharedCluster(t *testing.T) {
 	e.Runs = alternate(t, runs, sharingModes, func(t *testing.T, mode string, i int) experiment.Run {
 		return runSharing(t, e, names, label, mode, i)
 	})
-	e.StartCost = startLatency(e.Runs)
+	e.StartCost, e.EndCost = startLatency(e.Runs), endLatency(e.Runs)
 	predicted, err := e.Predict()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.Predicted = predicted
 	for _, mode := range sharingModes {
-		t.Logf("%s: mean JCT %.1fs, simulator %.1fs (÷ %.2f), longest pending %.1fs", mode, e.MeanJCT(mode), predicted[mode],
-			predicted[mode]/e.MeanJCT(mode), experiment.LongestPending(e.Runs, mode))
+		t.Logf("%s: mean JCT %.1fs, simulator %.1fs (÷ %.2f; start %.1fs, end %.1fs), longest pending %.1fs", mode, e.MeanJCT(mode), predicted[mode],
+			predicted[mode]/e.MeanJCT(mode), e.StartCost, e.EndCost, experiment.LongestPending(e.Runs, mode))
 	}
 	// What holds robustly: first come, first served makes jobs wait for
 	// whole jobs to end, the autoscaler gives each newcomer room at once;
@@ -123,6 +123,23 @@ func startLatency(runs []experiment.Run) float64 {
 	for _, r := range runs {
 		if len(r.Jobs) > 0 && r.Jobs[0].Started > 0 {
 			xs = append(xs, r.Jobs[0].Started-r.Jobs[0].Submitted)
+		}
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	return experiment.SpreadOf(xs).Mean
+}
+
+// endLatency is how long a Job took to end after its last task, the
+// mean over jobs and runs.
+func endLatency(runs []experiment.Run) float64 {
+	var xs []float64
+	for _, r := range runs {
+		for _, j := range r.Jobs {
+			if j.Trained > 0 && j.Ended >= j.Trained {
+				xs = append(xs, j.Ended-j.Trained)
+			}
 		}
 	}
 	if len(xs) == 0 {
