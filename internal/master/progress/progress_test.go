@@ -96,3 +96,22 @@ func TestMeter(t *testing.T) {
 		t.Errorf("restored and measured %+v, want 20 counts at 2 workers, 4 as they were", got)
 	}
 }
+
+// TestMeterSettleFor: a short job's meter (SettleFor) counts a size's
+// intervals sooner; Due publishes as often as the interval it is given.
+func TestMeterSettleFor(t *testing.T) {
+	m := Meter{SettleFor: 2 * time.Second}
+	for i := range 6 {
+		m.Observe(sec(i), int64(i*50), 3)
+	}
+	// Settled at 2 s: the intervals from 2 to 5 count.
+	want := []autoscale.ProgressSample{{Workers: 3, RecordsPerSecond: 50, Count: 3, Seconds: 3}}
+	if got := m.Samples(); !reflect.DeepEqual(got, want) {
+		t.Errorf("samples %+v, want %+v", got, want)
+	}
+	last := autoscale.Progress{Remaining: 1000}
+	cur := autoscale.Progress{Remaining: 500}
+	if !Due(&last, sec(0), cur, sec(2), 2*time.Second) || Due(&last, sec(0), cur, sec(2), MinInterval) {
+		t.Error("Due: want a publish 2 s on with a 2 s interval, none with the default")
+	}
+}
