@@ -42,17 +42,29 @@ type SharedCluster struct {
 	// their minibatch.
 	Specs         []SharedJob `json:"specs,omitempty"`
 	MinibatchSize int         `json:"minibatch_size,omitempty"`
-	// Predicted is the simulator's mean JCT by mode for the same jobs,
-	// arrivals and cluster (Predict): a job stalls StartCost seconds when
-	// it starts and ResizeCost when resized; ChangePenalty is the
-	// autoscaler's --resize_cost (seconds). EndCost is added to every
-	// job's simulated completion: the time from its last task to its Job's
-	// end (the master's wind-down), as measured.
-	Predicted     map[string]float64 `json:"predicted,omitempty"`
-	StartCost     float64            `json:"start_cost,omitempty"`
-	EndCost       float64            `json:"end_cost,omitempty"`
-	ResizeCost    float64            `json:"resize_cost,omitempty"`
-	ChangePenalty float64            `json:"change_penalty,omitempty"`
+	// What the simulator needs beside the jobs and runs (Predict, which
+	// the report calls, so that it replays the data with today's
+	// simulator): a job stalls StartCost seconds when it starts and
+	// ResizeCost when resized; ChangePenalty is the autoscaler's
+	// --resize_cost (seconds). EndCost is added to every job's simulated
+	// completion: the time from its last task to its Job's end (the
+	// master's wind-down), as measured.
+	StartCost     float64 `json:"start_cost,omitempty"`
+	EndCost       float64 `json:"end_cost,omitempty"`
+	ResizeCost    float64 `json:"resize_cost,omitempty"`
+	ChangePenalty float64 `json:"change_penalty,omitempty"`
+}
+
+// predicted is Predict's, nil without jobs of their own or on an error.
+func (e SharedCluster) predicted() map[string]float64 {
+	if len(e.Specs) == 0 {
+		return nil
+	}
+	p, err := e.Predict()
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // modes are e's columns.
@@ -153,8 +165,8 @@ func (e SharedCluster) Markdown(plot string) string {
 		rm, _, _ := e.fairness("remaining")
 		fmt.Fprintf(&b, "\nMean JCT, remaining ÷ FCFS gang: **%.2f** (goal ≤ 0.8); max-min fair ÷ FCFS gang %.2f; "+
 			"max ÷ min share median **%s** by remaining work (goal ≤ 2).\n", e.MeanJCT("remaining")/e.MeanJCT("fifo"), e.MeanJCT("fair")/e.MeanJCT("fifo"), rm)
-		if len(e.Predicted) > 0 {
-			fmt.Fprintf(&b, "\nSimulator's mean JCT ÷ the control plane's, worst mode: **%.2f** (goal within 0.90–1.10).\n", e.worstPrediction())
+		if p := e.predicted(); len(p) > 0 {
+			fmt.Fprintf(&b, "\nSimulator's mean JCT ÷ the control plane's, worst mode: **%.2f** (goal within 0.90–1.10).\n", e.worstPrediction(p))
 		}
 		b.WriteString("\n")
 	} else {
@@ -209,9 +221,9 @@ func (e SharedCluster) rows() [][]string {
 		row("max ÷ min CPU share among the jobs in the cluster, median over time", func(m string) string { med, _, _ := e.fairness(m); return med }),
 		row("time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs are in", func(m string) string { _, w, _ := e.fairness(m); return w }),
 	}
-	if len(e.Predicted) > 0 {
+	if pred := e.predicted(); len(pred) > 0 {
 		rows = append(rows, row("simulator's mean completion time for the same jobs, s (÷ ours)", func(m string) string {
-			p, ok := e.Predicted[m]
+			p, ok := pred[m]
 			if !ok || e.MeanJCT(m) == 0 {
 				return "—"
 			}
@@ -245,10 +257,10 @@ func (e SharedCluster) fairness(mode string) (median, within string, n int) {
 
 // worstPrediction is, over the modes predicted, the simulator's mean JCT
 // ÷ the control plane's farthest from 1.
-func (e SharedCluster) worstPrediction() float64 {
+func (e SharedCluster) worstPrediction(pred map[string]float64) float64 {
 	worst := 1.0
 	for _, mode := range e.modes() {
-		if p, ok := e.Predicted[mode]; ok && e.MeanJCT(mode) > 0 {
+		if p, ok := pred[mode]; ok && e.MeanJCT(mode) > 0 {
 			if r := p / e.MeanJCT(mode); math.Abs(r-1) > math.Abs(worst-1) {
 				worst = r
 			}

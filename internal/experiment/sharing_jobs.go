@@ -159,5 +159,6 @@ func (e SharedCluster) simConfig() sim.Config {
 	cfg.NodeMilliCPU = int64(math.Round(e.CPUsPerNode * 1000))
 	cfg.WorkerMilliCPU = int64(math.Round(e.WorkerCPU * 1000))
 	cfg.JobMilliCPU = int64(math.Round((e.PSCPU + e.MasterCPU) * 1000))
+	cfg.GangWaitMilliCPU = int64(math.Round(e.MasterCPU * 1000))
 	return cfg
 }

@@ -70,7 +70,6 @@ func TestExperimentSharedCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Predicted = predicted
 	for _, mode := range sharingModes {
 		t.Logf("%s: mean JCT %.1fs, simulator %.1fs (÷ %.2f; start %.1fs, end %.1fs), longest pending %.1fs", mode, e.MeanJCT(mode), predicted[mode],
 			predicted[mode]/e.MeanJCT(mode), e.StartCost, e.EndCost, experiment.LongestPending(e.Runs, mode))

@@ -14,9 +14,17 @@ func (r *run) workerRequest() autoscale.Resources {
 	return autoscale.Resources{MilliCPU: cmp.Or(r.cfg.WorkerMilliCPU, 1000), Memory: 1 << 30}
 }
 
+// overhead is what job s holds beside its workers.
+func (r *run) overhead(s *state) int64 {
+	if r.policy == FCFSGang && s.workers == 0 && r.cfg.GangWaitMilliCPU > 0 {
+		return r.cfg.GangWaitMilliCPU
+	}
+	return r.cfg.JobMilliCPU
+}
+
 // overheads are the pods of the jobs in the cluster beside their workers
-// (Config.JobMilliCPU), each bound to the node with the most room left
-// by those before it, as the scheduler spreads them.
+// (overhead), each bound to the node with the most room left by those
+// before it, as the scheduler spreads them.
 func (r *run) overheads(active []*state) []autoscale.Pod {
 	if r.cfg.JobMilliCPU <= 0 {
 		return nil
@@ -24,15 +32,15 @@ func (r *run) overheads(active []*state) []autoscale.Pod {
 	nodes := r.nodes()
 	used := make([]int64, len(nodes))
 	var out []autoscale.Pod
-	for range active {
+	for _, s := range active {
 		best := 0
 		for i := range nodes {
 			if nodes[i].Allocatable.MilliCPU-used[i] > nodes[best].Allocatable.MilliCPU-used[best] {
 				best = i
 			}
 		}
-		used[best] += r.cfg.JobMilliCPU
-		out = append(out, autoscale.Pod{Node: nodes[best].Name, Request: autoscale.Resources{MilliCPU: r.cfg.JobMilliCPU}, Priority: priority})
+		used[best] += r.overhead(s)
+		out = append(out, autoscale.Pod{Node: nodes[best].Name, Request: autoscale.Resources{MilliCPU: r.overhead(s)}, Priority: priority})
 	}
 	return out
 }
@@ -110,6 +118,9 @@ func (r *run) admitGangs(active []*state) {
 		gang := make([]autoscale.Pod, s.job.Gang)
 		for i := range gang {
 			gang[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
+		}
+		if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 { // its PS
+			gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
 		}
 		if !autoscale.Admit(snap, priority, gang) {
 			return

@@ -43,8 +43,10 @@ type Config struct {
 	// NodeMilliCPU and WorkerMilliCPU, when set, size nodes and workers
 	// in CPUs instead (a control-plane experiment's cluster), and every
 	// job in the cluster holds JobMilliCPU beside its workers (its master
-	// and PS) from its arrival to its end.
-	NodeMilliCPU, WorkerMilliCPU, JobMilliCPU int64
+	// and PS) from its arrival to its end; a gang job that waits to be
+	// admitted holds only GangWaitMilliCPU of it (its master: --gang
+	// launches nothing before), when set.
+	NodeMilliCPU, WorkerMilliCPU, JobMilliCPU, GangWaitMilliCPU int64
 	// Period is the seconds between decisions when nothing happens;
 	// arrivals and completions bring one at once.
 	Period float64
