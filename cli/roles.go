@@ -115,6 +115,7 @@ func runPS(ctx context.Context, env Env, args []string) error {
 		LiveWorkers:           f.LiveWorkers,
 		LRStalenessModulation: f.LRStalenessModulation,
 		FrozenTables:          f.FrozenTables,
+		ModelledPush:          time.Duration(f.ModelledSecondsPerPush * float64(time.Second)),
 	}
 	if cfg.Creds, err = roleCreds(logger); err != nil {
 		return err

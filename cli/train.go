@@ -65,6 +65,10 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.Int64Var(&cfg.Seed, "seed", 0, "seed of the initial model")
 	fs.Float64Var(&cfg.ModelledSecondsPerRecord, "modelled_seconds_per_record", 0,
 		"experiments: workers model their compute — a training record takes this long on one CPU (the worker's requested CPUs on Kubernetes, 1 locally), waited instead of computed; the model does not train (0: compute for real)")
+	fs.DurationVar(&cfg.PublishInterval, "progress_publish_interval", 0,
+		"least time between two publishes of the job's progress for the autoscaler (elasticdl.io/progress on Kubernetes; 0: 30s); a worker count's throughput is measured once it held this long (10s at most): shorter for short jobs")
+	fs.Float64Var(&cfg.ModelledPSSecondsPerPush, "modelled_ps_seconds_per_push", 0,
+		"experiments: each PS spends this long on every push, one push at a time, so that a job's throughput stops growing with its workers (0: none)")
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint_dir", "", "directory of the PS checkpoints: a relaunched PS (or a new job) restores the newest complete one")
 	fs.Int64Var(&cfg.CheckpointSteps, "checkpoint_steps", 0, "each PS checkpoints every this many versions (0: never)")
 	fs.IntVar(&cfg.KeepCheckpointMax, "keep_checkpoint_max", 0, "complete checkpoint versions to keep (0: all)")

@@ -265,10 +265,14 @@ func round(x float64, d int) float64 {
 }
 
 // preamble opens a report: when and where it was measured, how many runs
-// of each mode (counted by the elastic ones), and the cluster.
+// of each mode (counted by the last run's mode), and the cluster.
 func preamble(date, machine string, runs []Run, nodes int, cpusPerNode float64) string {
+	n := 0
+	if len(runs) > 0 {
+		n = len(Of(runs, runs[len(runs)-1].Mode, Run.Makespan))
+	}
 	return fmt.Sprintf("Measured %s on %s: %d run(s) of each mode, alternated. Cluster: %d process nodes × %g CPUs = %g CPUs. ",
-		date, machine, len(Of(runs, "elastic", Run.Makespan)), nodes, cpusPerNode, float64(nodes)*cpusPerNode)
+		date, machine, n, nodes, cpusPerNode, float64(nodes)*cpusPerNode)
 }
 
 // Machine describes this machine for a report: its cores, CPU model and

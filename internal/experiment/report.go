@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,7 +157,13 @@ func (e BesideServices) TimeScale() float64 { return 1 }
 
 // Panels of experiment 4: first come first served above, elastic below.
 func (e SharedCluster) Panels() []Panel {
-	return run0Panels(e.Runs, []string{"fifo", "elastic"}, []string{"fixed-size, first come first served (--gang)", "elastic, sized by the autoscaler"})
+	titles := map[string]string{"fifo": "fixed-size, first come first served (--gang)", "elastic": "elastic, sized by the autoscaler",
+		"fair": "elastic, max-min fair (--policy=fair)", "remaining": "elastic, by remaining work (--policy=remaining)"}
+	var ts []string
+	for _, m := range e.modes() {
+		ts = append(ts, cmp.Or(titles[m], m))
+	}
+	return run0Panels(e.Runs, e.modes(), ts)
 }
 
 // TimeScale of experiment 4: our seconds.

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -32,6 +33,59 @@ type SharedCluster struct {
 	SecondsPerRecord float64 `json:"seconds_per_record"`
 	Calibration      string  `json:"calibration"`
 	Runs             []Run   `json:"runs"`
+	// Modes are the columns, in order: fifo, and the autoscaler's
+	// policies (fair, remaining; elastic: the default). Empty: fifo and
+	// elastic (the first version's data).
+	Modes []string `json:"modes,omitempty"`
+	// Specs, when set, are the jobs by index, each of its own size and
+	// speed-up (sharing_jobs.go); Epochs is then unused. MinibatchSize is
+	// their minibatch.
+	Specs         []SharedJob `json:"specs,omitempty"`
+	MinibatchSize int         `json:"minibatch_size,omitempty"`
+	// What the simulator needs beside the jobs and runs (Predict, which
+	// the report calls, so that it replays the data with today's
+	// simulator): a job stalls StartCost seconds when it starts and
+	// ResizeCost when resized; ChangePenalty is the autoscaler's
+	// --resize_cost (seconds). EndCost is added to every job's simulated
+	// completion: the time from its last task to its Job's end (the
+	// master's wind-down), as measured.
+	StartCost     float64 `json:"start_cost,omitempty"`
+	EndCost       float64 `json:"end_cost,omitempty"`
+	ResizeCost    float64 `json:"resize_cost,omitempty"`
+	ChangePenalty float64 `json:"change_penalty,omitempty"`
+}
+
+// predicted is Predict's, nil without jobs of their own or on an error.
+func (e SharedCluster) predicted() map[string]float64 {
+	if len(e.Specs) == 0 {
+		return nil
+	}
+	p, err := e.Predict()
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// modes are e's columns.
+func (e SharedCluster) modes() []string {
+	if len(e.Modes) == 0 {
+		return []string{"fifo", "elastic"}
+	}
+	return e.Modes
+}
+
+// modeTitles are the columns' headers.
+var modeTitles = map[string]string{
+	"fifo":      "fixed-size, first come first served (ours)",
+	"elastic":   "elastic + autoscaler (ours)",
+	"fair":      "elastic, max-min fair (ours)",
+	"remaining": "elastic, by remaining work (ours)",
+}
+
+// MeanJCT is the mean completion time of the jobs of mode's runs.
+func (e SharedCluster) MeanJCT(mode string) float64 {
+	return SpreadOf(jobTimes(e.Runs, mode, completion)).Mean
 }
 
 // Capacity is the cluster's CPUs.
@@ -101,50 +155,118 @@ func LongestPending(runs []Run, mode string) float64 {
 func (e SharedCluster) Markdown(plot string) string {
 	var b strings.Builder
 	b.WriteString(preamble(e.Date, e.Machine, e.Runs, e.Nodes, e.CPUsPerNode))
-	fmt.Fprintf(&b, "%d jobs arrive %.0f s apart, each wanting %d workers × %g CPU + a PS × %g + a master × %g (%.2f CPUs: %.1f× the cluster together), "+
-		"each with the same work: %d epochs of %d records, modelled at %.0f µs a record on one CPU (%s).\n\n",
-		e.Jobs, e.Arrival, e.MaxWorkers, e.WorkerCPU, e.PSCPU, e.MasterCPU,
-		e.jobCPU(), float64(e.Jobs)*e.jobCPU()/e.Capacity(), e.Epochs, e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration)
-	pending := Run.Pending
-	worst := func(mode string) string {
-		if len(Of(e.Runs, mode, Run.Makespan)) == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.1f", LongestPending(e.Runs, mode))
+	b.WriteString(e.jobsLine())
+	header := []string{""}
+	for _, mode := range e.modes() {
+		header = append(header, cmp.Or(modeTitles[mode], mode))
 	}
-	fair := func(mode string) (string, string) {
-		var med, within []float64
-		for _, r := range e.Runs {
-			if r.Mode == mode {
-				m, w, n := Fairness(r)
-				if n > 0 {
-					med, within = append(med, m), append(within, 100*w)
-				}
-			}
+	b.WriteString(Table(header, e.rows()))
+	if slices.Contains(e.modes(), "remaining") {
+		rm, _, _ := e.fairness("remaining")
+		fmt.Fprintf(&b, "\nMean JCT, remaining ÷ FCFS gang: **%.2f** (goal ≤ 0.8); max-min fair ÷ FCFS gang %.2f; "+
+			"max ÷ min share median **%s** by remaining work (goal ≤ 2).\n", e.MeanJCT("remaining")/e.MeanJCT("fifo"), e.MeanJCT("fair")/e.MeanJCT("fifo"), rm)
+		if p := e.predicted(); len(p) > 0 {
+			fmt.Fprintf(&b, "\nSimulator's mean JCT ÷ the control plane's, worst mode: **%.2f** (goal within 0.90–1.10).\n", e.worstPrediction(p))
 		}
-		return SpreadOf(med).Format("%.2f"), SpreadOf(within).Format("%.0f")
+		b.WriteString("\n")
+	} else {
+		worst := func(mode string) string { return e.longest(mode) }
+		ef, _, _ := e.fairness("elastic")
+		fmt.Fprintf(&b, "\nMean completion time elastic ÷ fixed-size: **%.2f** (goal < 1); longest pending: **%s s** elastic, %s s fixed-size; "+
+			"max ÷ min share median **%s** elastic (goal ≤ 1.5).\n\n", e.MeanJCT("elastic")/e.MeanJCT("fifo"), worst("elastic"), worst("fifo"), ef)
 	}
+	fmt.Fprintf(&b, "![CPUs held by each job over time, one colour per job; one panel per mode, in the table's order](%s)\n", plot)
+	return b.String()
+}
+
+// jobsLine describes the jobs.
+func (e SharedCluster) jobsLine() string {
+	common := fmt.Sprintf("%d jobs arrive %.0f s apart, each wanting %d workers × %g CPU + a PS × %g + a master × %g (%.2f CPUs: %.1f× the cluster together), ",
+		e.Jobs, e.Arrival, e.MaxWorkers, e.WorkerCPU, e.PSCPU, e.MasterCPU, e.jobCPU(), float64(e.Jobs)*e.jobCPU()/e.Capacity())
+	if len(e.Specs) == 0 {
+		return common + fmt.Sprintf("each with the same work: %d epochs of %d records, modelled at %.0f µs a record on one CPU (%s).\n\n",
+			e.Epochs, e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration)
+	}
+	var sizes, knees []float64
+	for _, j := range e.Specs {
+		sizes, knees = append(sizes, float64(j.Epochs)), append(knees, j.Knee)
+	}
+	return common + fmt.Sprintf("each of its own size and speed-up, drawn from the simulator's trace (Pollux's workload 1, in order; "+
+		"internal/experiment/sharing_jobs.go): %s epochs of %d records, modelled at %.0f µs a record on one CPU (%s), "+
+		"with a modelled PS that serializes pushes so that a job's speed-up stops at its trace job's best speed-up at up to %d workers, %s. "+
+		"The simulator replays the same jobs, curves, arrivals and cluster (a job stalls %.1f s when it starts, as measured: the first job's submission to its first task; %.1f s when resized; "+
+		"and it ends %.1f s after its last task, as measured).\n\n",
+		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.ResizeCost, e.EndCost)
+}
+
+// rows are the table's rows, a column per mode.
+func (e SharedCluster) rows() [][]string {
 	util := func(r Run) float64 { return 100 * r.Utilization(e.Capacity()) }
-	ff, fw := fair("fifo")
-	ef, ew := fair("elastic")
-	mean := func(mode string, f func(Run, int) float64) string {
-		return SpreadOf(jobTimes(e.Runs, mode, f)).Format("%.1f")
+	row := func(label string, cell func(mode string) string) []string {
+		out := []string{label}
+		for _, mode := range e.modes() {
+			out = append(out, cell(mode))
+		}
+		return out
+	}
+	mean := func(f func(Run, int) float64) func(string) string {
+		return func(mode string) string { return SpreadOf(jobTimes(e.Runs, mode, f)).Format("%.1f") }
 	}
 	rows := [][]string{
-		{"job completion time (submitted → done), mean (min–max over jobs), s", mean("fifo", completion), mean("elastic", completion)},
-		{"job pending time (submitted → a worker running), mean (min–max), s", mean("fifo", pending), mean("elastic", pending)},
-		{"longest pending, s", worst("fifo"), worst("elastic")},
-		{"all jobs done (makespan), s", SpreadOf(Of(e.Runs, "fifo", Run.Makespan)).Format("%.1f"), SpreadOf(Of(e.Runs, "elastic", Run.Makespan)).Format("%.1f")},
-		{"CPU requested by the jobs ÷ capacity over the makespan, %", SpreadOf(Of(e.Runs, "fifo", util)).Format("%.1f"), SpreadOf(Of(e.Runs, "elastic", util)).Format("%.1f")},
-		{"max ÷ min CPU share among the jobs in the cluster, median over time", ff, ef},
-		{"time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs are in", fw, ew},
+		row("job completion time (submitted → done), mean (min–max over jobs), s", mean(completion)),
+		row("job pending time (submitted → a worker running), mean (min–max), s", mean(Run.Pending)),
+		row("longest pending, s", e.longest),
+		row("all jobs done (makespan), s", func(m string) string { return SpreadOf(Of(e.Runs, m, Run.Makespan)).Format("%.1f") }),
+		row("CPU requested by the jobs ÷ capacity over the makespan, %", func(m string) string { return SpreadOf(Of(e.Runs, m, util)).Format("%.1f") }),
+		row("max ÷ min CPU share among the jobs in the cluster, median over time", func(m string) string { med, _, _ := e.fairness(m); return med }),
+		row("time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs are in", func(m string) string { _, w, _ := e.fairness(m); return w }),
 	}
-	b.WriteString(Table([]string{"", "fixed-size, first come first served (ours)", "elastic + autoscaler (ours)"}, rows))
-	fc, ec := SpreadOf(jobTimes(e.Runs, "fifo", completion)), SpreadOf(jobTimes(e.Runs, "elastic", completion))
-	fmt.Fprintf(&b, "\nMean completion time elastic ÷ fixed-size: **%.2f** (goal < 1); longest pending: **%s s** elastic, %s s fixed-size; "+
-		"max ÷ min share median **%s** elastic (goal ≤ 1.5).\n\n", ec.Mean/fc.Mean, worst("elastic"), worst("fifo"), ef)
-	fmt.Fprintf(&b, "![CPUs held by each job over time, one colour per job; fixed-size above, elastic below](%s)\n", plot)
-	return b.String()
+	if pred := e.predicted(); len(pred) > 0 {
+		rows = append(rows, row("simulator's mean completion time for the same jobs, s (÷ ours)", func(m string) string {
+			p, ok := pred[m]
+			if !ok || e.MeanJCT(m) == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.1f (%.2f)", p, p/e.MeanJCT(m))
+		}))
+	}
+	return rows
+}
+
+// longest is the longest pending of mode's jobs, "—" without runs.
+func (e SharedCluster) longest(mode string) string {
+	if len(Of(e.Runs, mode, Run.Makespan)) == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", LongestPending(e.Runs, mode))
+}
+
+// fairness is Fairness's median and within (%) over mode's runs.
+func (e SharedCluster) fairness(mode string) (median, within string, n int) {
+	var med, in []float64
+	for _, r := range e.Runs {
+		if r.Mode == mode {
+			m, w, k := Fairness(r)
+			if k > 0 {
+				med, in, n = append(med, m), append(in, 100*w), n+k
+			}
+		}
+	}
+	return SpreadOf(med).Format("%.2f"), SpreadOf(in).Format("%.0f"), n
+}
+
+// worstPrediction is, over the modes predicted, the simulator's mean JCT
+// ÷ the control plane's farthest from 1.
+func (e SharedCluster) worstPrediction(pred map[string]float64) float64 {
+	worst := 1.0
+	for _, mode := range e.modes() {
+		if p, ok := pred[mode]; ok && e.MeanJCT(mode) > 0 {
+			if r := p / e.MeanJCT(mode); math.Abs(r-1) > math.Abs(worst-1) {
+				worst = r
+			}
+		}
+	}
+	return worst
 }
 
 func (e SharedCluster) jobCPU() float64 {

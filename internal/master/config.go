@@ -64,6 +64,10 @@ type Config struct {
 	// (experiments): a training record takes this long on one CPU, waited
 	// instead of computed, on the worker's requested CPUs (1 locally).
 	ModelledSecondsPerRecord float64
+	// ModelledPSSecondsPerPush > 0 makes each PS spend this long on every
+	// push, one push at a time (experiments): a job's throughput then
+	// stops growing with its workers, as a real PS-bound job's does.
+	ModelledPSSecondsPerPush float64
 
 	MaxTaskAttempts int
 	TaskTimeout     time.Duration
@@ -138,6 +142,10 @@ type Config struct {
 	AdvertiseAddr string
 	// ProgressInterval is how often progress is logged (0 = never).
 	ProgressInterval time.Duration
+	// PublishInterval is the least time between two publishes of the
+	// job's progress for the autoscaler (0: progress.MinInterval); short
+	// jobs (experiments) need it shorter to be sized by what they measure.
+	PublishInterval time.Duration
 	// WorkerArgs are extra arguments passed to every worker.
 	WorkerArgs []string
 	// MetricsPort > 0 makes PS shard i serve Prometheus metrics on port
@@ -316,6 +324,12 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if roleflags.CheckModelled(c.ModelledSecondsPerRecord) != nil {
 		bad("modelled_seconds_per_record", "must be 0 (compute for real) or a positive time, got %v", c.ModelledSecondsPerRecord)
+	}
+	if c.PublishInterval < 0 {
+		bad("progress_publish_interval", "must not be negative, got %s", c.PublishInterval)
+	}
+	if roleflags.CheckModelled(c.ModelledPSSecondsPerPush) != nil {
+		bad("modelled_ps_seconds_per_push", "must be 0 (none) or a positive time, got %v", c.ModelledPSSecondsPerPush)
 	}
 }
 

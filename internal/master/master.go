@@ -255,7 +255,7 @@ func build(cfg Config, deps Deps, spec model.Spec, optSpec string, logger *slog.
 		control:   clusterControl{admit: deps.Admit, targets: deps.Targets},
 	}
 	if cfg.training() {
-		m.control.progress = newProgressPublisher(deps.Progress, logger)
+		m.control.progress = newProgressPublisher(deps.Progress, logger, cfg.PublishInterval)
 	}
 	if m.now == nil {
 		m.now = time.Now

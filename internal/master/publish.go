@@ -1,6 +1,7 @@
 package master
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -29,6 +30,9 @@ type progressPublisher struct {
 	store ProgressStore
 	log   *slog.Logger
 	meter *progress.Meter // the loop's only
+	// interval is the least time between publishes; a size's
+	// throughput counts once it held min(progress.Settle, interval).
+	interval time.Duration
 
 	mu      sync.Mutex
 	last    *autoscale.Progress // published, or restored; nil: none
@@ -40,11 +44,13 @@ type progressPublisher struct {
 }
 
 // newProgressPublisher is nil without a store (nothing to publish to).
-func newProgressPublisher(store ProgressStore, logger *slog.Logger) *progressPublisher {
+func newProgressPublisher(store ProgressStore, logger *slog.Logger, interval time.Duration) *progressPublisher {
 	if store == nil {
 		return nil
 	}
-	return &progressPublisher{store: store, log: logger, meter: &progress.Meter{}, kick: make(chan struct{}, 1)}
+	interval = cmp.Or(interval, progress.MinInterval)
+	return &progressPublisher{store: store, log: logger, meter: &progress.Meter{SettleFor: min(progress.Settle, interval)},
+		interval: interval, kick: make(chan struct{}, 1)}
 }
 
 // start reads back what a previous master of the job published, so that
@@ -74,6 +80,7 @@ func (p *progressPublisher) restore(ctx context.Context) {
 		return
 	}
 	p.meter = progress.Restore(prev.Samples)
+	p.meter.SettleFor = min(progress.Settle, p.interval)
 	p.mu.Lock()
 	p.last = &prev
 	p.mu.Unlock()
@@ -91,7 +98,7 @@ func (p *progressPublisher) observe(v job.View, now time.Time) {
 		Min: v.MinWorkers, Max: v.MaxWorkers, Samples: p.meter.Samples()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !progress.Due(p.last, p.tried, cur, now) {
+	if !progress.Due(p.last, p.tried, cur, now, p.interval) {
 		return
 	}
 	p.tried, p.pending = now, &cur

@@ -72,7 +72,7 @@ func TestProgressPublished(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logged, nil))
 	store := newMemProgress()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := newProgressPublisher(store, logger)
+	p := newProgressPublisher(store, logger, 0)
 	p.start(context.Background())
 	p.observe(progressView(0, 0, 2), at)
 	if got := store.next(t); got.Remaining != 100000 || got.Min != 1 || got.Max != 4 || len(got.Samples) != 0 {
@@ -88,7 +88,7 @@ func TestProgressPublished(t *testing.T) {
 	p.close()
 
 	// The next master: same job, same annotation.
-	p = newProgressPublisher(store, logger)
+	p = newProgressPublisher(store, logger, 0)
 	p.start(context.Background())
 	later := at.Add(time.Hour)
 	for i := range 12 {
@@ -113,7 +113,7 @@ func TestProgressPublished(t *testing.T) {
 	} {
 		store.value, store.loadErr = c.value, c.err
 		logged.Reset()
-		p = newProgressPublisher(store, logger)
+		p = newProgressPublisher(store, logger, 0)
 		p.start(context.Background())
 		p.observe(progressView(0, 0, 2), later)
 		p.close()
@@ -126,7 +126,7 @@ func TestProgressPublished(t *testing.T) {
 // TestProgressNotPublished: with no store (a local job) there is no
 // publisher, and a nil one does nothing.
 func TestProgressNotPublished(t *testing.T) {
-	p := newProgressPublisher(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p := newProgressPublisher(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
 	if p != nil {
 		t.Fatal("a publisher with nowhere to publish")
 	}

@@ -324,6 +324,7 @@ func (m *Master) psFlags(l job.Launch) roleflags.PS {
 	p.CheckpointDir, p.CheckpointSteps = m.cfg.CheckpointDir, m.cfg.CheckpointSteps
 	p.KeepCheckpointMax, p.CheckpointDirForInit = m.cfg.KeepCheckpointMax, m.cfg.CheckpointDirForInit
 	p.Run = m.cfg.RunID
+	p.ModelledSecondsPerPush = m.cfg.ModelledPSSecondsPerPush
 	// A saved model's job reads ids its tables lack as zeros, as its
 	// exports (ONNX, and a PyTorch state_dict) do (docs/design-export.md).
 	p.FrozenTables = m.cfg.Mode == ModeEvaluate || m.cfg.Mode == ModePredict

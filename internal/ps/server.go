@@ -81,6 +81,9 @@ type Config struct {
 	// the row an exported model gives an unseen id (see package export),
 	// and no table growth from the ids a served model is asked about.
 	FrozenTables bool
+	// ModelledPush > 0 (experiments) makes every push take this long,
+	// one at a time (see modelled.go).
+	ModelledPush time.Duration
 
 	// Creds, when set, make the shard's port (direct connections and
 	// gRPC) and its local socket mutual TLS; nil: plaintext.
@@ -102,6 +105,7 @@ type Server struct {
 	saver        *saver       // nil when checkpointing is off
 	lrModulation bool         // async: lr scaled by 1/staleness
 	frozenTables bool         // pulls of absent ids read zeros (Config.FrozenTables)
+	modelled     modelledPush // Config.ModelledPush
 	creds        *tlsid.Creds // dials the shards a re-shard gathers from
 
 	// sync is nil in async mode; syncMu guards it and, in sync mode,
@@ -174,6 +178,7 @@ func NewServer(cfg Config) (*Server, error) {
 		applied:      newAppliedSet(),
 		run:          cfg.Run,
 		frozenTables: cfg.FrozenTables,
+		modelled:     modelledPush{d: cfg.ModelledPush},
 		creds:        cfg.Creds,
 	}
 	s.restored.version = -1
@@ -400,6 +405,9 @@ func (s *Server) PushGradients(ctx context.Context, req *pserverpb.PushGradients
 // block is not nil (see table.encode).
 func (s *Server) push(ctx context.Context, req *pserverpb.PushGradientsRequest, block *[]byte) (*pserverpb.PushGradientsResponse, error) {
 	if err := checkDType(req.GetParametersDtype()); err != nil {
+		return nil, err
+	}
+	if err := s.modelled.wait(ctx); err != nil {
 		return nil, err
 	}
 	resp, err := s.pushGradients(ctx, req)

@@ -327,6 +327,9 @@ type PS struct {
 	// FrozenTables (--frozen_tables): pulls of ids the tables lack read
 	// zeros and create no row (predict and evaluate jobs).
 	FrozenTables bool
+	// ModelledSecondsPerPush (--modelled_seconds_per_push, experiments):
+	// every push takes this long, one at a time (0: none).
+	ModelledSecondsPerPush float64
 }
 
 // DefaultPS is a PS with every flag at its default.
@@ -362,6 +365,7 @@ func (p *PS) Register(fs *flag.FlagSet) {
 	fs.Int64Var(&p.SyncVersionTolerance, "sync_version_tolerance", d.SyncVersionTolerance, "sync SGD: reject gradients computed more than this many versions ago")
 	fs.IntVar(&p.LiveWorkers, "live_workers", d.LiveWorkers, "sync SGD: live workers at start (the master updates it; -1: unknown)")
 	fs.BoolVar(&p.LRStalenessModulation, "lr_staleness_modulation", d.LRStalenessModulation, "async SGD: scale the learning rate of a gradient by 1/staleness")
+	fs.Float64Var(&p.ModelledSecondsPerPush, "modelled_seconds_per_push", d.ModelledSecondsPerPush, "experiments: every push takes this long, one push at a time (set by the master from --modelled_ps_seconds_per_push; 0: none)")
 	fs.BoolVar(&p.FrozenTables, "frozen_tables", d.FrozenTables, "a pull of an id the embedding tables lack reads zeros and creates no row (set by the master for predict and evaluate jobs)")
 }
 
@@ -393,6 +397,9 @@ func (p PS) Args() []string {
 	}
 	if p.FrozenTables {
 		args = append(args, "--frozen_tables")
+	}
+	if p.ModelledSecondsPerPush > 0 {
+		args = append(args, "--modelled_seconds_per_push="+strconv.FormatFloat(p.ModelledSecondsPerPush, 'g', -1, 64))
 	}
 	if p.MasterTimeout != DefaultPS().MasterTimeout {
 		args = append(args, "--master_timeout="+p.MasterTimeout.String())
@@ -427,6 +434,9 @@ func (p PS) Validate() error {
 	}
 	if p.Addr == "" {
 		return errors.New("--addr: required")
+	}
+	if v := p.ModelledSecondsPerPush; v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Errorf("--modelled_seconds_per_push: must be 0 (none) or a positive time, got %v", v)
 	}
 	return nil
 }

@@ -94,6 +94,7 @@ func TestPSRoundTrip(t *testing.T) {
 	async.CheckpointDir, async.CheckpointSteps, async.KeepCheckpointMax = "/ckpt", 50, 3
 	async.CheckpointDirForInit = "/init"
 	async.FrozenTables = true
+	async.ModelledSecondsPerPush = 0.0125
 
 	negative := DefaultPS()
 	negative.CheckpointSteps, negative.KeepCheckpointMax = -1, -2 // invalid, but rendered as given
@@ -150,6 +151,7 @@ func TestPSArgsAsTheMasterWrites(t *testing.T) {
 			head + " --use_async=false --grads_to_wait=3 --sync_version_tolerance=1 --live_workers=0"},
 		{"metrics", base(func(p *PS) { p.MetricsAddr = "127.0.0.1:9102" }), head + " --metrics_addr=127.0.0.1:9102"},
 		{"frozen tables", base(func(p *PS) { p.FrozenTables = true }), head + " --frozen_tables"},
+		{"modelled pushes", base(func(p *PS) { p.ModelledSecondsPerPush = 0.05 }), head + " --modelled_seconds_per_push=0.05"},
 		{"checkpoints", base(func(p *PS) {
 			p.CheckpointDir, p.CheckpointSteps, p.KeepCheckpointMax, p.CheckpointDirForInit = "/c", 50, 3, "/i"
 		}), head + " --checkpoint_dir=/c --checkpoint_steps=50 --keep_checkpoint_max=3 --checkpoint_dir_for_init=/i"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,8 +25,9 @@ import (
 // startAutoscaler runs `elasticdl autoscaler` the way deploy/autoscaler.yaml
 // does — its ServiceAccount, ClusterRole and binding as they are, its
 // Deployment with the image under test, --interval=1s and a node selector
-// of the test's nodes — and waits for its pod to run. Cleanup removes it.
-func startAutoscaler(t *testing.T, label string) *autoscalerPod {
+// of the test's nodes, and args after its own — and waits for its pod to
+// run. Cleanup removes it.
+func startAutoscaler(t *testing.T, label string, args ...string) *autoscalerPod {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "autoscaler.yaml"))
 	if err != nil {
@@ -40,7 +42,7 @@ func startAutoscaler(t *testing.T, label string) *autoscalerPod {
 	port, dashboardPort := freePortBlock(1), freePortBlock(1)
 	for old, new := range map[string]string{
 		"image: registry.example.com/team/elasticdl:v1": "image: elasticdl:e2e",
-		`"--interval=5s"`:                          `"--interval=1s"`,
+		`"--interval=5s"`:                          strings.Join(append([]string{`"--interval=1s"`}, quoted(args)...), ", "),
 		`"--metrics_port=9090"`:                    fmt.Sprintf(`"--metrics_port=%d"`, port),
 		`"--dashboard_port=8043"`:                  fmt.Sprintf(`"--dashboard_port=%d"`, dashboardPort),
 		"{name: dashboard, containerPort: 8043}":   fmt.Sprintf("{name: dashboard, containerPort: %d}", dashboardPort),
@@ -595,4 +597,13 @@ func TestK8sAutoscalerFairShare(t *testing.T) {
 			t.Errorf("job %s never trained:\n%s", j.name, tail(l, 10))
 		}
 	}
+}
+
+// quoted are args as a YAML flow sequence's items.
+func quoted(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = strconv.Quote(a)
+	}
+	return out
 }

@@ -190,7 +190,7 @@ func runGangExperiment(t *testing.T, name, section string, g experiment.GangVsEl
 
 	label := startProcNodes(t, "e2e-x", g.Nodes, fmt.Sprint(g.CPUsPerNode), "24Gi")
 	cs := scaleClient(t)
-	g.Runs = alternate(t, runs, "gang", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
+	g.Runs = alternate(t, runs, []string{"gang", "elastic"}, func(t *testing.T, mode string, i int) experiment.Run {
 		return runGangVsElastic(t, cs, g, label, mode, i)
 	})
 	ratio, wait := g.Summary()
@@ -225,7 +225,7 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 		args = append(args, "--gang")
 	}
 	names := []string{"first", "second"}
-	r := runJobs(t, cs, ns, label, names, args, g.Epochs, g.RecordsPerEpoch, func(i int) time.Duration {
+	r := runJobs(t, cs, ns, label, names, func(int) []string { return args }, func(int) int { return g.Epochs }, g.RecordsPerEpoch, func(i int) time.Duration {
 		return time.Duration(float64(i) * g.SecondAfter * float64(time.Second))
 	}, time.Duration(4*g.Alone()+180)*time.Second)
 	r.Mode, r.Index, r.Series = mode, index, []string{"first job", "second job"}
@@ -342,7 +342,7 @@ func TestExperimentBesideServices(t *testing.T) {
 	e.SecondsPerRecord, e.Calibration = calibrate(t)
 	label := startProcNodes(t, "e2e-y", e.Nodes, fmt.Sprint(e.CPUsPerNode), "24Gi")
 	cs := scaleClient(t)
-	e.Runs = alternate(t, runs, "fixed", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
+	e.Runs = alternate(t, runs, []string{"fixed", "elastic"}, func(t *testing.T, mode string, i int) experiment.Run {
 		return runBesideServices(t, cs, e, label, mode, i)
 	})
 	util := func(r experiment.Run) float64 { return r.Utilization(e.Capacity()) }
@@ -471,12 +471,12 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 	return r
 }
 
-// runJobs submits the jobs names in ns with args, job i at submitAt(i)
+// runJobs submits the jobs names in ns, job i with args(i) at submitAt(i)
 // after the first, waits for all to end (at most timeout), and returns the
 // run: the timeline of what each held, and each job's times, workers and
 // ledger (each epoch must hold recordsPerEpoch records, trained exactly
-// once, for epochs epochs).
-func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, args []string, epochs int, recordsPerEpoch int64,
+// once, for epochs(i) epochs).
+func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names []string, args func(int) []string, epochs func(int) int, recordsPerEpoch int64,
 	submitAt func(int) time.Duration, timeout time.Duration) experiment.Run {
 	t.Helper()
 	var jobs []*job
@@ -489,7 +489,7 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, arg
 	tl := watchJobs(ctx, t, cs, ns, t0, names)
 	for i, j := range jobs {
 		time.Sleep(time.Until(t0.Add(submitAt(i))))
-		submitJob(t, j, args...)
+		submitJob(t, j, args(i)...)
 	}
 	waitFor(t, timeout, "every job to end", func() (bool, string) {
 		s, ended, ok := tl.result()
@@ -504,7 +504,7 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names, arg
 	for i, j := range jobs {
 		res := waitSucceeded(t, j, 30*time.Second)
 		ej := experiment.Job{Name: names[i], Submitted: j.submitted.Sub(t0).Seconds(), Ended: ended[names[i]],
-			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == epochs}
+			AdmissionWait: res.Summary.AdmissionWaitSeconds, ExactlyOnce: len(res.Summary.Epochs) == epochs(i)}
 		if !res.FirstTaskTrainedAt.IsZero() {
 			ej.Started = res.FirstTaskTrainedAt.Sub(t0).Seconds()
 		}
@@ -547,91 +547,19 @@ func modelledJobArgs(secondsPerRecord, workerCPU, psCPU, masterCPU float64) []st
 		fmt.Sprintf("--master_resource_request=cpu=%gm,memory=256Mi", masterCPU*1000)}
 }
 
-// TestExperimentSharedCluster is experiment 4 (Paddle EDL's "evenly
-// distributes resource among jobs"): jobs arriving one after another on a
-// cluster that fits a fraction of what they want, once as fixed-size jobs
-// served first come, first served (--gang: each starts when all its pods
-// fit), once elastic (1..max workers) sized by `elasticdl autoscaler`. It
-// records each job's pending and completion times and what each held over
-// time, and checks that with the autoscaler no job waits long and the
-// jobs start sooner than first come, first served, and every epoch of every
-// job is trained exactly once.
-func TestExperimentSharedCluster(t *testing.T) {
-	timeTest(t)
-	needK8sCLI(t)
-	full := experiment.Requested("sharing")
-	e := experiment.SharedCluster{Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
-		Command: "make experiments EXPERIMENTS=sharing", Nodes: 2, CPUsPerNode: 6,
-		Jobs: 6, Arrival: 3, MaxWorkers: 8, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.1, RecordsPerEpoch: 10000}
-	runs, alone := 1, 6.0 // a job alone at its maximum, our seconds
-	if full {
-		runs, alone = 2, 25
-		e.Nodes, e.CPUsPerNode, e.Jobs, e.Arrival = 3, 8, 20, 5
-	}
-	e.SecondsPerRecord, e.Calibration = calibrate(t)
-	e.Epochs = max(1, int(math.Round(alone*float64(e.MaxWorkers)*e.WorkerCPU/(float64(e.RecordsPerEpoch)*e.SecondsPerRecord))))
-	label := startProcNodes(t, "e2e-z", e.Nodes, fmt.Sprint(e.CPUsPerNode), "24Gi")
-	cs := scaleClient(t)
-	var names []string
-	for i := range e.Jobs {
-		names = append(names, fmt.Sprintf("job-%02d", i))
-	}
-	e.Runs = alternate(t, runs, "fifo", "elastic", func(t *testing.T, mode string, i int) experiment.Run {
-		ns := newNamespace(t)
-		args := append(modelledJobArgs(e.SecondsPerRecord, e.WorkerCPU, e.PSCPU, e.MasterCPU),
-			fmt.Sprintf("--num_workers=%d", e.MaxWorkers), fmt.Sprintf("--num_epochs=%d", e.Epochs),
-			"--training_data="+dataDir+"/t10k-images-idx3-ubyte.gz", "--log_interval=5s")
-		if mode == "fifo" {
-			gangRBAC(t, ns)
-			args = append(args, "--gang")
-		} else {
-			as := startAutoscaler(t, label)
-			defer as.checkKept()
-			args = append(args, "--min_workers=1")
-		}
-		work := float64(e.Jobs) * alone * float64(e.MaxWorkers) * e.WorkerCPU / e.Capacity()
-		r := runJobs(t, cs, ns, label, names, args, e.Epochs, e.RecordsPerEpoch, func(i int) time.Duration {
-			return time.Duration(float64(i) * e.Arrival * float64(time.Second))
-		}, time.Duration(4*work+300)*time.Second)
-		r.Mode, r.Index, r.Series = mode, i, names
-		median, within, _ := experiment.Fairness(r)
-		var completion float64
-		for _, j := range r.Jobs {
-			completion += j.Completion()
-		}
-		t.Logf("%s run %d: makespan %.1fs, mean completion %.1fs, utilization %.1f%%, share max÷min median %.2f (≤1.5 %.0f%% of the time)",
-			mode, i, r.Makespan(), completion/float64(len(r.Jobs)), 100*r.Utilization(e.Capacity()), median, 100*within)
-		if mode == "elastic" {
-			for k, j := range r.Jobs {
-				if r.FirstRunning(k) < 0 || r.Pending(k) > 30 {
-					t.Errorf("elastic: job %s waited %.1fs for a worker (first running at %.1fs)", j.Name, r.Pending(k), r.FirstRunning(k))
-				}
-			}
-		}
-		return r
-	})
-	// What the experiment shows, robustly: first come, first served makes
-	// jobs wait for whole jobs to end; the autoscaler gives each newcomer
-	// room at once. Completion times are reported, not checked: with
-	// equal jobs and linear speedup (modelled compute), sharing evenly
-	// need not finish them sooner on average.
-	if fifo, elastic := experiment.LongestPending(e.Runs, "fifo"), experiment.LongestPending(e.Runs, "elastic"); elastic >= fifo {
-		t.Errorf("longest pending: elastic %.1fs, first come first served %.1fs: want the elastic jobs to start sooner", elastic, fifo)
-	}
-	report(t, full, "shared-cluster", e)
-}
-
-// alternate runs each of two modes runs times as subtests MODE-i, their
-// order alternated from run to run so that drift on a shared machine
-// falls on both, and returns the runs; it stops at the first failure.
-func alternate(t *testing.T, runs int, a, b string, run func(t *testing.T, mode string, i int) experiment.Run) []experiment.Run {
+// alternate runs each of modes runs times as subtests MODE-i, their
+// order reversed from run to run so that drift on a shared machine falls
+// on all alike (over an even number of runs each mode holds every
+// position as often), and returns the runs; it stops at the first
+// failure.
+func alternate(t *testing.T, runs int, modes []string, run func(t *testing.T, mode string, i int) experiment.Run) []experiment.Run {
 	var out []experiment.Run
 	for i := range runs {
-		modes := []string{a, b}
+		order := slices.Clone(modes)
 		if i%2 == 1 {
-			slices.Reverse(modes)
+			slices.Reverse(order)
 		}
-		for _, mode := range modes {
+		for _, mode := range order {
 			t.Run(fmt.Sprintf("%s-%d", mode, i), func(t *testing.T) {
 				out = append(out, run(t, mode, i))
 			})

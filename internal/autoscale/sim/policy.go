@@ -1,13 +1,49 @@
 package sim
 
 import (
+	"cmp"
+
 	"elasticdl/internal/autoscale"
 )
 
 const priority = 100
 
-// workerRequest is what one simulated worker requests: one slot of a node.
-func workerRequest() autoscale.Resources { return autoscale.Resources{MilliCPU: 1000, Memory: 1 << 30} }
+// workerRequest is what one simulated worker requests: one slot of a
+// node, or Config.WorkerMilliCPU.
+func (r *run) workerRequest() autoscale.Resources {
+	return autoscale.Resources{MilliCPU: cmp.Or(r.cfg.WorkerMilliCPU, 1000), Memory: 1 << 30}
+}
+
+// overhead is what job s holds beside its workers.
+func (r *run) overhead(s *state) int64 {
+	if r.policy == FCFSGang && s.workers == 0 && r.cfg.GangWaitMilliCPU > 0 {
+		return r.cfg.GangWaitMilliCPU
+	}
+	return r.cfg.JobMilliCPU
+}
+
+// overheads are the pods of the jobs in the cluster beside their workers
+// (overhead), each bound to the node with the most room left by those
+// before it, as the scheduler spreads them.
+func (r *run) overheads(active []*state) []autoscale.Pod {
+	if r.cfg.JobMilliCPU <= 0 {
+		return nil
+	}
+	nodes := r.nodes()
+	used := make([]int64, len(nodes))
+	var out []autoscale.Pod
+	for _, s := range active {
+		best := 0
+		for i := range nodes {
+			if nodes[i].Allocatable.MilliCPU-used[i] > nodes[best].Allocatable.MilliCPU-used[best] {
+				best = i
+			}
+		}
+		used[best] += r.overhead(s)
+		out = append(out, autoscale.Pod{Node: nodes[best].Name, Request: autoscale.Resources{MilliCPU: r.overhead(s)}, Priority: priority})
+	}
+	return out
+}
 
 // decide sets every job's workers by the policy, from a snapshot of the
 // cluster as the autoscaler would see it.
@@ -25,10 +61,10 @@ func (r *run) decide() {
 		r.admitGangs(active)
 		return
 	}
-	snap := autoscale.Snapshot{Nodes: r.nodes()}
+	snap := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
 	for _, s := range active {
 		snap.Jobs = append(snap.Jobs, autoscale.Job{Key: s.job.Name, Min: 1, Max: s.job.Curve.Max(),
-			Worker: workerRequest(), Priority: priority})
+			Worker: r.workerRequest(), Priority: priority})
 	}
 	var ds []autoscale.Decision
 	switch r.policy {
@@ -69,10 +105,10 @@ func (r *run) work(active []*state, oracle bool) []autoscale.Work {
 // admitGangs starts waiting jobs in arrival order while the head's gang
 // fits (autoscale.Admit): the running gangs' pods are placed first.
 func (r *run) admitGangs(active []*state) {
-	snap := autoscale.Snapshot{Nodes: r.nodes()}
+	snap := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
 	for _, s := range active {
 		for range s.workers {
-			snap.Pods = append(snap.Pods, autoscale.Pod{Request: workerRequest(), Priority: priority})
+			snap.Pods = append(snap.Pods, autoscale.Pod{Request: r.workerRequest(), Priority: priority})
 		}
 	}
 	for _, s := range active {
@@ -81,7 +117,10 @@ func (r *run) admitGangs(active []*state) {
 		}
 		gang := make([]autoscale.Pod, s.job.Gang)
 		for i := range gang {
-			gang[i] = autoscale.Pod{Request: workerRequest(), Priority: priority}
+			gang[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
+		}
+		if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 { // its PS
+			gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
 		}
 		if !autoscale.Admit(snap, priority, gang) {
 			return
@@ -98,6 +137,9 @@ func (r *run) resize(s *state, n int) {
 	}
 	if n > 0 {
 		s.stallUntil = r.now + r.cfg.ResizeCost
+		if s.workers == 0 && r.cfg.StartCost > 0 {
+			s.stallUntil = r.now + r.cfg.StartCost
+		}
 		r.res.Resizes++
 	}
 	s.workers = n
@@ -105,9 +147,12 @@ func (r *run) resize(s *state, n int) {
 
 func (r *run) nodes() []autoscale.Node {
 	ns := make([]autoscale.Node, r.cfg.Nodes)
+	alloc := autoscale.Resources{MilliCPU: 1000 * int64(r.cfg.SlotsPerNode), Memory: int64(r.cfg.SlotsPerNode) << 30}
+	if r.cfg.NodeMilliCPU > 0 {
+		alloc = autoscale.Resources{MilliCPU: r.cfg.NodeMilliCPU, Memory: 1 << 50}
+	}
 	for i := range ns {
-		ns[i] = autoscale.Node{Name: nodeName(i), Schedulable: true,
-			Allocatable: autoscale.Resources{MilliCPU: 1000 * int64(r.cfg.SlotsPerNode), Memory: int64(r.cfg.SlotsPerNode) << 30}}
+		ns[i] = autoscale.Node{Name: nodeName(i), Schedulable: true, Allocatable: alloc}
 	}
 	return ns
 }

@@ -40,12 +40,19 @@ type Config struct {
 	// Nodes of SlotsPerNode workers each (a worker is one GPU in the
 	// trace).
 	Nodes, SlotsPerNode int
+	// NodeMilliCPU and WorkerMilliCPU, when set, size nodes and workers
+	// in CPUs instead (a control-plane experiment's cluster), and every
+	// job in the cluster holds JobMilliCPU beside its workers (its master
+	// and PS) from its arrival to its end; a gang job that waits to be
+	// admitted holds only GangWaitMilliCPU of it (its master: --gang
+	// launches nothing before), when set.
+	NodeMilliCPU, WorkerMilliCPU, JobMilliCPU, GangWaitMilliCPU int64
 	// Period is the seconds between decisions when nothing happens;
 	// arrivals and completions bring one at once.
 	Period float64
 	// ResizeCost is the seconds a job makes no progress after it is
-	// started or resized.
-	ResizeCost float64
+	// started or resized; StartCost, when set, after it is started.
+	ResizeCost, StartCost float64
 	// Fairness and the change penalty of the remaining policy
 	// (autoscale.RemainingOptions).
 	Fairness      float64

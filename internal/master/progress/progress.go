@@ -27,6 +27,9 @@ const MaxInterval = 5 * time.Second
 // workers, from observations of the job's record counter. The zero value
 // is ready.
 type Meter struct {
+	// SettleFor overrides Settle when positive (short jobs: experiments).
+	SettleFor time.Duration
+
 	sizes map[int]*size
 	prev  *point
 	// steady is when the worker count last changed.
@@ -86,7 +89,11 @@ func (m *Meter) Observe(at time.Time, records int64, workers int) {
 		return
 	}
 	dt := at.Sub(p.at)
-	if workers < 1 || dt <= 0 || dt > MaxInterval || records < p.records || p.at.Sub(m.steady) < Settle {
+	settle := Settle
+	if m.SettleFor > 0 {
+		settle = m.SettleFor
+	}
+	if workers < 1 || dt <= 0 || dt > MaxInterval || records < p.records || p.at.Sub(m.steady) < settle {
 		return
 	}
 	m.size(workers).add(float64(records-p.records), dt.Seconds(), 1)
@@ -118,9 +125,10 @@ const (
 
 // Due says whether cur is worth publishing at now, the previous publish
 // tried at tried and last the value published (nil: none yet): at most
-// once per MinInterval, and only when cur changed meaningfully.
-func Due(last *autoscale.Progress, tried time.Time, cur autoscale.Progress, now time.Time) bool {
-	if !tried.IsZero() && now.Sub(tried) < MinInterval {
+// once per interval (MinInterval unless a job's flag says otherwise), and
+// only when cur changed meaningfully.
+func Due(last *autoscale.Progress, tried time.Time, cur autoscale.Progress, now time.Time, interval time.Duration) bool {
+	if !tried.IsZero() && now.Sub(tried) < interval {
 		return false
 	}
 	return last == nil || Changed(*last, cur)

@@ -53,7 +53,7 @@ func TestDue(t *testing.T) {
 		{"measured a little longer", &last, sec(0), with(func(p *autoscale.Progress) { p.Samples[0].Count = 39 }), sec(30), false},
 		{"measured twice as long", &last, sec(0), with(func(p *autoscale.Progress) { p.Samples[0].Count = 40 }), sec(30), true},
 	} {
-		if got := Due(c.last, c.tried, c.cur, c.now); got != c.want {
+		if got := Due(c.last, c.tried, c.cur, c.now, MinInterval); got != c.want {
 			t.Errorf("%s: Due = %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -94,5 +94,24 @@ func TestMeter(t *testing.T) {
 	got := r.Samples()
 	if len(got) != 2 || got[0].Count != 20 || math.Abs(got[0].RecordsPerSecond-(1900+120)/20.0) > 1e-9 || got[1] != want[1] {
 		t.Errorf("restored and measured %+v, want 20 counts at 2 workers, 4 as they were", got)
+	}
+}
+
+// TestMeterSettleFor: a short job's meter (SettleFor) counts a size's
+// intervals sooner; Due publishes as often as the interval it is given.
+func TestMeterSettleFor(t *testing.T) {
+	m := Meter{SettleFor: 2 * time.Second}
+	for i := range 6 {
+		m.Observe(sec(i), int64(i*50), 3)
+	}
+	// Settled at 2 s: the intervals from 2 to 5 count.
+	want := []autoscale.ProgressSample{{Workers: 3, RecordsPerSecond: 50, Count: 3, Seconds: 3}}
+	if got := m.Samples(); !reflect.DeepEqual(got, want) {
+		t.Errorf("samples %+v, want %+v", got, want)
+	}
+	last := autoscale.Progress{Remaining: 1000}
+	cur := autoscale.Progress{Remaining: 500}
+	if !Due(&last, sec(0), cur, sec(2), 2*time.Second) || Due(&last, sec(0), cur, sec(2), MinInterval) {
+		t.Error("Due: want a publish 2 s on with a 2 s interval, none with the default")
 	}
 }
