@@ -170,7 +170,7 @@ type ringMember struct {
 	// step's buffer had them, by rank (balance.go).
 	meter     rateMeter
 	rates     []float32
-	balancing bool
+	balancing balance
 	// mean: the buffer holds the step's mean gradient already (a ring of
 	// one, one chunk), not a sum weighted by records.
 	mean bool
@@ -462,7 +462,7 @@ func (w *Worker) ringStep(ctx context.Context, rt *ringTask) (boundary bool, err
 // share is this member's records in a step of the current ring: equal,
 // or by the members' rates when one is slow (balancedShare).
 func (w *Worker) share() int64 {
-	return balancedShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, w.ar.ring.Rank(), w.ar.ring.Size(), w.ar.rates, w.ar.balancing)
+	return balancedShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, w.ar.ring.Rank(), w.ar.ring.Size(), w.ar.rates, w.ar.balancing.on)
 }
 
 // stepShare is the records rank takes in a step of a ring of size members.

@@ -18,11 +18,14 @@ const (
 	// rateEMA is the weight of a step's rate in a member's smoothed rate.
 	rateEMA = 0.3
 	// balanceBelow: shares change when a busy member computes below this
-	// fraction of the fastest, and go back to equal once every busy
-	// member is within balanceWithin (hysteresis: the noise of a shared
-	// machine's steps does not flip them back and forth).
-	balanceBelow  = 0.7
-	balanceWithin = 0.85
+	// fraction of the fastest for balanceSteps steps in a row, and go back
+	// to equal once every busy member is within balanceWithin (the
+	// master's --slow_worker_fraction default and its unmark factor): the
+	// noise of a shared machine's steps (one member at 0.67 of another
+	// for a step) does not change shares, nor flip them back and forth.
+	balanceBelow  = 0.5
+	balanceWithin = 0.7
+	balanceSteps  = 3
 	// minShareFraction is the smallest share a slow member takes, as a
 	// fraction of its equal share: it keeps training, and its rate keeps
 	// being measured.
@@ -59,15 +62,27 @@ func spread(rates []float32) float64 {
 	return slowest / fastest
 }
 
-// nextBalancing is whether shares go by rate after a step whose members'
-// rates were rates, when they did (was) before it. Every member sees the
-// same rates, so all agree.
-func nextBalancing(was bool, rates []float32) bool {
+// balance is whether shares go by rate (on), and the steps in a row the
+// spread has been below balanceBelow while they did not.
+type balance struct {
+	on    bool
+	below int
+}
+
+// next is b after a step whose members' rates were rates. Every member
+// sees the same rates, so all agree.
+func (b balance) next(rates []float32) balance {
 	s := spread(rates)
-	if was {
-		return s < balanceWithin
+	if b.on {
+		return balance{on: s < balanceWithin}
 	}
-	return s < balanceBelow
+	if s >= balanceBelow {
+		return balance{}
+	}
+	if b.below+1 >= balanceSteps {
+		return balance{on: true}
+	}
+	return balance{below: b.below + 1}
 }
 
 // balancedShare is the records rank takes in a step, given the members'
@@ -110,11 +125,11 @@ func (ar *ringMember) ratesAt() int { return ar.nGrads + stepHeader + ar.ring.Si
 // comes back to it (not each step's small change).
 func (w *Worker) noteRates() {
 	ar := w.ar
-	was := ar.balancing
+	was := ar.balancing.on
 	ar.rates = append(ar.rates[:0], ar.buf[ar.ratesAt():ar.ratesAt()+ar.ring.Size()]...)
-	ar.balancing = nextBalancing(was, ar.rates)
-	if ar.balancing != was {
-		w.log.Info("step shares by the members' rates", "on", ar.balancing, "records", w.share(),
+	ar.balancing = ar.balancing.next(ar.rates)
+	if ar.balancing.on != was {
+		w.log.Info("step shares by the members' rates", "on", ar.balancing.on, "records", w.share(),
 			"equal", stepShare(w.cfg.GlobalBatch, w.cfg.MinibatchSize, ar.ring.Rank(), ar.ring.Size()), "rates", ar.rates)
 	}
 }

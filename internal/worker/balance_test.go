@@ -51,23 +51,29 @@ func TestRateMeter(t *testing.T) {
 	}
 }
 
-func TestNextBalancing(t *testing.T) {
+func TestBalanceNext(t *testing.T) {
+	slow, noisy, even := []float32{100, 100, 35}, []float32{100, 100, 60}, []float32{100, 100, 90}
 	for _, c := range []struct {
-		was   bool
+		name  string
+		from  balance
 		rates []float32
-		want  bool
+		want  balance
 	}{
-		{false, nil, false},
-		{false, []float32{100, 100, 100}, false},
-		{false, []float32{100, 100, 75}, false}, // in the band: stays off
-		{false, []float32{100, 100, 65}, true},
-		{true, []float32{100, 100, 75}, true}, // in the band: stays on
-		{true, []float32{100, 100, 90}, false},
-		{true, []float32{100, 0, 0}, false}, // one busy member: nothing to balance
-		{false, []float32{0, 0, 0}, false},
+		{"no rates", balance{}, nil, balance{}},
+		{"even members", balance{}, even, balance{}},
+		{"noise below 0.7 is not slow", balance{}, noisy, balance{}},
+		{"a slow step counts", balance{}, slow, balance{below: 1}},
+		{"two in a row", balance{below: 1}, slow, balance{below: 2}},
+		{"the third turns shares on", balance{below: 2}, slow, balance{on: true}},
+		{"a step back in the band resets the count", balance{below: 2}, noisy, balance{}},
+		{"on, still slow", balance{on: true}, slow, balance{on: true}},
+		{"on, within 0.7 stays on", balance{on: true}, []float32{100, 100, 65}, balance{on: true}},
+		{"on, back within 0.7", balance{on: true}, []float32{100, 100, 75}, balance{}},
+		{"one busy member: nothing to balance", balance{on: true}, []float32{100, 0, 0}, balance{}},
+		{"none busy", balance{below: 2}, []float32{0, 0, 0}, balance{}},
 	} {
-		if got := nextBalancing(c.was, c.rates); got != c.want {
-			t.Errorf("nextBalancing(%v, %v) = %v, want %v", c.was, c.rates, got, c.want)
+		if got := c.from.next(c.rates); got != c.want {
+			t.Errorf("%s: %+v.next(%v) = %+v, want %+v", c.name, c.from, c.rates, got, c.want)
 		}
 	}
 }

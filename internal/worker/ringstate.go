@@ -85,7 +85,7 @@ func (w *Worker) joinRing(ctx context.Context) (over bool, err error) {
 			ar.lastReport = time.Time{} // rank 0 reports the new ring's first confirmed step at once
 			w.rings.enter(ring)
 			ar.buf = make([]float32, ar.nGrads+stepHeader+ring.Size()*(tagLen+1)) // +1: its rate
-			ar.rates, ar.balancing = nil, false
+			ar.rates, ar.balancing = nil, balance{}
 			ar.masterDone = map[int64]int64{}
 			for _, h := range resp.Held {
 				ar.masterDone[h.TaskId] = h.Done

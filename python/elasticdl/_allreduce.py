@@ -84,7 +84,7 @@ class Member:
         self.last_report, self.last_stats, self.leave_flag = 0.0, 0.0, False
         # This member's compute rate, the members' of the last step, and
         # whether shares go by them (_ringbook.balanced_share).
-        self.rate, self.rates, self.balancing, self.began = 0.0, [], False, 0.0
+        self.rate, self.rates, self.balance, self.began = 0.0, [], (False, 0), 0.0
         self.master_done = {}
         self.latest = (0, False)  # newest (version, planned) the poller saw
         self._lock = threading.Lock()
@@ -183,7 +183,7 @@ class Member:
                                worker_ids=[m.worker_id for m in resp.members])
                 self.version, self.rank, self.size = resp.version, ranks[0], len(peers)
                 self.leave_flag, self.last_report = False, 0.0
-                self.rates, self.balancing = [], False
+                self.rates, self.balance = [], (False, 0)
                 self.ring_lineage = resp.lineage
                 self.master_done = {h.task_id: h.done for h in resp.held}
                 with self._lock:
@@ -293,15 +293,15 @@ class Member:
 
     def share(self):
         return rb.balanced_share(self.global_batch, self.job.minibatch_size, self.rank, self.size, self.rates,
-                                 self.balancing)
+                                 self.balance[0])
 
     def _note_rates(self, buf, at):
-        was = self.balancing
+        was = self.balance[0]
         self.rates = [float(r) for r in buf[at:at + self.size]]
-        self.balancing = rb.next_balancing(was, self.rates)
-        if self.balancing != was:
+        self.balance = rb.next_balance(self.balance, self.rates)
+        if self.balance[0] != was:
             print("elasticdl: worker %d: step shares by the members' rates: %s, %d records (rates %s)"
-                  % (self.job.worker_id, "on" if self.balancing else "off", self.share(),
+                  % (self.job.worker_id, "on" if self.balance[0] else "off", self.share(),
                      " ".join("%.0f" % r for r in self.rates)), file=sys.stderr, flush=True)
 
     def step(self, part=None, loss_sum=0.0):

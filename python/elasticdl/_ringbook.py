@@ -100,7 +100,7 @@ def step_share(global_batch, minibatch, rank, size):
 # Step shares by rate (the Go worker's internal/worker/balance.go, the same
 # numbers): a member that computes slower takes less of each step.
 RATE_EMA = 0.3
-BALANCE_BELOW, BALANCE_WITHIN = 0.7, 0.85
+BALANCE_BELOW, BALANCE_WITHIN, BALANCE_STEPS = 0.5, 0.7, 3
 MIN_SHARE_FRACTION = 0.1
 
 
@@ -119,11 +119,19 @@ def spread(rates):
     return min(busy) / max(busy) if busy else 1.0
 
 
-def next_balancing(was, rates):
-    """Whether shares go by rate after a step whose members' rates were
-    rates, when they did (was) before it: on below BALANCE_BELOW, off again
-    once within BALANCE_WITHIN."""
-    return spread(rates) < (BALANCE_WITHIN if was else BALANCE_BELOW)
+def next_balance(state, rates):
+    """The balance state (on, below) after a step whose members' rates were
+    rates: on after BALANCE_STEPS steps in a row below BALANCE_BELOW, off
+    again once within BALANCE_WITHIN (the Go worker's balance.next)."""
+    on, below = state
+    s = spread(rates)
+    if on:
+        return (s < BALANCE_WITHIN, 0)
+    if s >= BALANCE_BELOW:
+        return (False, 0)
+    if below + 1 >= BALANCE_STEPS:
+        return (True, 0)
+    return (False, below + 1)
 
 
 def balanced_share(global_batch, minibatch, rank, size, rates, balancing):

@@ -66,11 +66,21 @@ class Encodings(unittest.TestCase):
             got = rb.balanced_share(g, mb, rank, size, [100, 100, 35] if rates is None else rates, balancing)
             self.assertEqual(got, want, name)
 
-    def test_next_balancing_is_go_next_balancing(self):
-        for was, rates, want in [(False, [], False), (False, [100, 100, 100], False), (False, [100, 100, 75], False),
-                                 (False, [100, 100, 65], True), (True, [100, 100, 75], True),
-                                 (True, [100, 100, 90], False), (True, [100, 0, 0], False), (False, [0, 0, 0], False)]:
-            self.assertEqual(rb.next_balancing(was, rates), want, (was, rates))
+    def test_next_balance_is_go_balance_next(self):
+        # internal/worker/balance_test.go's TestBalanceNext, case for case.
+        slow, noisy, even = [100, 100, 35], [100, 100, 60], [100, 100, 90]
+        off = (False, 0)
+        for name, start, rates, want in [
+                ("no rates", off, [], off), ("even members", off, even, off),
+                ("noise below 0.7 is not slow", off, noisy, off), ("a slow step counts", off, slow, (False, 1)),
+                ("two in a row", (False, 1), slow, (False, 2)), ("the third turns shares on", (False, 2), slow, (True, 0)),
+                ("a step back in the band resets the count", (False, 2), noisy, off),
+                ("on, still slow", (True, 0), slow, (True, 0)),
+                ("on, within 0.7 stays on", (True, 0), [100, 100, 65], (True, 0)),
+                ("on, back within 0.7", (True, 0), [100, 100, 75], off),
+                ("one busy member: nothing to balance", (True, 0), [100, 0, 0], off),
+                ("none busy", (False, 2), [0, 0, 0], off)]:
+            self.assertEqual(rb.next_balance(start, rates), want, name)
 
     def test_observe_rate(self):
         self.assertEqual(rb.observe_rate(0.0, 0, 1.0), 0.0)
