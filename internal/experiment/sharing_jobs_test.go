@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,18 +11,7 @@ import (
 
 func traceWorkload(t *testing.T) sim.Workload {
 	t.Helper()
-	dir := filepath.Join("..", "autoscale", "sim", "testdata")
-	jobs, err := os.Open(filepath.Join(dir, "jobs.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jobs.Close()
-	models, err := os.Open(filepath.Join(dir, "models.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer models.Close()
-	wls, err := sim.Load(jobs, models)
+	wls, err := sim.LoadDir(filepath.Join("..", "autoscale", "sim", "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}

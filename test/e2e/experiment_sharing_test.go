@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -93,18 +92,7 @@ func TestExperimentSharedCluster(t *testing.T) {
 // drawSharingJobs draws e's jobs from the simulator's trace (workload 1).
 func drawSharingJobs(t *testing.T, e experiment.SharedCluster, alone float64) []experiment.SharedJob {
 	t.Helper()
-	dir := filepath.Join(repoRoot, "internal", "autoscale", "sim", "testdata")
-	jobs, err := os.Open(filepath.Join(dir, "jobs.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jobs.Close()
-	models, err := os.Open(filepath.Join(dir, "models.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer models.Close()
-	wls, err := sim.Load(jobs, models)
+	wls, err := sim.LoadDir(filepath.Join(repoRoot, "internal", "autoscale", "sim", "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}

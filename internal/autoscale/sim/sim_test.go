@@ -2,24 +2,12 @@ package sim
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
 func loadTestdata(t testing.TB) []Workload {
 	t.Helper()
-	jobs, err := os.Open(filepath.Join("testdata", "jobs.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer jobs.Close()
-	models, err := os.Open(filepath.Join("testdata", "models.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer models.Close()
-	ws, err := Load(jobs, models)
+	ws, err := LoadDir("testdata")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 )
@@ -53,6 +55,26 @@ type Job struct {
 type Workload struct {
 	Name string
 	Jobs []Job
+}
+
+// LoadDir loads the workloads of a directory laid out as testdata
+// (jobs.csv and models.csv).
+func LoadDir(dir string) ([]Workload, error) {
+	jobs, err := os.Open(filepath.Join(dir, "jobs.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer jobs.Close()
+	models, err := os.Open(filepath.Join(dir, "models.csv"))
+	if err != nil {
+		return nil, err
+	}
+	defer models.Close()
+	ws, err := Load(jobs, models)
+	if err != nil {
+		return nil, fmt.Errorf("workloads in %s: %w", dir, err)
+	}
+	return ws, nil
 }
 
 // Load reads workloads from testdata's jobs.csv (workload, name, time,
