@@ -36,7 +36,7 @@ out=${OUTDIR:-$(mktemp -d)}
 
 run() { # name, flags...: the job, in the foreground
   local name=$1; shift
-  "$bin" train --worker_command="$py examples/pytorch/train.py" --optimizer=adam:learning_rate=0.001 \
+  "$bin" train --worker_command="$py examples/pytorch/train.py" --optimizer=adam:learning_rate=0.002 \
     --training_data="$data/train-images-idx3-ubyte.gz" --validation_data="$data/t10k-images-idx3-ubyte.gz" \
     --num_epochs=1 --output="$out/$name" "$@" >"$out/$name.log" 2>&1
 }

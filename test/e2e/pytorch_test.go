@@ -54,7 +54,7 @@ func TestK8sPyTorchPreemption(t *testing.T) {
 	j := submit(t, ns, "pytorch", label,
 		"--model_def=",
 		"--worker_command="+py+" "+script,
-		"--optimizer=adam:learning_rate=0.001",
+		"--optimizer=adam:learning_rate=0.002",
 		"--envs=PYTHONPATH="+sdk,
 		"--minibatch_size=64",
 		"--num_minibatches_per_task=8",
@@ -118,7 +118,7 @@ func TestK8sPyTorchAllReducePreemption(t *testing.T) {
 		"--distribution_strategy=AllreduceStrategy",
 		"--num_ps_pods=0",
 		"--worker_command="+py+" "+script,
-		"--optimizer=adam:learning_rate=0.001",
+		"--optimizer=adam:learning_rate=0.002",
 		// A process node runs the command on this machine: the ring helper
 		// is the binary under test (an image has elasticdl on PATH).
 		"--envs=PYTHONPATH="+sdk+",ELASTICDL_BINARY="+elasticdl,

@@ -55,7 +55,7 @@ func pythonWithTorch(t *testing.T) string {
 func pytorchJob(py string, extra ...string) []string {
 	return append([]string{
 		"--worker_command=" + py + " " + pytorchExample,
-		"--optimizer=adam:learning_rate=0.001",
+		"--optimizer=adam:learning_rate=0.002",
 		"--training_data=" + filepath.Join(dataDir, "train-images-idx3-ubyte.gz"),
 		"--validation_data=" + filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
 		"--num_workers=2", "--num_ps_pods=1", "--num_epochs=2",
