@@ -130,16 +130,32 @@ func (r *run) admitGangs(active []*state) {
 	}
 }
 
-// resize gives s n workers; a change stalls it for the resize cost.
+// resize gives s n workers: a start stalls it for the start cost; a
+// resize stalls it for the resize cost, or with Config.GrowDelay lets it
+// train on while the added workers start.
 func (r *run) resize(s *state, n int) {
 	if n == s.workers {
 		return
 	}
-	if n > 0 {
+	switch {
+	case n == 0:
+		s.joining = 0
+	case s.workers == 0 || r.cfg.GrowDelay <= 0:
 		s.stallUntil = r.now + r.cfg.ResizeCost
 		if s.workers == 0 && r.cfg.StartCost > 0 {
 			s.stallUntil = r.now + r.cfg.StartCost
 		}
+		s.joining = 0
+	default:
+		// Those training keep on (as many as stay); the rest join
+		// GrowDelay after the last growth.
+		training := s.training(r.now)
+		if n > s.workers || s.joinAt <= r.now {
+			s.joinAt = r.now + r.cfg.GrowDelay
+		}
+		s.joining = max(0, n-training)
+	}
+	if n > 0 {
 		r.res.Resizes++
 	}
 	s.workers = n

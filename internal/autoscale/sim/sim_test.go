@@ -97,3 +97,36 @@ func TestExcessPending(t *testing.T) {
 		t.Errorf("excess pending %v, want 120", res.LongestExcessPending)
 	}
 }
+
+// TestGrowDelay: with Config.GrowDelay a running job trains on through
+// its resizes; workers added train GrowDelay after the last growth, and
+// removed ones stop at once.
+func TestGrowDelay(t *testing.T) {
+	r := &run{cfg: Config{GrowDelay: 5, StartCost: 3}}
+	s := &state{}
+	steps := []struct {
+		now      float64
+		n        int
+		at       float64
+		training int
+	}{
+		{0, 2, 2, 2},   // a start: stalled (stallUntil), none joining
+		{3, 4, 4, 2},   // two join at 8
+		{8, 4, 8, 4},   // joined
+		{10, 6, 12, 4}, // two more join at 15
+		{12, 5, 12, 4}, // one of them goes: one still joins at 15
+		{12, 5, 15, 5},
+		{16, 2, 16, 2}, // removed at once
+		{17, 0, 17, 0},
+	}
+	for i, st := range steps {
+		r.now = st.now
+		r.resize(s, st.n)
+		if got := s.training(st.at); got != st.training || s.workers != st.n {
+			t.Errorf("step %d: %d workers, %d training at %v; want %d, %d", i, s.workers, got, st.at, st.n, st.training)
+		}
+	}
+	if s.stallUntil != 3 {
+		t.Errorf("start stall until %v, want 3", s.stallUntil)
+	}
+}
