@@ -72,7 +72,8 @@ func (r *run) decide() {
 		ds = autoscale.Decide(snap)
 	case Remaining:
 		ds = autoscale.DecideRemaining(snap, r.work(active, false),
-			autoscale.RemainingOptions{Fairness: r.cfg.Fairness, ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})
+			autoscale.RemainingOptions{Fairness: r.cfg.Fairness, ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon,
+				Explore: r.cfg.Explore})
 	case OracleSRPT:
 		ds = autoscale.DecideRemaining(snap, r.work(active, true),
 			autoscale.RemainingOptions{ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})

@@ -64,6 +64,7 @@ type Config struct {
 	ChangePenalty float64
 	MarginalGain  float64
 	Horizon       float64
+	Explore       float64
 	// Noise is the relative spread of the throughput a job measures.
 	Noise float64
 	// Seed makes the noise reproducible.
@@ -74,7 +75,7 @@ type Config struct {
 func DefaultConfig() Config {
 	o := autoscale.DefaultRemainingOptions()
 	return Config{Nodes: 16, SlotsPerNode: 4, Period: 60, ResizeCost: 30, Fairness: o.Fairness,
-		ChangePenalty: o.ResizeCost, MarginalGain: o.MarginalGain, Horizon: o.Horizon, Noise: 0.1, Seed: 1}
+		ChangePenalty: o.ResizeCost, MarginalGain: o.MarginalGain, Horizon: o.Horizon, Explore: o.Explore, Noise: 0.1, Seed: 1}
 }
 
 // Result is one policy's run of one workload.
