@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 )
 
@@ -52,6 +53,10 @@ func TestPredictRecorded(t *testing.T) {
 		if ratio < 0.85 || ratio > 1.15 {
 			t.Errorf("%s: predicted ÷ measured %.2f, beyond 0.85–1.15", m, ratio)
 		}
+	}
+	// Two runs a mode: the report gives each run's ratio beside the mean's.
+	if md := e.Markdown("s.png"); !regexp.MustCompile(`\(\d\.\d\d; \d\.\d\d–\d\.\d\d\)`).MatchString(md) {
+		t.Errorf("report lacks the ratios by run:\n%s", md)
 	}
 }
 
