@@ -96,3 +96,24 @@ func TestStartCost(t *testing.T) {
 		t.Errorf("a job never trained: start cost %v, want 0 (unknown)", start)
 	}
 }
+
+// TestTrainingFairness: only the jobs between their first task and their
+// last count; a job waiting for room or winding down does not.
+func TestTrainingFairness(t *testing.T) {
+	r := Run{Jobs: []Job{
+		{Submitted: 0, Started: 2, Trained: 20, Ended: 25},
+		{Submitted: 1, Started: 8, Trained: 30, Ended: 32},
+		{Submitted: 3}}, // never trained
+		Timeline: []Sample{
+			{T: 5, CPU: []float64{4, 0.35, 0.1}},  // b starting, c waiting: one training, not counted
+			{T: 10, CPU: []float64{3, 1.5, 0.1}},  // 2.0
+			{T: 15, CPU: []float64{2, 2, 0.1}},    // 1.0
+			{T: 22, CPU: []float64{0.35, 4, 0.1}}, // a winding down: not counted
+		}}
+	if m, w, n := TrainingFairness(r); n != 2 || m != 2 || w != 0.5 {
+		t.Errorf("TrainingFairness = %v, %v, %v; want median 2, 1/2 within, 2 samples", m, w, n)
+	}
+	if _, _, n := Fairness(r); n != 4 {
+		t.Errorf("Fairness counted %d samples, want all 4", n)
+	}
+}
