@@ -210,7 +210,8 @@ func (e SharedCluster) jobsLine() string {
 		"The simulator replays the same jobs, curves, arrivals and cluster with the control plane's latencies as measured in these runs: "+
 		"a job stalls %.1f s when it starts (the first job's submission to its first worker running, and its workers' time not training); "+
 		"a worker added to a running job trains as much later while the others train on; one removed stops at once; "+
-		"a job ends %.1f s after its last task.\n\n",
+		"a job ends %.1f s after its last task; first come, first served admits as our gang masters do "+
+		"(every master waiting when room frees sees it, each whose gang fits is admitted, and their pods run as room allows).\n\n",
 		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.EndCost)
 }
 

@@ -162,6 +162,8 @@ func (e SharedCluster) simConfig() sim.Config {
 	// A worker added to a running job starts as a job's first does
 	// (its pod, its process, its first task), beside those training.
 	cfg.GrowDelay = e.StartCost
+	// --gang masters admit themselves each as it sees room.
+	cfg.GangRace = true
 	cfg.NodeMilliCPU = int64(math.Round(e.CPUsPerNode * 1000))
 	cfg.WorkerMilliCPU = int64(math.Round(e.WorkerCPU * 1000))
 	cfg.JobMilliCPU = int64(math.Round((e.PSCPU + e.MasterCPU) * 1000))

@@ -16,7 +16,7 @@ func (r *run) workerRequest() autoscale.Resources {
 
 // overhead is what job s holds beside its workers.
 func (r *run) overhead(s *state) int64 {
-	if r.policy == FCFSGang && s.workers == 0 && r.cfg.GangWaitMilliCPU > 0 {
+	if r.policy == FCFSGang && !s.admitted && r.cfg.GangWaitMilliCPU > 0 {
 		return r.cfg.GangWaitMilliCPU
 	}
 	return r.cfg.JobMilliCPU
@@ -106,29 +106,81 @@ func (r *run) work(active []*state, oracle bool) []autoscale.Work {
 // admitGangs starts waiting jobs in arrival order while the head's gang
 // fits (autoscale.Admit): the running gangs' pods are placed first.
 func (r *run) admitGangs(active []*state) {
+	if r.cfg.GangRace {
+		r.admitRacing(active)
+		return
+	}
 	snap := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
 	for _, s := range active {
-		for range s.workers {
-			snap.Pods = append(snap.Pods, autoscale.Pod{Request: r.workerRequest(), Priority: priority})
-		}
+		snap.Pods = append(snap.Pods, r.workerPods(s.workers)...)
 	}
 	for _, s := range active {
-		if s.workers > 0 {
+		if s.admitted {
 			continue
 		}
-		gang := make([]autoscale.Pod, s.job.Gang)
-		for i := range gang {
-			gang[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
-		}
-		if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 { // its PS
-			gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
-		}
+		gang := r.gangPods(s)
 		if !autoscale.Admit(snap, priority, gang) {
 			return
 		}
 		snap.Pods = append(snap.Pods, gang...)
+		s.admitted = true
 		r.resize(s, s.job.Gang)
 	}
+}
+
+// admitRacing is admission as our gang masters do it (Config.GangRace):
+// each waiting master looks at the cluster on its own, so when room frees
+// they all see the same room, and every one whose gang fits in it is
+// admitted (the race WaitAdmitted names); the admitted jobs' pods then
+// run as room frees, in admission order, and a job trains with those that
+// run.
+func (r *run) admitRacing(active []*state) {
+	// What a master sees: every admitted gang's pods, running or waiting.
+	seen := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
+	for _, s := range active {
+		if s.admitted {
+			seen.Pods = append(seen.Pods, r.workerPods(s.job.Gang)...)
+		}
+	}
+	var now []*state
+	for _, s := range active {
+		if !s.admitted && autoscale.Admit(seen, priority, r.gangPods(s)) {
+			now = append(now, s)
+		}
+	}
+	for _, s := range now {
+		s.admitted = true
+	}
+	running := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
+	for _, s := range active {
+		running.Pods = append(running.Pods, r.workerPods(s.workers)...)
+	}
+	for _, s := range active {
+		n := s.workers
+		for s.admitted && n < s.job.Gang && autoscale.Admit(running, priority, r.workerPods(1)) {
+			running.Pods = append(running.Pods, r.workerPods(1)...)
+			n++
+		}
+		r.resize(s, n)
+	}
+}
+
+// workerPods are n workers' pods, not placed.
+func (r *run) workerPods(n int) []autoscale.Pod {
+	out := make([]autoscale.Pod, n)
+	for i := range out {
+		out[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
+	}
+	return out
+}
+
+// gangPods are what s launches when admitted: its workers and its PS.
+func (r *run) gangPods(s *state) []autoscale.Pod {
+	gang := r.workerPods(s.job.Gang)
+	if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 {
+		gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
+	}
+	return gang
 }
 
 // resize gives s n workers: a start stalls it for the start cost; a

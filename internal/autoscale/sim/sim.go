@@ -47,6 +47,9 @@ type Config struct {
 	// admitted holds only GangWaitMilliCPU of it (its master: --gang
 	// launches nothing before), when set.
 	NodeMilliCPU, WorkerMilliCPU, JobMilliCPU, GangWaitMilliCPU int64
+	// GangRace admits FCFSGang's jobs as our gang masters do (see
+	// admitRacing) instead of strictly in arrival order.
+	GangRace bool
 	// Period is the seconds between decisions when nothing happens;
 	// arrivals and completions bring one at once.
 	Period float64
@@ -95,6 +98,7 @@ type state struct {
 	index      int // in run.jobs
 	job        Job
 	arrived    bool
+	admitted   bool // FCFSGang: its gang was admitted
 	done       bool
 	left       float64 // records
 	workers    int

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -126,5 +127,25 @@ func TestGrowDelay(t *testing.T) {
 	}
 	if s.stallUntil != 3 {
 		t.Errorf("start stall until %v, want 3", s.stallUntil)
+	}
+}
+
+// TestGangRace: the gang masters waiting when room frees all see it; each
+// whose gang fits is admitted, and their workers run as room allows, in
+// order. Strictly in order, the second waits for a whole gang's room.
+func TestGangRace(t *testing.T) {
+	for _, race := range []bool{false, true} {
+		r := &run{cfg: Config{Nodes: 1, NodeMilliCPU: 6000, WorkerMilliCPU: 1000, GangRace: race}, policy: FCFSGang}
+		a, b, c := &state{job: Job{Gang: 4}}, &state{job: Job{Gang: 4}}, &state{job: Job{Gang: 4}}
+		r.admitGangs([]*state{a})
+		r.admitGangs([]*state{a, b, c}) // 2 free: neither fits
+		r.admitGangs([]*state{b, c})    // a done: 6 free
+		want := []int{4, 4, 0}
+		if race {
+			want = []int{4, 4, 2}
+		}
+		if got := []int{a.workers, b.workers, c.workers}; !slices.Equal(got, want) {
+			t.Errorf("race %v: workers %v, want %v", race, got, want)
+		}
 	}
 }
