@@ -33,13 +33,17 @@ type RemainingOptions struct {
 	// MarginalGain: a job of known speed-up gets no worker that adds
 	// less than this fraction to its throughput (0: no such limit).
 	MarginalGain float64
+	// Explore: a job gets at most Explore times the largest size it has
+	// measured (exploreFloor while it has measured less), so that its
+	// speed-up is measured before it is extrapolated far (0: no limit).
+	Explore float64
 }
 
 // DefaultRemainingOptions are the knobs the policy was measured with on
 // the Pollux traces (package sim's DefaultConfig, which takes them from
 // here): what `elasticdl autoscaler --policy=remaining` uses unless told.
 func DefaultRemainingOptions() RemainingOptions {
-	return RemainingOptions{Fairness: 0.5, ResizeCost: 60, MarginalGain: 0.02, Horizon: 300}
+	return RemainingOptions{Fairness: 0.5, ResizeCost: 60, MarginalGain: 0.02, Horizon: 300, Explore: 2}
 }
 
 // Why the remaining policy stops a job where it is, beyond Decide's
@@ -49,7 +53,8 @@ const (
 	// than it costs (RemainingOptions.ResizeCost).
 	ReasonHold = "hold"
 	// ReasonSpeedup: one more worker would be past the job's measured
-	// peak, or add less than RemainingOptions.MarginalGain.
+	// peak, add less than RemainingOptions.MarginalGain, or go beyond
+	// what RemainingOptions.Explore lets it reach before it is measured.
 	ReasonSpeedup = "speed-up"
 )
 
@@ -75,6 +80,9 @@ func DecideRemaining(s Snapshot, work []Work, opt RemainingOptions) []Decision {
 		if pk := work[i].Speedup.Peak; work[i].Known && pk > 0 {
 			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, pk))
 		}
+		if opt.Explore > 0 {
+			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, explored(work[i], opt.Explore)))
+		}
 	}
 	out := decideHeld(s, work, opt)
 	for i := range out {
@@ -83,6 +91,27 @@ func DecideRemaining(s Snapshot, work []Work, opt RemainingOptions) []Decision {
 		}
 	}
 	return out
+}
+
+// exploreFloor is the size a job may be taken to as if measured before it
+// has measured one that large: the doubling from it (4 workers) is what
+// a job gets at first. Measured on the Pollux traces (package sim): a
+// floor of 1, 2 or 4 gave 0.797, 0.792 and 0.823 × max-min fair's mean
+// JCT.
+const exploreFloor = 2
+
+// explored is the most workers job w may get under RemainingOptions.Explore
+// factor f: f times the largest size it has measured, at least
+// exploreFloor's. A job that slows down with more workers (the Pollux
+// trace's ncf) then shows it at twice a size it ran well at, where its
+// peak is measured, instead of being given a share its one measured size
+// extrapolated by the prior would justify.
+func explored(w Work, f float64) int {
+	m := exploreFloor
+	if w.Known {
+		m = max(m, w.Speedup.Measured)
+	}
+	return int(min(math.Ceil(f*float64(m)), math.MaxInt32))
 }
 
 // decideHeld is Decide(s), with the jobs whose resize is not worth its cost

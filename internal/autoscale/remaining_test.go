@@ -66,6 +66,14 @@ func TestDecideRemaining(t *testing.T) {
 		{"none beyond a measured peak", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 16, 1000), job("b", 1, 16, 1000)}},
 			[]Work{{Remaining: 1e3, Speedup: Speedup{Base: 100, Exponent: 0.5, Peak: 4}, Known: true}, known(1e6, 100, 0.5, 0)},
 			RemainingOptions{}, []int{4, 12}},
+		{"explore: a job not measured yet gets twice the floor", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 32, 1000)}},
+			[]Work{{Remaining: -1}}, RemainingOptions{Explore: 2}, []int{4}},
+		{"explore: twice the largest size measured", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 32, 1000), job("b", 1, 32, 1000)}},
+			[]Work{{Remaining: 1e6, Speedup: Speedup{Base: 100, Exponent: 0.7, Measured: 3}, Known: true, Current: 3},
+				{Remaining: 1e6, Speedup: Speedup{Base: 100, Exponent: 0.7, Measured: 1}, Known: true, Current: 1}},
+			RemainingOptions{Explore: 2}, []int{6, 4}},
+		{"explore: min_workers still holds", Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 6, 32, 1000)}},
+			[]Work{{Remaining: -1}}, RemainingOptions{Explore: 2}, []int{6}},
 		{"services growing come first", Snapshot{Nodes: nodes(4, 4000), Jobs: four(1, 16), Pods: service(8, "", 1000)},
 			[]Work{known(4e6, 100, 0.5, 4), known(3e6, 100, 0.5, 4), known(2e6, 100, 0.5, 4), known(1e6, 100, 0.5, 4)},
 			RemainingOptions{}, []int{1, 2, 2, 3}},
@@ -108,7 +116,7 @@ func BenchmarkDecideRemaining(b *testing.B) {
 	for i := range work {
 		work[i] = known(rng.Float64()*1e8, 10+rng.Float64()*100, rng.Float64(), rng.Intn(8))
 	}
-	opt := RemainingOptions{Fairness: 0.5, ResizeCost: 30}
+	opt := RemainingOptions{Fairness: 0.5, ResizeCost: 30, Explore: 2}
 	b.ResetTimer()
 	for range b.N {
 		DecideRemaining(s, work, opt)

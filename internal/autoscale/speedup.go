@@ -25,6 +25,8 @@ type Speedup struct {
 	// size measured clearly less (0: none did): workers beyond it slow
 	// the job, whatever the power law says.
 	Peak int
+	// Measured is the largest size measured (0: none).
+	Measured int
 }
 
 // Throughput is the modelled records/s at w workers (0 for w < 1).
@@ -96,7 +98,7 @@ func FitSpeedup(samples []Sample, prior Prior) (m Speedup, ok bool) {
 	if sxx+prior.Weight > 0 {
 		exp = clamp01((sxy + prior.Weight*prior.Exponent) / (sxx + prior.Weight))
 	}
-	return Speedup{Base: math.Exp(my - exp*mx), Exponent: exp, Peak: peak(keys, logRates)}, true
+	return Speedup{Base: math.Exp(my - exp*mx), Exponent: exp, Peak: peak(keys, logRates), Measured: keys[len(keys)-1]}, true
 }
 
 // peakDrop is how much less a larger size must measure to mark a peak:

@@ -57,8 +57,12 @@ func TestFitSpeedupPeak(t *testing.T) {
 		{"one size", []Sample{{4, 300, 5}}, 0},
 	}
 	for _, c := range cases {
-		if m, _ := FitSpeedup(c.samples, DefaultPrior()); m.Peak != c.want {
+		m, _ := FitSpeedup(c.samples, DefaultPrior())
+		if m.Peak != c.want {
 			t.Errorf("%s: peak %d, want %d", c.name, m.Peak, c.want)
+		}
+		if last := c.samples[len(c.samples)-1].Workers; m.Measured != last {
+			t.Errorf("%s: largest measured %d, want %d", c.name, m.Measured, last)
 		}
 	}
 }

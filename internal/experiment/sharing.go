@@ -44,11 +44,10 @@ type SharedCluster struct {
 	MinibatchSize int         `json:"minibatch_size,omitempty"`
 	// What the simulator needs beside the jobs and runs (Predict, which
 	// the report calls, so that it replays the data with today's
-	// simulator): a job stalls StartCost seconds when it starts and
-	// ResizeCost when resized; ChangePenalty is the autoscaler's
-	// --resize_cost (seconds). EndCost is added to every job's simulated
-	// completion: the time from its last task to its Job's end (the
-	// master's wind-down), as measured.
+	// simulator): StartCost and EndCost, MeasuredCosts' (a start's stall,
+	// also how late an added worker trains; the master's wind-down after
+	// its last task); ResizeCost stalls a start only without StartCost;
+	// ChangePenalty is the autoscaler's --resize_cost (seconds).
 	StartCost     float64 `json:"start_cost,omitempty"`
 	EndCost       float64 `json:"end_cost,omitempty"`
 	ResizeCost    float64 `json:"resize_cost,omitempty"`
@@ -97,11 +96,25 @@ func (e SharedCluster) Capacity() float64 { return float64(e.Nodes) * e.CPUsPerN
 // to the smallest CPU share among those jobs: its median, and the fraction
 // of those samples in which it is at most 1.5. n counts the samples.
 func Fairness(r Run) (median, within float64, n int) {
+	return shareRatios(r, func(j Job, t float64) bool { return t < j.Ended })
+}
+
+// TrainingFairness is Fairness among the jobs that are training (from
+// their first task done to their last): issue 33's "running jobs", so a
+// job waiting for room or winding down, which holds only its master and
+// PS, does not count as one starved.
+func TrainingFairness(r Run) (median, within float64, n int) {
+	return shareRatios(r, func(j Job, t float64) bool { return j.Started > 0 && j.Started <= t && t < j.Trained })
+}
+
+// shareRatios is Fairness over the jobs that hold CPUs and are in at a
+// sample's time (jobs beyond r.Jobs are counted while they hold CPUs).
+func shareRatios(r Run, in func(j Job, t float64) bool) (median, within float64, n int) {
 	var ratios []float64
 	for _, s := range r.Timeline {
 		lo, hi, k := math.Inf(1), 0.0, 0
 		for i, cpu := range s.CPU {
-			if cpu <= 0 || (i < len(r.Jobs) && s.T >= r.Jobs[i].Ended) {
+			if cpu <= 0 || (i < len(r.Jobs) && !in(r.Jobs[i], s.T)) {
 				continue
 			}
 			k++
@@ -162,9 +175,9 @@ func (e SharedCluster) Markdown(plot string) string {
 	}
 	b.WriteString(Table(header, e.rows()))
 	if slices.Contains(e.modes(), "remaining") {
-		rm, _, _ := e.fairness("remaining")
+		rm, _, _ := e.shares("remaining", TrainingFairness)
 		fmt.Fprintf(&b, "\nMean JCT, remaining ÷ FCFS gang: **%.2f** (goal ≤ 0.8); max-min fair ÷ FCFS gang %.2f; "+
-			"max ÷ min share median **%s** by remaining work (goal ≤ 2).\n", e.MeanJCT("remaining")/e.MeanJCT("fifo"), e.MeanJCT("fair")/e.MeanJCT("fifo"), rm)
+			"max ÷ min share among the jobs training, median **%s** by remaining work (goal ≤ 2).\n", e.MeanJCT("remaining")/e.MeanJCT("fifo"), e.MeanJCT("fair")/e.MeanJCT("fifo"), rm)
 		if p := e.predicted(); len(p) > 0 {
 			fmt.Fprintf(&b, "\nSimulator's mean JCT ÷ the control plane's, worst mode: **%.2f** (goal within 0.90–1.10).\n", e.worstPrediction(p))
 		}
@@ -194,9 +207,12 @@ func (e SharedCluster) jobsLine() string {
 	return common + fmt.Sprintf("each of its own size and speed-up, drawn from the simulator's trace (Pollux's workload 1, in order; "+
 		"internal/experiment/sharing_jobs.go): %s epochs of %d records, modelled at %.0f µs a record on one CPU (%s), "+
 		"with a modelled PS that serializes pushes so that a job's speed-up stops at its trace job's best speed-up at up to %d workers, %s. "+
-		"The simulator replays the same jobs, curves, arrivals and cluster (a job stalls %.1f s when it starts, as measured: the first job's submission to its first task; %.1f s when resized; "+
-		"and it ends %.1f s after its last task, as measured).\n\n",
-		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.ResizeCost, e.EndCost)
+		"The simulator replays the same jobs, curves, arrivals and cluster with the control plane's latencies as measured in these runs: "+
+		"a job stalls %.1f s when it starts (the first job's submission to its first worker running, and its workers' time not training); "+
+		"a worker added to a running job trains as much later while the others train on; one removed stops at once; "+
+		"a job ends %.1f s after its last task; first come, first served admits as our gang masters do "+
+		"(every master waiting when room frees sees it, each whose gang fits is admitted, and their pods run as room allows).\n\n",
+		SpreadOf(sizes).Format("%.0f"), e.RecordsPerEpoch, e.SecondsPerRecord*1e6, e.Calibration, e.MaxWorkers, SpreadOf(knees).Format("%.1f×"), e.StartCost, e.EndCost)
 }
 
 // rows are the table's rows, a column per mode.
@@ -221,13 +237,23 @@ func (e SharedCluster) rows() [][]string {
 		row("max ÷ min CPU share among the jobs in the cluster, median over time", func(m string) string { med, _, _ := e.fairness(m); return med }),
 		row("time with max ÷ min share ≤ 1.5, % of the time ≥ 2 jobs are in", func(m string) string { _, w, _ := e.fairness(m); return w }),
 	}
+	if len(e.Specs) > 0 {
+		rows = append(rows, row("max ÷ min CPU share among the jobs training (first task → last task), median over time",
+			func(m string) string { med, _, _ := e.shares(m, TrainingFairness); return med }))
+	}
 	if pred := e.predicted(); len(pred) > 0 {
-		rows = append(rows, row("simulator's mean completion time for the same jobs, s (÷ ours)", func(m string) string {
+		rows = append(rows, row("simulator's mean completion time for the same jobs, s (÷ ours; ÷ each run's)", func(m string) string {
 			p, ok := pred[m]
 			if !ok || e.MeanJCT(m) == 0 {
 				return "—"
 			}
-			return fmt.Sprintf("%.1f (%.2f)", p, p/e.MeanJCT(m))
+			// Each run's ratio too: runs of one mode can differ by more
+			// than the prediction's goal on a shared machine.
+			runs := SpreadOf(Of(e.Runs, m, func(r Run) float64 { return p / SpreadOf(jobTimes([]Run{r}, m, completion)).Mean }))
+			if runs.N < 2 {
+				return fmt.Sprintf("%.1f (%.2f)", p, p/e.MeanJCT(m))
+			}
+			return fmt.Sprintf("%.1f (%.2f; %.2f–%.2f)", p, p/e.MeanJCT(m), runs.Min, runs.Max)
 		}))
 	}
 	return rows
@@ -243,10 +269,15 @@ func (e SharedCluster) longest(mode string) string {
 
 // fairness is Fairness's median and within (%) over mode's runs.
 func (e SharedCluster) fairness(mode string) (median, within string, n int) {
+	return e.shares(mode, Fairness)
+}
+
+// shares is metric's median and within (%) over mode's runs.
+func (e SharedCluster) shares(mode string, metric func(Run) (float64, float64, int)) (median, within string, n int) {
 	var med, in []float64
 	for _, r := range e.Runs {
 		if r.Mode == mode {
-			m, w, k := Fairness(r)
+			m, w, k := metric(r)
 			if k > 0 {
 				med, in, n = append(med, m), append(in, 100*w), n+k
 			}

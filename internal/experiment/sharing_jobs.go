@@ -105,9 +105,12 @@ func policyOf(mode string) (sim.Policy, bool) {
 }
 
 // Predict is the simulator's mean JCT for each of e's modes: e's jobs
-// and cluster, replayed with the autoscaler's options and e's stalls
-// (StartCost, ResizeCost, EndCost), each job arriving when it was submitted in
-// the mode's runs (on average; every Arrival seconds without runs).
+// and cluster, replayed with the autoscaler's options and e's measured
+// latencies (MeasuredCosts): a job stalls StartCost when it starts, a
+// worker added to a running job trains StartCost later while the others
+// train on, and a job ends EndCost after its last task; each job arrives
+// when it was submitted in the mode's runs (on average; every Arrival
+// seconds without runs).
 func (e SharedCluster) Predict() (map[string]float64, error) {
 	cfg := e.simConfig()
 	out := map[string]float64{}
@@ -156,6 +159,11 @@ func (e SharedCluster) simConfig() sim.Config {
 	cfg := sim.DefaultConfig()
 	cfg.Nodes, cfg.Period, cfg.ChangePenalty = e.Nodes, 1, e.ChangePenalty
 	cfg.StartCost, cfg.ResizeCost = e.StartCost, e.ResizeCost
+	// A worker added to a running job starts as a job's first does
+	// (its pod, its process, its first task), beside those training.
+	cfg.GrowDelay = e.StartCost
+	// --gang masters admit themselves each as it sees room.
+	cfg.GangRace = true
 	cfg.NodeMilliCPU = int64(math.Round(e.CPUsPerNode * 1000))
 	cfg.WorkerMilliCPU = int64(math.Round(e.WorkerCPU * 1000))
 	cfg.JobMilliCPU = int64(math.Round((e.PSCPU + e.MasterCPU) * 1000))

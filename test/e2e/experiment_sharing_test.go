@@ -64,7 +64,7 @@ func TestExperimentSharedCluster(t *testing.T) {
 	e.Runs = alternate(t, runs, sharingModes, func(t *testing.T, mode string, i int) experiment.Run {
 		return runSharing(t, e, names, label, mode, i)
 	})
-	e.StartCost, e.EndCost = startLatency(e.Runs), endLatency(e.Runs)
+	e.StartCost, e.EndCost = e.MeasuredCosts()
 	predicted, err := e.Predict()
 	if err != nil {
 		t.Fatal(err)
@@ -101,38 +101,6 @@ func drawSharingJobs(t *testing.T, e experiment.SharedCluster, alone float64) []
 		t.Fatal(err)
 	}
 	return specs
-}
-
-// startLatency is how long a job took from its submission to its first
-// task in an empty cluster: the first job's, the mean over runs.
-func startLatency(runs []experiment.Run) float64 {
-	var xs []float64
-	for _, r := range runs {
-		if len(r.Jobs) > 0 && r.Jobs[0].Started > 0 {
-			xs = append(xs, r.Jobs[0].Started-r.Jobs[0].Submitted)
-		}
-	}
-	if len(xs) == 0 {
-		return 0
-	}
-	return experiment.SpreadOf(xs).Mean
-}
-
-// endLatency is how long a Job took to end after its last task, the
-// mean over jobs and runs.
-func endLatency(runs []experiment.Run) float64 {
-	var xs []float64
-	for _, r := range runs {
-		for _, j := range r.Jobs {
-			if j.Trained > 0 && j.Ended >= j.Trained {
-				xs = append(xs, j.Ended-j.Trained)
-			}
-		}
-	}
-	if len(xs) == 0 {
-		return 0
-	}
-	return experiment.SpreadOf(xs).Mean
 }
 
 // runSharing runs experiment 4's jobs once in mode in a namespace of

@@ -16,7 +16,7 @@ func (r *run) workerRequest() autoscale.Resources {
 
 // overhead is what job s holds beside its workers.
 func (r *run) overhead(s *state) int64 {
-	if r.policy == FCFSGang && s.workers == 0 && r.cfg.GangWaitMilliCPU > 0 {
+	if r.policy == FCFSGang && !s.admitted && r.cfg.GangWaitMilliCPU > 0 {
 		return r.cfg.GangWaitMilliCPU
 	}
 	return r.cfg.JobMilliCPU
@@ -72,7 +72,8 @@ func (r *run) decide() {
 		ds = autoscale.Decide(snap)
 	case Remaining:
 		ds = autoscale.DecideRemaining(snap, r.work(active, false),
-			autoscale.RemainingOptions{Fairness: r.cfg.Fairness, ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})
+			autoscale.RemainingOptions{Fairness: r.cfg.Fairness, ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon,
+				Explore: r.cfg.Explore})
 	case OracleSRPT:
 		ds = autoscale.DecideRemaining(snap, r.work(active, true),
 			autoscale.RemainingOptions{ResizeCost: r.cfg.ChangePenalty, MarginalGain: r.cfg.MarginalGain, Horizon: r.cfg.Horizon})
@@ -105,41 +106,109 @@ func (r *run) work(active []*state, oracle bool) []autoscale.Work {
 // admitGangs starts waiting jobs in arrival order while the head's gang
 // fits (autoscale.Admit): the running gangs' pods are placed first.
 func (r *run) admitGangs(active []*state) {
+	if r.cfg.GangRace {
+		r.admitRacing(active)
+		return
+	}
 	snap := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
 	for _, s := range active {
-		for range s.workers {
-			snap.Pods = append(snap.Pods, autoscale.Pod{Request: r.workerRequest(), Priority: priority})
-		}
+		snap.Pods = append(snap.Pods, r.workerPods(s.workers)...)
 	}
 	for _, s := range active {
-		if s.workers > 0 {
+		if s.admitted {
 			continue
 		}
-		gang := make([]autoscale.Pod, s.job.Gang)
-		for i := range gang {
-			gang[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
-		}
-		if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 { // its PS
-			gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
-		}
+		gang := r.gangPods(s)
 		if !autoscale.Admit(snap, priority, gang) {
 			return
 		}
 		snap.Pods = append(snap.Pods, gang...)
+		s.admitted = true
 		r.resize(s, s.job.Gang)
 	}
 }
 
-// resize gives s n workers; a change stalls it for the resize cost.
+// admitRacing is admission as our gang masters do it (Config.GangRace):
+// each waiting master looks at the cluster on its own, so when room frees
+// they all see the same room, and every one whose gang fits in it is
+// admitted (the race WaitAdmitted names); the admitted jobs' pods then
+// run as room frees, in admission order, and a job trains with those that
+// run.
+func (r *run) admitRacing(active []*state) {
+	// What a master sees: every admitted gang's pods, running or waiting.
+	seen := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
+	for _, s := range active {
+		if s.admitted {
+			seen.Pods = append(seen.Pods, r.workerPods(s.job.Gang)...)
+		}
+	}
+	var now []*state
+	for _, s := range active {
+		if !s.admitted && autoscale.Admit(seen, priority, r.gangPods(s)) {
+			now = append(now, s)
+		}
+	}
+	for _, s := range now {
+		s.admitted = true
+	}
+	running := autoscale.Snapshot{Nodes: r.nodes(), Pods: r.overheads(active)}
+	for _, s := range active {
+		running.Pods = append(running.Pods, r.workerPods(s.workers)...)
+	}
+	for _, s := range active {
+		n := s.workers
+		for s.admitted && n < s.job.Gang && autoscale.Admit(running, priority, r.workerPods(1)) {
+			running.Pods = append(running.Pods, r.workerPods(1)...)
+			n++
+		}
+		r.resize(s, n)
+	}
+}
+
+// workerPods are n workers' pods, not placed.
+func (r *run) workerPods(n int) []autoscale.Pod {
+	out := make([]autoscale.Pod, n)
+	for i := range out {
+		out[i] = autoscale.Pod{Request: r.workerRequest(), Priority: priority}
+	}
+	return out
+}
+
+// gangPods are what s launches when admitted: its workers and its PS.
+func (r *run) gangPods(s *state) []autoscale.Pod {
+	gang := r.workerPods(s.job.Gang)
+	if rest := r.cfg.JobMilliCPU - r.overhead(s); rest > 0 {
+		gang = append(gang, autoscale.Pod{Request: autoscale.Resources{MilliCPU: rest}, Priority: priority})
+	}
+	return gang
+}
+
+// resize gives s n workers: a start stalls it for the start cost; a
+// resize stalls it for the resize cost, or with Config.GrowDelay lets it
+// train on while the added workers start.
 func (r *run) resize(s *state, n int) {
 	if n == s.workers {
 		return
 	}
-	if n > 0 {
+	switch {
+	case n == 0:
+		s.joining = 0
+	case s.workers == 0 || r.cfg.GrowDelay <= 0:
 		s.stallUntil = r.now + r.cfg.ResizeCost
 		if s.workers == 0 && r.cfg.StartCost > 0 {
 			s.stallUntil = r.now + r.cfg.StartCost
 		}
+		s.joining = 0
+	default:
+		// Those training keep on (as many as stay); the rest join
+		// GrowDelay after the last growth.
+		training := s.training(r.now)
+		if n > s.workers || s.joinAt <= r.now {
+			s.joinAt = r.now + r.cfg.GrowDelay
+		}
+		s.joining = max(0, n-training)
+	}
+	if n > 0 {
 		r.res.Resizes++
 	}
 	s.workers = n

@@ -47,18 +47,27 @@ type Config struct {
 	// admitted holds only GangWaitMilliCPU of it (its master: --gang
 	// launches nothing before), when set.
 	NodeMilliCPU, WorkerMilliCPU, JobMilliCPU, GangWaitMilliCPU int64
+	// GangRace admits FCFSGang's jobs as our gang masters do (see
+	// admitRacing) instead of strictly in arrival order.
+	GangRace bool
 	// Period is the seconds between decisions when nothing happens;
 	// arrivals and completions bring one at once.
 	Period float64
 	// ResizeCost is the seconds a job makes no progress after it is
 	// started or resized; StartCost, when set, after it is started.
 	ResizeCost, StartCost float64
+	// GrowDelay, when set, resizes a running job as the control plane
+	// does instead: it goes on training while the workers added start,
+	// and they train GrowDelay seconds later; removed ones stop at once
+	// (ResizeCost then only stalls a start without StartCost).
+	GrowDelay float64
 	// Fairness and the change penalty of the remaining policy
 	// (autoscale.RemainingOptions).
 	Fairness      float64
 	ChangePenalty float64
 	MarginalGain  float64
 	Horizon       float64
+	Explore       float64
 	// Noise is the relative spread of the throughput a job measures.
 	Noise float64
 	// Seed makes the noise reproducible.
@@ -69,7 +78,7 @@ type Config struct {
 func DefaultConfig() Config {
 	o := autoscale.DefaultRemainingOptions()
 	return Config{Nodes: 16, SlotsPerNode: 4, Period: 60, ResizeCost: 30, Fairness: o.Fairness,
-		ChangePenalty: o.ResizeCost, MarginalGain: o.MarginalGain, Horizon: o.Horizon, Noise: 0.1, Seed: 1}
+		ChangePenalty: o.ResizeCost, MarginalGain: o.MarginalGain, Horizon: o.Horizon, Explore: o.Explore, Noise: 0.1, Seed: 1}
 }
 
 // Result is one policy's run of one workload.
@@ -89,12 +98,16 @@ type state struct {
 	index      int // in run.jobs
 	job        Job
 	arrived    bool
+	admitted   bool // FCFSGang: its gang was admitted
 	done       bool
 	left       float64 // records
 	workers    int
 	stallUntil float64
-	finish     float64
-	samples    map[int]*autoscale.Sample
+	// joining of workers train from joinAt on (Config.GrowDelay).
+	joining int
+	joinAt  float64
+	finish  float64
+	samples map[int]*autoscale.Sample
 	// excess is the current span of excess pending, longest the longest.
 	excess, longest float64
 }
@@ -171,7 +184,10 @@ func (r *run) nextEvent(next int, tick float64) float64 {
 			t = min(t, s.stallUntil)
 			continue
 		}
-		if v := s.job.Curve.Throughput(s.workers); v > 0 {
+		if s.joinAt > r.now {
+			t = min(t, s.joinAt)
+		}
+		if v := s.job.Curve.Throughput(s.training(r.now)); v > 0 {
 			t = min(t, r.now+s.left/v)
 		}
 	}
@@ -191,26 +207,36 @@ func (r *run) advance(t float64) {
 		if busy <= 0 {
 			continue
 		}
-		v := s.job.Curve.Throughput(s.workers)
+		n := s.training(r.now)
+		v := s.job.Curve.Throughput(n)
 		s.left -= v * busy
-		r.measure(s, v, busy)
+		r.measure(s, n, v, busy)
 		// Within a microsecond of the end counts as done (rounding).
 		if s.left <= v*1e-6 {
-			s.done, s.finish, s.workers = true, t, 0
+			s.done, s.finish, s.workers, s.joining = true, t, 0, 0
 		}
 	}
 	r.now = t
 }
 
+// training is how many of s's workers train at time now: all but those
+// still joining (Config.GrowDelay).
+func (s *state) training(now float64) int {
+	if now < s.joinAt {
+		return s.workers - s.joining
+	}
+	return s.workers
+}
+
 // measure adds what the job's master would measure running busy seconds
-// at rate v: one noisy mean, worth one sample per 10 s.
-func (r *run) measure(s *state, v, busy float64) {
+// at rate v on w workers: one noisy mean, worth one sample per 10 s.
+func (r *run) measure(s *state, w int, v, busy float64) {
 	got := v * (1 + r.cfg.Noise*(2*r.rng.Float64()-1))
 	n := max(1, int(busy/10))
-	sm := s.samples[s.workers]
+	sm := s.samples[w]
 	if sm == nil {
-		sm = &autoscale.Sample{Workers: s.workers}
-		s.samples[s.workers] = sm
+		sm = &autoscale.Sample{Workers: w}
+		s.samples[w] = sm
 	}
 	sm.RecordsPerSecond = (sm.RecordsPerSecond*float64(sm.Count) + got*float64(n)) / float64(sm.Count+n)
 	sm.Count += n
