@@ -4,7 +4,7 @@ TAGS ?= $(shell hack/blas-tags.sh)
 K8S_RIG_STATE ?= $(or $(TMPDIR),/tmp)/elasticdl-k8s
 export K8S_RIG_STATE
 
-.PHONY: build static train test bench proto docs dashboard-shots e2e experiments k8s-up k8s-down db-up db-down
+.PHONY: build static train test bench proto docs dashboard-shots e2e experiments k8s-up k8s-down db-up db-down s3-up s3-down
 build:
 	go build -buildvcs=auto -tags "$(TAGS)" -o bin/elasticdl ./cmd/elasticdl
 
@@ -76,3 +76,13 @@ db-up:
 
 db-down:
 	@hack/db.sh down
+
+# An S3 server (SeaweedFS's gateway, built from the Go module proxy and
+# cached: hack/s3.sh) on free ports of 127.0.0.1, for the object-storage
+# tests and for people. Prints the AWS_* exports and ELASTICDL_S3_BUCKET:
+# eval "$$(make -s s3-up)".
+s3-up:
+	@hack/s3.sh up
+
+s3-down:
+	@hack/s3.sh down

@@ -27,7 +27,8 @@ export ELASTICDL_REQUIRE_DB=1
 phase "dependencies"
 # The rig's binaries (hack/k8s-rig/build.sh: instant when cached, 12-15 min
 # cold) and its process node (procnodes.sh --build, and the compile of its
-# tests: 4 min cold) build at the lowest priority beside the unit tests, on
+# tests: 4 min cold) and the S3 server (hack/s3/build.sh: SeaweedFS, 8-16
+# min cold) build at the lowest priority beside the unit tests, on
 # the CPU they leave idle; e2e waits for them. A failed build fails the run
 # there. Its own session, so that one kill stops go build too; Linux
 # schedules a session as one autogroup, fair against the others whatever the
@@ -38,9 +39,15 @@ setsid nice -n 19 bash -c '
   set -e
   hack/k8s-rig/build.sh
   hack/k8s-rig/procnodes.sh --build
+  hack/s3/build.sh
   cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 -run "^$" ./... >/dev/null' >"$rig_log" 2>&1 &
 rig_pid=$!
-trap 'kill -- -$rig_pid 2>/dev/null || true; db_down' EXIT
+# The object-storage tests' S3 server, likewise (hack/s3.sh): started after
+# its build, stopped at the end unless it was running before.
+s3_was_up=false
+hack/s3.sh env >/dev/null 2>&1 && s3_was_up=true
+s3_down() { $s3_was_up || hack/s3.sh down >/dev/null 2>&1 || true; }
+trap 'kill -- -$rig_pid 2>/dev/null || true; db_down; s3_down' EXIT
 echo "== gofmt"
 bad=$(gofmt -l $(git ls-files '*.go' | grep -v '\.pb\.go$') 2>/dev/null || true)
 if [ -n "$bad" ]; then echo "gofmt would change: $bad"; exit 1; fi
@@ -70,6 +77,11 @@ fi
 grep -E '^(build|procnodes)\.sh:' "$rig_log" || true
 rm -f "$rig_log"
 phase "waiting for the rig's binaries"
+echo "== object storage: the S3 tests against a real S3 server (hack/s3.sh, SeaweedFS)"
+s3_env="$(hack/s3.sh up)" # not eval "$(...)": set -e would miss its failure
+eval "$s3_env"
+ELASTICDL_REQUIRE_S3=1 go test -race -count=1 -timeout 10m ./internal/storage/...
+phase "object storage"
 echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"
 (cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 ./...)
 phase "process node"
