@@ -353,12 +353,13 @@ func (p *Parquet) Read(start, end int64) (*Batch, error) {
 		return nil, fmt.Errorf("%s: read: %w", p.name, os.ErrClosed)
 	}
 	b := p.plan.newBatch(int(end - start))
+	vals := make([]parquet.Value, min(end-start, 1024))
 	// The file holding start: the last one starting at or before it.
 	fi := sort.Search(len(p.files), func(i int) bool { return p.starts[i+1] > start })
 	for ; start < end; fi++ {
 		f, base := p.files[fi], p.starts[fi]
 		hi := min(end, p.starts[fi+1])
-		if err := p.readFile(f, start-base, hi-base, base, b); err != nil {
+		if err := p.readFile(f, start-base, hi-base, base, b, vals); err != nil {
 			return nil, err
 		}
 		start = hi
@@ -369,13 +370,13 @@ func (p *Parquet) Read(start, end int64) (*Batch, error) {
 
 // readFile appends the file's rows [lo,hi) to b; base is the record number
 // of its row 0.
-func (p *Parquet) readFile(f *parquetFile, lo, hi, base int64, b *Batch) error {
+func (p *Parquet) readFile(f *parquetFile, lo, hi, base int64, b *Batch, vals []parquet.Value) error {
 	groups := f.pf.RowGroups()
 	gi := sort.Search(len(groups), func(i int) bool { return f.groups[i+1] > lo })
 	for ; lo < hi; gi++ {
 		g0 := f.groups[gi]
 		ghi := min(hi, f.groups[gi+1])
-		if err := p.readGroup(f, groups[gi], lo-g0, ghi-g0, base+g0, b); err != nil {
+		if err := p.readGroup(f, groups[gi], lo-g0, ghi-g0, base+g0, b, vals); err != nil {
 			return fmt.Errorf("%s: row group %d: %w", f.path, gi, err)
 		}
 		lo = ghi

@@ -17,12 +17,13 @@ type groupRows struct {
 	feats  []float32 // n × numDense
 	ids    []int64   // n × numCategorical
 	labels []int32
-	errs   []error // per row, the first column (in schema order) that failed
+	errs   []error         // per row, the first column (in schema order) that failed
+	vals   []parquet.Value // readChunk's buffer, one for the whole Read
 }
 
 // readGroup appends rows [lo,hi) of a row group to b; base is the record
 // number of the group's row 0.
-func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base int64, b *Batch) error {
+func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base int64, b *Batch, vals []parquet.Value) error {
 	n := int(hi - lo)
 	nd, nc := p.plan.numDense, p.plan.numCategorical
 	g := &groupRows{
@@ -30,6 +31,7 @@ func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base in
 		ids:    make([]int64, n*nc),
 		labels: make([]int32, n),
 		errs:   make([]error, n),
+		vals:   vals,
 	}
 	chunks := rg.ColumnChunks()
 	for i := range p.plan.cols {
@@ -37,7 +39,7 @@ func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base in
 			continue
 		}
 		kind := f.kind[i]
-		err := readChunk(chunks[f.leaf[i]], lo, n, func(row int, vals []parquet.Value) {
+		err := readChunk(chunks[f.leaf[i]], lo, n, g.vals, func(row int, vals []parquet.Value) {
 			for j, v := range vals {
 				p.decodeValue(i, kind, v, row+j, g)
 			}
@@ -60,15 +62,15 @@ func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base in
 }
 
 // readChunk calls fn with the values of rows [lo, lo+n) of a column chunk,
-// in order, page by page; row is the offset of vals[0] from lo. It seeks to
-// row lo through the offset index: earlier pages are not read.
-func readChunk(chunk parquet.ColumnChunk, lo int64, n int, fn func(row int, vals []parquet.Value)) error {
+// in order, page by page, through buf; row is the offset of vals[0] from
+// lo. It seeks to row lo through the offset index: earlier pages are not
+// read.
+func readChunk(chunk parquet.ColumnChunk, lo int64, n int, buf []parquet.Value, fn func(row int, vals []parquet.Value)) error {
 	pages := chunk.Pages()
 	defer pages.Close()
 	if err := pages.SeekToRow(lo); err != nil {
 		return fmt.Errorf("seek to row %d: %w", lo, err)
 	}
-	buf := make([]parquet.Value, min(n, 4096))
 	done := 0
 	for done < n {
 		page, err := pages.ReadPage()
