@@ -221,8 +221,11 @@ func openParquetFile(path string) (*parquetFile, error) {
 }
 
 // openParquetReader reads the footer of a file of size bytes through r.
-func openParquetReader(path string, r io.ReaderAt, size int64, closer io.Closer) (*parquetFile, error) {
-	pf, err := parquet.OpenFile(r, size, parquet.SkipBloomFilters(true))
+// Without an offset index (pyarrow writes none by default) a column chunk
+// is read from its start to the task's first row: the row group's earlier
+// pages are read, not the earlier row groups.
+func openParquetReader(path string, r io.ReaderAt, size int64, closer io.Closer, opts ...parquet.FileOption) (*parquetFile, error) {
+	pf, err := parquet.OpenFile(r, size, append(opts, parquet.SkipBloomFilters(true))...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not a Parquet file, or a truncated one: %w", path, err)
 	}

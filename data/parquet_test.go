@@ -424,3 +424,70 @@ func TestParquetReadSkipsEarlierRowGroups(t *testing.T) {
 		t.Errorf("read %d bytes for one record and %d at open, of a %d-byte file: want a few pages", read, footer, st.Size())
 	}
 }
+
+// TestParquetPagesV1Dictionary reads a file as other writers make them:
+// data pages v1, a dictionary-encoded string column, many pages a row
+// group; with its offset index and without (then a chunk is read from
+// its start): the records the schema CSV reader gives for the same values.
+func TestParquetPagesV1Dictionary(t *testing.T) {
+	ps := parquet.NewSchema("t", parquet.Group{
+		"y": parquet.Leaf(parquet.Int32Type),
+		"x": parquet.Leaf(parquet.DoubleType),
+		"s": parquet.Encoded(parquet.String(), &parquet.RLEDictionary),
+	})
+	col := func(name string) int { l, _ := ps.Lookup(name); return l.ColumnIndex }
+	var out bytes.Buffer
+	var lines []string
+	w := parquet.NewWriter(&out, ps, parquet.DataPageVersion(1), parquet.PageBufferSize(512), parquet.MaxRowsPerRowGroup(1500))
+	for i := range 5000 {
+		y, x, s := int32(i%3), float64(i)*0.25-7, fmt.Sprintf("v%d", i%13)
+		row := make(parquet.Row, 3)
+		row[col("y")] = parquet.Int32Value(y).Level(0, 0, col("y"))
+		row[col("x")] = parquet.DoubleValue(x).Level(0, 0, col("x"))
+		row[col("s")] = parquet.ByteArrayValue([]byte(s)).Level(0, 0, col("s"))
+		if _, err := w.WriteRows([]parquet.Row{row}); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, fmt.Sprintf("%d,%g,%s", y, x, s))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	path, csvPath := filepath.Join(dir, "v1.parquet"), filepath.Join(dir, "v1.csv")
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(csvPath, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	schema, _ := ParseSchema("y:label,x:num,s:hash(100)")
+	c, err := OpenCSVSchema(csvPath, schema, CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, index := range []bool{true, false} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, err := openParquetReader(path, f, int64(out.Len()), f, parquet.SkipPageIndex(!index))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := newParquet(path, []*parquetFile{pf}, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range [][2]int64{{0, 5000}, {1499, 1501}, {2222, 3777}, {4999, 5000}, {700, 701}} {
+			got, err := p.Read(r[0], r[1])
+			if err != nil {
+				t.Fatalf("page index %v: %v", index, err)
+			}
+			want, _ := c.Read(r[0], r[1])
+			sameRecords(t, fmt.Sprintf("page index %v, [%d,%d)", index, r[0], r[1]), got, want, 0)
+		}
+		p.Close()
+	}
+}
