@@ -183,10 +183,12 @@ func newParquet(name string, files []*parquetFile, schema Schema) (*Parquet, err
 		p.starts = append(p.starts, p.starts[len(p.starts)-1]+f.groups[len(f.groups)-1])
 	}
 	var err error
+	inferred := ""
 	if schema.Columns == nil {
 		if schema, err = defaultParquetSchema(files[0]); err != nil {
 			return nil, err
 		}
+		inferred = fmt.Sprintf(" (no schema given, so %s; give one: parquet://PATH?schema=...)", schema)
 	}
 	if p.plan, err = schema.plan(); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
@@ -194,7 +196,7 @@ func newParquet(name string, files []*parquetFile, schema Schema) (*Parquet, err
 	p.schema = Schema{Columns: slices.Clone(schema.Columns)}
 	for _, f := range files {
 		if err := f.bind(schema); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w%s", err, inferred)
 		}
 	}
 	return p, nil
@@ -297,8 +299,10 @@ func (f *parquetFile) bind(s Schema) error {
 		}
 		leaf, ok := f.pf.Schema().Lookup(c.Name)
 		switch {
+		case !ok && slices.Contains(fieldNames(f.pf), c.Name):
+			return fmt.Errorf("%s: column %q is a group: want a top-level column of values", f.path, c.Name)
 		case !ok:
-			return fmt.Errorf("%s: column %q (%v in the schema) is not in the file (it has %s)", f.path, c.Name, c.Kind, fieldNames(f.pf))
+			return fmt.Errorf("%s: column %q (%v in the schema) is not in the file (it has %s)", f.path, c.Name, c.Kind, strings.Join(fieldNames(f.pf), ", "))
 		case leaf.MaxRepetitionLevel > 0:
 			return fmt.Errorf("%s: column %q is repeated: want one value per row", f.path, c.Name)
 		}
@@ -311,12 +315,13 @@ func (f *parquetFile) bind(s Schema) error {
 	return nil
 }
 
-func fieldNames(pf *parquet.File) string {
+// fieldNames are the file's top-level columns.
+func fieldNames(pf *parquet.File) []string {
 	var names []string
 	for _, fd := range pf.Schema().Fields() {
 		names = append(names, fd.Name())
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 // Name returns the path or URI the source was opened with.

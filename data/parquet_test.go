@@ -296,6 +296,25 @@ func TestParquetDefaultSchema(t *testing.T) {
 	if got := p.Schema().String(); got != "age:num,city:cat,label:label,tags:ignore" && got != "label:label,age:num,city:cat,tags:ignore" {
 		t.Errorf("inferred schema %q", got)
 	}
+	// No column named label, and the last one (tags) cannot be one.
+	type noLabel struct {
+		Age  float64 `parquet:"age"`
+		Addr struct {
+			City string `parquet:"city"`
+		} `parquet:"addr"`
+		Tag string `parquet:"tag"`
+	}
+	other := filepath.Join(filepath.Dir(path), "other.parquet")
+	if err := parquet.WriteFile(other, []noLabel{{Age: 1, Tag: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(other); err == nil || !strings.Contains(err.Error(), `column "tag" is BYTE_ARRAY, which label columns do not read`) ||
+		!strings.Contains(err.Error(), "no schema given, so age:num,addr:ignore,tag:label; give one") {
+		t.Errorf("a file whose label cannot be inferred: %v", err)
+	}
+	if _, err := Open("parquet://" + other + "?schema=tag:cat,addr:num,age:label"); err == nil || !strings.Contains(err.Error(), `column "addr" is a group`) {
+		t.Errorf("a group column: %v", err)
+	}
 	b, err := p.Read(0, 2)
 	if err != nil || b.N != 2 || !slices.Equal(b.Labels, []int32{1, 0}) || !slices.Equal(b.Features, []float32{30, 40.5}) {
 		t.Fatalf("read: %v, %+v", err, b)
