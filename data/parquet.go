@@ -226,10 +226,11 @@ func openParquetFile(path string) (*parquetFile, error) {
 // Without an offset index (pyarrow writes none by default) a column chunk
 // is read from its start to the task's first row: the row group's earlier
 // pages are read, not the earlier row groups.
-func openParquetReader(path string, r io.ReaderAt, size int64, closer io.Closer, opts ...parquet.FileOption) (*parquetFile, error) {
+func openParquetReader(path string, r io.ReaderAt, size int64, closer io.Closer, opts ...parquet.FileOption) (_ *parquetFile, err error) {
+	defer recoverDamage(&err, path+": ")
 	pf, err := parquet.OpenFile(r, size, append(opts, parquet.SkipBloomFilters(true))...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a Parquet file, or a truncated one: %w", path, err)
+		return nil, fmt.Errorf("%s: not a Parquet file, or a truncated or damaged one: %w", path, err)
 	}
 	f := &parquetFile{path: path, closer: closer, pf: pf, groups: []int64{0}}
 	for _, rg := range pf.RowGroups() {
@@ -311,6 +312,13 @@ func (f *parquetFile) bind(s Schema) error {
 			return fmt.Errorf("%s: column %q is %v, which %v columns do not read (it reads %v)", f.path, c.Name, k, c.Kind, parquetKinds[c.Kind])
 		}
 		f.leaf[i], f.kind[i] = leaf.ColumnIndex, k
+		for g, rg := range f.pf.RowGroups() {
+			// A column of one value per row has as many values as its rows,
+			// nulls included: what Read trusts (and a damaged footer breaks).
+			if nv, nr := rg.ColumnChunks()[leaf.ColumnIndex].NumValues(), rg.NumRows(); nv != nr {
+				return fmt.Errorf("%s: row group %d: column %q holds %d values for %d rows: a damaged footer", f.path, g, c.Name, nv, nr)
+			}
+		}
 	}
 	return nil
 }

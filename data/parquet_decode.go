@@ -23,7 +23,8 @@ type groupRows struct {
 
 // readGroup appends rows [lo,hi) of a row group to b; base is the record
 // number of the group's row 0.
-func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base int64, b *Batch, vals []parquet.Value) error {
+func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base int64, b *Batch, vals []parquet.Value) (err error) {
+	defer recoverDamage(&err, "") // readFile names the file
 	n := int(hi - lo)
 	nd, nc := p.plan.numDense, p.plan.numCategorical
 	g := &groupRows{
@@ -39,7 +40,7 @@ func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base in
 			continue
 		}
 		kind := f.kind[i]
-		err := readChunk(chunks[f.leaf[i]], lo, n, g.vals, func(row int, vals []parquet.Value) {
+		err = readChunk(chunks[f.leaf[i]], lo, n, g.vals, func(row int, vals []parquet.Value) {
 			for j, v := range vals {
 				p.decodeValue(i, kind, v, row+j, g)
 			}
@@ -59,6 +60,17 @@ func (p *Parquet) readGroup(f *parquetFile, rg parquet.RowGroup, lo, hi, base in
 		b.Index = append(b.Index, base+lo+int64(r))
 	}
 	return nil
+}
+
+// recoverDamage turns a panic of the Parquet library into *err: it trusts
+// the lengths and offsets a file declares, so a damaged file can make it
+// slice out of range, and one bad file must not kill the worker reading it.
+// where prefixes the error (the file, where the caller's errors do not
+// name it).
+func recoverDamage(err *error, where string) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%sdamaged Parquet data: %v", where, r)
+	}
 }
 
 // readChunk calls fn with the values of rows [lo, lo+n) of a column chunk,

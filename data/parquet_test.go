@@ -351,8 +351,8 @@ func TestParquetBadInput(t *testing.T) {
 	emptyDir := filepath.Join(dir, "empty")
 	os.Mkdir(emptyDir, 0o755)
 	for _, tc := range []struct{ uri, want string }{
-		{notParquet, notParquet + ": not a Parquet file, or a truncated one"},
-		{truncated, truncated + ": not a Parquet file, or a truncated one"},
+		{notParquet, notParquet + ": not a Parquet file, or a truncated or damaged one"},
+		{truncated, truncated + ": not a Parquet file, or a truncated or damaged one"},
 		{badDir, filepath.Join(badDir, "b.parquet") + ": not a Parquet file"},
 		{"parquet://" + emptyDir, "no *.parquet file in the directory"},
 		{"parquet://" + good + "?schema=label:label,nope:num", good + `: column "nope" (num in the schema) is not in the file`},
