@@ -54,7 +54,9 @@ const schemaKey = "elasticdl.schema"
 //
 // Read looks up the row groups that cover the range in the footer's row
 // counts and seeks each column chunk to its first row with the offset index,
-// so a task reads only its own pages.
+// so a task reads only its own pages (a file without an offset index: the
+// row group's pages up to them). A damaged file is an error naming the file,
+// at Open when its footer is, at Read when a page is.
 type Parquet struct {
 	name   string
 	files  []*parquetFile
