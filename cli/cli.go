@@ -95,7 +95,7 @@ func commands() []command {
 		{name: "ps", summary: "a job's parameter server (launched by the master)", run: runPS, hidden: true},
 		{name: "ringd", summary: "a Python worker's helper that runs the Go collective ring for it (started by the SDK)", run: runRingd, hidden: true},
 		{name: "zoo", summary: "list the built-in models", run: runZoo},
-		{name: "data", summary: "export a data source as CSV that any reader takes (the Python SDK's too)", run: runData, args: "export"},
+		{name: "data", summary: "export a data source as CSV that any reader takes (the Python SDK's too) or as Parquet", run: runData, args: "export"},
 		{name: "version", summary: "print the version, commit, Go version and BLAS backend", run: runVersion},
 	}
 }

@@ -17,7 +17,7 @@ var flagGroups = []struct {
 	flags []string
 }{
 	{"Model", []string{"model_def", "model_params", "worker_command", "num_classes", "optimizer", "seed"}},
-	{"Data", []string{"training_data", "validation_data", "prediction_data", "prediction_outputs", "evaluation_steps", "num_epochs", "keep_snapshot", "snapshot_max_age", "data", "start", "end"}},
+	{"Data", []string{"training_data", "validation_data", "prediction_data", "prediction_outputs", "evaluation_steps", "num_epochs", "keep_snapshot", "snapshot_max_age", "data", "start", "end", "row_group"}},
 	{"Job size", []string{"num_workers", "min_workers", "num_ps_pods", "minibatch_size", "num_minibatches_per_task", "workers", "ps"}},
 	{"Strategy and SGD", []string{"distribution_strategy", "use_async", "grads_to_wait", "sync_version_tolerance", "lr_staleness_modulation", "overlap_push", "transport_dtype", "ps_transport",
 		"collective_port", "global_batch_size", "collective_addr"}},

@@ -55,7 +55,7 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 	fs.StringVar(&cfg.ModelDef, "model_def", "", "model to train: one of `elasticdl zoo` (e.g. fashion_mnist.cnn), or a model file path/model.yaml (docs/models.md)")
 	fs.StringVar(&cfg.ModelParams, "model_params", "", "the model's parameters, semicolon-separated key=value (e.g. 'fields=62; dense=23'; `elasticdl zoo` lists what each model takes)")
-	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain), a CSV file, csv://PATH?schema=..., synthetic-ctr://?... or a database table, sqlite://, postgres:// or mysql://...?table=T&label=C (docs/training.md, Data)")
+	fs.StringVar(&cfg.TrainingData, "training_data", "", "training data: an IDX images file (.gz or plain), a CSV file, csv://PATH?schema=..., a Parquet file or directory (parquet://PATH?schema=...), synthetic-ctr://?... or a database table, sqlite://, postgres:// or mysql://...?table=T&label=C (docs/training.md, Data)")
 	fs.StringVar(&cfg.ValidationData, "validation_data", "", "data to evaluate the trained model on (optional)")
 	fs.Int64Var(&cfg.EvaluationSteps, "evaluation_steps", 0, "evaluate on --validation_data each time the model version crosses a multiple of this (0: only at the end)")
 	fs.StringVar(&cfg.Output, "output", "", "directory for the trained model, job_summary.json and logs")

@@ -7,9 +7,11 @@
 // gzipped, see OpenIDX), CSV files (see OpenCSV), CSV files with a declared
 // schema of numeric and categorical columns (see OpenCSVSchema and the
 // csv:// URI of Open), a synthetic click-through-rate generator (see
-// NewSyntheticCTR and the synthetic-ctr:// URI of Open), and the snapshot
+// NewSyntheticCTR and the synthetic-ctr:// URI of Open), the snapshot
 // of a database table's or query's rows (see OpenSQL and the sqlite://,
-// postgres:// and mysql:// URIs of Open).
+// postgres:// and mysql:// URIs of Open), and Parquet files or directories
+// of them, their columns bound by name to a schema (see OpenParquet and the
+// parquet:// URI of Open).
 //
 // Recommender sources also fill Batch.Categorical with one id per
 // categorical field per record. The ids of all fields share one id space
@@ -99,12 +101,14 @@ var (
 	_ CategoricalSource = (*SchemaCSV)(nil)
 	_ CategoricalSource = (*SyntheticCTR)(nil)
 	_ CategoricalSource = (*SQL)(nil)
+	_ CategoricalSource = (*Parquet)(nil)
 )
 
 // supportedFormats is appended to Open errors so the user sees what would work.
 const supportedFormats = `supported: IDX images files whose name contains "idx3-ubyte", ` +
 	`plain or gzipped (e.g. MNIST train-images-idx3-ubyte.gz; the labels file is found by name); ` +
 	`CSV files named *.csv; CSV files with a declared schema, csv://PATH?schema=y:label,x:num,c:hash(1000); ` +
+	`Parquet files named *.parquet or a directory of them, parquet://PATH?schema=y:label,x:num,c:hash(1000) to name their columns' kinds; ` +
 	`generated click-through-rate data, synthetic-ctr://?records=N&seed=S; ` +
 	`a database table's or query's rows, sqlite://PATH, postgres://USER:PASSWORD@HOST:PORT/DB or ` +
 	`mysql://USER:PASSWORD@tcp(HOST:PORT)/DB with ?table=NAME or ?query=SQL and &label=COLUMN`
@@ -119,7 +123,10 @@ const supportedFormats = `supported: IDX images files whose name contains "idx3-
 // OpenSyntheticCTR), and "sqlite://...", "postgres://..." and "mysql://..."
 // with snapshot= name the snapshot of a table's or query's rows that a
 // job's master made (see OpenSQL; the master turns table= and query= into
-// snapshot=). Otherwise only local paths are supported.
+// snapshot=). A name ending in ".parquet", or a directory holding
+// *.parquet files, is read with OpenParquet and its default schema, and
+// "parquet://PATH?schema=..." with the schema given (see OpenParquetURI).
+// Otherwise only local paths are supported.
 func Open(uri string) (Source, error) {
 	if i := strings.Index(uri, "://"); i > 0 {
 		// Not s, err directly: a nil pointer in a Source would not be == nil.
@@ -130,6 +137,12 @@ func Open(uri string) (Source, error) {
 				return nil, err
 			}
 			return s, nil
+		case parquetScheme:
+			p, err := OpenParquetURI(uri)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
 		case syntheticCTRScheme:
 			g, err := OpenSyntheticCTR(uri)
 			if err != nil {
@@ -161,6 +174,12 @@ func Open(uri string) (Source, error) {
 			return nil, err
 		}
 		return c, nil
+	case strings.EqualFold(filepath.Ext(base), ".parquet") || isParquetDir(uri):
+		p, err := OpenParquet(uri, Schema{})
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	return nil, fmt.Errorf("data: open %s: %w (%s)", uri, ErrUnsupportedFormat, supportedFormats)
 }

@@ -17,6 +17,8 @@ train on the same records:
   (an ``elasticdl sql`` job's, or ``--training_data=sqlite://...?table=``),
   read through the elasticdl binary (``elasticdl data serve``), the Go
   workers' own reader: no database driver in Python, and the same records.
+* ``*.parquet``, a directory of them, ``parquet://PATH?schema=...``: read the
+  same way, through the Go workers' reader (no pyarrow needed).
 
 A user's own format: pass ``reader=`` to :meth:`elasticdl.Job.batches`, a
 callable ``(name, start, end) -> Records``.
@@ -79,19 +81,30 @@ def open_source(name):
         scheme = name.split("://", 1)[0]
         if scheme == "csv":
             return SchemaCSV(name)
-        if scheme in GO_SCHEMES:
+        if scheme in GO_SCHEMES or scheme == "parquet":
             return GoSource(name)
         if scheme == "synthetic-ctr":
             raise DataError("%s: generated data is read by elasticdl's Go workers only; write it to a file with "
                             "`elasticdl data export --data=%s --output=FILE.csv` and train on the csv:// URI it prints" % (name, name))
-        raise DataError("%s: unsupported scheme %r (IDX files, *.csv, csv://PATH?schema=..., %s)"
+        raise DataError("%s: unsupported scheme %r (IDX files, *.csv, csv://PATH?schema=..., *.parquet, parquet://, %s)"
                         % (name, scheme, ", ".join(s + "://" for s in GO_SCHEMES)))
     base = os.path.basename(name)
     if "idx3-ubyte" in base:
         return IDX(name)
     if base.lower().endswith(".csv"):
         return PlainCSV(name)
-    raise DataError("%s: unsupported data format (IDX images files named *idx3-ubyte*, *.csv, csv://PATH?schema=...)" % name)
+    if base.lower().endswith(".parquet") or _parquet_dir(name):
+        return GoSource(name)  # decoded by the Go reader: no pyarrow, the Go workers' records
+    raise DataError("%s: unsupported data format (IDX images files named *idx3-ubyte*, *.csv, csv://PATH?schema=..., "
+                    "*.parquet or a directory of them)" % name)
+
+
+def _parquet_dir(path):
+    """Whether path is a directory holding a *.parquet file (as data.Open)."""
+    try:
+        return any(e.is_file() and e.name.lower().endswith(".parquet") for e in os.scandir(path))
+    except OSError:
+        return False
 
 
 GO_SCHEMES = ("sqlite", "postgres", "postgresql", "mysql")

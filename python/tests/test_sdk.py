@@ -382,7 +382,7 @@ class SDKTest(unittest.TestCase):
 
     def test_readers(self):
         with self.assertRaisesRegex(data.DataError, "unsupported data format"):
-            data.open_source("/tmp/x.parquet")
+            data.open_source("/tmp/x.orc")
         with self.assertRaisesRegex(data.DataError, "elasticdl data export"):
             data.open_source("synthetic-ctr://?records=10")
         with self.assertRaisesRegex(data.DataError, r"records \[0, 21\) are out of range \(it has 20\)"):
@@ -395,9 +395,13 @@ class SDKTest(unittest.TestCase):
         # The Go reader's own error, one line, and no helper left running.
         with self.assertRaisesRegex(data.DataError, r"^datasource sqlite:///nonexistent/x\.db\?label=y&snapshot=s: snapshot=s: not a snapshot's name"):
             data.open_source("sqlite:///nonexistent/x.db?label=y&snapshot=s")
+        with self.assertRaisesRegex(data.DataError, r"^stat /nonexistent/x\.parquet: no such file"):
+            data.open_source("/nonexistent/x.parquet")
         with mock.patch.dict(os.environ, {"ELASTICDL_BINARY": "", "PATH": ""}):
             with self.assertRaisesRegex(data.DataError, "ELASTICDL_BINARY is unset"):
                 data.open_source("postgres://u@h:1/db?label=y&snapshot=s")
+            with self.assertRaisesRegex(data.DataError, "ELASTICDL_BINARY is unset"):
+                data.open_source("parquet:///data/train?schema=y:label,x:num")
 
     def test_shard_of_matches_go(self):
         # internal/ps/shard's FNV-1a 32 test vectors.

@@ -199,6 +199,7 @@ func TestPythonReadersMatchGo(t *testing.T) {
 		filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
 		"csv://" + csvPath + "?schema=y:label,a:num,b:num,c:num,d:cat,e:hash(50),f:hash(7),g:cat(red|green|blue)",
 		sqliteSnapshot(t), // through `elasticdl data serve`
+		parquetSource(t),  // two files, through `elasticdl data serve` too
 	}
 	for _, src := range sources {
 		goBatch, err := readGo(src, 3, 203)
