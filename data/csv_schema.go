@@ -176,11 +176,7 @@ func (s *SchemaCSV) IDBound() int64 { return s.plan.idBound }
 
 // Schema returns the schema the file is read with.
 func (s *SchemaCSV) Schema() Schema {
-	cols := slices.Clone(s.schema.Columns)
-	for i := range cols {
-		cols[i].Vocabulary = slices.Clone(cols[i].Vocabulary)
-	}
-	return Schema{Columns: cols}
+	return s.schema.clone()
 }
 
 // Read decodes records [start,end); see SchemaCSV for what makes a record

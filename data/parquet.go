@@ -352,11 +352,7 @@ func (p *Parquet) IDBound() int64 { return p.plan.idBound }
 
 // Schema returns the schema the files are read with.
 func (p *Parquet) Schema() Schema {
-	cols := slices.Clone(p.schema.Columns)
-	for i := range cols {
-		cols[i].Vocabulary = slices.Clone(cols[i].Vocabulary)
-	}
-	return Schema{Columns: cols}
+	return p.schema.clone()
 }
 
 // Read decodes records [start,end), reading only the row groups and pages

@@ -75,6 +75,16 @@ type Schema struct {
 	Columns []Column
 }
 
+// clone is a deep copy: a caller may change it without touching a
+// reader's schema.
+func (s Schema) clone() Schema {
+	cols := slices.Clone(s.Columns)
+	for i := range cols {
+		cols[i].Vocabulary = slices.Clone(cols[i].Vocabulary)
+	}
+	return Schema{Columns: cols}
+}
+
 const (
 	catIDBase = int64(1) << 62 // cat ids are in [catIDBase, 2*catIDBase); bounded ones below it
 
