@@ -21,6 +21,7 @@ command -v ss >/dev/null || need+=(iproute2)
 command -v ps >/dev/null && command -v pgrep >/dev/null || need+=(procps)
 command -v setsid >/dev/null && command -v flock >/dev/null || need+=(util-linux)
 command -v sha256sum >/dev/null || need+=(coreutils)
+command -v curl >/dev/null || need+=(curl) # hack/s3.sh signs its requests with curl --aws-sigv4
 # With --pytorch (the test suite: hack/test.sh, hack/e2e.sh), what PyTorch
 # workers need (python/elasticdl, examples/pytorch, the TestPyTorch*
 # tests): Debian's torch, grpcio and protobuf for /usr/bin/python3, and
