@@ -30,6 +30,9 @@ const (
 	// fraction of its equal share: it keeps training, and its rate keeps
 	// being measured.
 	minShareFraction = 0.1
+	// minStepRecords is the fewest records a member trains in a step
+	// when more are there: a model with BatchNorm cannot train on one.
+	minStepRecords = 2
 )
 
 // rateMeter is a member's compute rate, records per second, smoothed.
@@ -101,7 +104,7 @@ func balancedShare(global, minibatch, rank, size int, rates []float32, balancing
 		fastest = max(fastest, float64(r))
 	}
 	mine := float64(rates[rank])
-	floor := max(1, int64(minShareFraction*float64(equal)))
+	floor := max(min(minStepRecords, equal), int64(minShareFraction*float64(equal)))
 	if global <= 0 {
 		return max(floor, int64(math.Round(float64(minibatch)*mine/fastest)))
 	}

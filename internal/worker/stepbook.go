@@ -33,9 +33,14 @@ func (b *stepBook) pending() *ringTask {
 }
 
 // take puts up to n next records of rt into step; it returns the records
-// [start,end) taken.
+// [start,end) taken. A rest shorter than minStepRecords goes with them:
+// shares by rate cut tasks at any record, and a later step of one record
+// would fail a BatchNorm model.
 func (b *stepBook) take(rt *ringTask, n, step int64) (start, end int64) {
 	start, end = rt.next, min(rt.next+n, rt.total())
+	if rest := rt.total() - end; rest > 0 && rest < minStepRecords {
+		end = rt.total()
+	}
 	rt.next = end
 	b.records = append(b.records, stepRecord{task: rt, start: start, end: end, step: step})
 	return start, end

@@ -43,6 +43,20 @@ func TestStepBookConfirm(t *testing.T) {
 
 // When a ring re-forms, the records the agreed state holds count as
 // confirmed by it; the others go back to their task, in order.
+// TestStepBookNoTailOfOne: shares by rate cut tasks anywhere, and a last
+// record alone would be a step BatchNorm cannot train; it goes with the
+// step before (python/tests/test_ringbook.py: test_no_tail_of_one_record).
+func TestStepBookNoTailOfOne(t *testing.T) {
+	for _, c := range []struct {
+		n, wantEnd int64
+	}{{4, 4}, {5, 6}, {6, 6}, {8, 6}} {
+		b, rt := &stepBook{}, bookTask(1, 6, 0)
+		if s, e := b.take(rt, c.n, 1); s != 0 || e != c.wantEnd {
+			t.Errorf("take(%d) of 6 = [%d,%d), want [0,%d)", c.n, s, e, c.wantEnd)
+		}
+	}
+}
+
 func TestStepBookSettle(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

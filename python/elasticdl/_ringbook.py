@@ -102,6 +102,9 @@ def step_share(global_batch, minibatch, rank, size):
 RATE_EMA = 0.3
 BALANCE_BELOW, BALANCE_WITHIN, BALANCE_STEPS = 0.5, 0.7, 3
 MIN_SHARE_FRACTION = 0.1
+# The fewest records a member trains in a step when more are there: a
+# model with BatchNorm cannot train on one.
+MIN_STEP_RECORDS = 2
 
 
 def observe_rate(rate, records, seconds):
@@ -142,7 +145,7 @@ def balanced_share(global_batch, minibatch, rank, size, rates, balancing):
     if not balancing or len(rates) != size or rank >= size or rates[rank] <= 0:
         return equal
     fastest, mine = max(rates), float(rates[rank])
-    floor = max(1, int(MIN_SHARE_FRACTION * equal))
+    floor = max(min(MIN_STEP_RECORDS, equal), int(MIN_SHARE_FRACTION * equal))
     if global_batch <= 0:
         return max(floor, _round(minibatch * mine / fastest))
     total = sum(r if r > 0 else fastest for r in rates)
@@ -199,8 +202,12 @@ class StepBook:
         return None
 
     def take(self, rt, n, step):
-        """Puts up to n next records of rt into step: returns [start, end)."""
+        """Puts up to n next records of rt into step: returns [start, end).
+        A rest shorter than MIN_STEP_RECORDS goes with them (shares by rate
+        cut tasks at any record; a step of one fails a BatchNorm model)."""
         start, end = rt.next, min(rt.next + n, rt.total())
+        if 0 < rt.total() - end < MIN_STEP_RECORDS:
+            end = rt.total()
         rt.next = end
         self.records.append([rt, start, end, step, 0.0])
         return start, end

@@ -56,7 +56,8 @@ class Encodings(unittest.TestCase):
                 ("the fast ones keep a minibatch", 0, 64, 0, 3, [100, 100, 35], 64),
                 ("the fastest sets the scale", 0, 64, 1, 3, [50, 100, 100], 64),
                 ("never below the floor", 0, 64, 2, 3, [1000, 1000, 1], 6),
-                ("never below one record", 0, 4, 2, 3, [1000, 1000, 1], 1),
+                ("never below two records (BatchNorm)", 0, 4, 2, 3, [1000, 1000, 1], 2),
+                ("one record when the equal share is one", 0, 1, 2, 3, [1000, 1000, 1], 1),
                 ("global, equal rates", 96, 64, 0, 3, [100, 100, 100], 32),
                 ("global, the slow member's part", 96, 64, 2, 3, [100, 100, 35], 14),
                 ("global, a fast member's part", 96, 64, 0, 3, [100, 100, 35], 41),
@@ -110,6 +111,18 @@ class Book(unittest.TestCase):
         self.assertEqual((a.confirmed, a.report.records, a.report.steps, a.report.loss_sum), (8, 8, 2, 2.0))
         self.assertEqual(b.confirm(3), [a])
         self.assertTrue(b.empty())
+
+    def test_no_tail_of_one_record(self):
+        # Shares by rate cut tasks anywhere: a last record alone would be a
+        # step BatchNorm cannot train (Go: TestStepBookNoTailOfOne).
+        b, a = rb.StepBook(), task(1, 10)
+        b.add(a)
+        self.assertEqual(b.take(a, 4, 1), (0, 4))
+        self.assertEqual(b.take(a, 5, 2), (4, 10))
+        self.assertIsNone(b.pending())
+        c = task(2, 10)
+        b.add(c)
+        self.assertEqual(b.take(c, 8, 3), (0, 8))  # two left: a step of their own
 
     def test_resumes_after_done(self):
         b, a = rb.StepBook(), task(1, 10, done=6)
