@@ -9,6 +9,7 @@ import (
 	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/master"
+	"elasticdl/internal/storage"
 )
 
 // runEvaluate evaluates a saved model (a checkpoint directory or a training
@@ -86,8 +87,11 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 			return err
 		}
 	}
-	if _, err := os.Stat(cfg.CheckpointDirForInit); err != nil {
-		return fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+	// On object storage the master's check reads the checkpoint itself.
+	if !storage.IsRemote(cfg.CheckpointDirForInit) {
+		if _, err := os.Stat(cfg.CheckpointDirForInit); err != nil {
+			return fmt.Errorf("--checkpoint_dir_for_init: %w", err)
+		}
 	}
 	if cfg.PredictionOutputs != "" {
 		dir := filepath.Dir(cfg.PredictionOutputs)

@@ -64,7 +64,10 @@ echo "== unit and integration tests (race detector)"
 # of it, under CI's load), and go test's timeout is per package.
 report_bin=$(mktemp -t elasticdl-testreport.XXXXXX)
 go build -o "$report_bin" ./hack/testreport
-go test -race -count=1 -timeout 45m -json ./... | "$report_bin" -slowest 40
+# TestCrashConsistency runs once, in the object-storage phase, with its
+# checkpoints on S3 (the harder backend; the local one is every other
+# checkpoint test's).
+go test -race -count=1 -timeout 45m -json -skip '^TestCrashConsistency$' ./... | "$report_bin" -slowest 40
 rm -f "$report_bin"
 phase "unit and integration tests (race detector)"
 echo "== the job core's simulations, without the race detector (one goroutine each: nothing to race)"
@@ -80,7 +83,8 @@ phase "waiting for the rig's binaries"
 echo "== object storage: the S3 tests against a real S3 server (hack/s3.sh, SeaweedFS)"
 s3_env="$(hack/s3.sh up)" # not eval "$(...)": set -e would miss its failure
 eval "$s3_env"
-ELASTICDL_REQUIRE_S3=1 go test -race -count=1 -timeout 10m ./internal/storage/...
+ELASTICDL_REQUIRE_S3=1 go test -race -count=1 -timeout 10m ./internal/storage/... ./internal/ps/checkpoint/...
+ELASTICDL_REQUIRE_S3=1 go test -count=1 -timeout 15m -run '^TestCrashConsistency$' ./test/local
 phase "object storage"
 echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"
 (cd hack/k8s-rig/procnode && go vet ./... && go test -count=1 ./...)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"slices"
 
 	"elasticdl/internal/atomicfile"
@@ -45,7 +44,7 @@ type Table struct {
 func Load(spec model.Spec, dir string) (Loaded, error) {
 	set, err := checkpoint.Load(dir, nil)
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		if ms, merr := checkpoint.Load(filepath.Join(dir, jobModelDir), nil); merr == nil {
+		if ms, merr := checkpoint.Load(checkpoint.Join(dir, jobModelDir), nil); merr == nil {
 			set, err = ms, nil
 		}
 	}

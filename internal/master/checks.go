@@ -80,7 +80,7 @@ func loadInit(cfg *Config, log *slog.Logger) (*checkpoint.Set, error) {
 	if !errors.Is(err, checkpoint.ErrNoCheckpoint) {
 		return set, err
 	}
-	model := filepath.Join(cfg.CheckpointDirForInit, jobModelDir)
+	model := checkpoint.Join(cfg.CheckpointDirForInit, jobModelDir)
 	if ms, merr := checkpoint.Load(model, log); merr == nil {
 		log.Info("--checkpoint_dir_for_init names a training job's output directory: starting from its model", "dir", model)
 		cfg.CheckpointDirForInit = model

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/master"
 	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/storage"
+	"elasticdl/internal/storage/storagetest"
 )
 
 // TestSilentWorkerIsReplaced freezes a worker (SIGSTOP): it stays alive to
@@ -73,9 +76,25 @@ func TestSupervisorKilledLeavesNoOrphans(t *testing.T) {
 // workers and PS — the same processes; every epoch's ledger, read from what
 // the PS hold, is exact to the minibatch; the model holds each minibatch
 // once; and the accuracy is within a point of an undisturbed run.
+//
+// Where an S3 server is named (storagetest.Available: CI runs this test
+// in its object-storage phase), the checkpoints go to it, and evaluate
+// and predict then read the model from there.
 func TestCrashConsistency(t *testing.T) {
 	needData(t)
 	ckpt := t.TempDir()
+	if storagetest.Available() {
+		ckpt = storagetest.Location(t)
+	}
+	s := crashConsistency(t, ckpt)
+	if storage.IsRemote(ckpt) {
+		fromS3(t, ckpt, s)
+	}
+}
+
+// crashConsistency runs TestCrashConsistency's job with its checkpoints
+// in ckpt and returns its summary.
+func crashConsistency(t *testing.T, ckpt string) master.Summary {
 	// Epochs enough for the kills to land in training: a kill waits for
 	// the processes the last one replaced (the 3 epochs this test had
 	// took 5 s once pushes and pulls left gRPC, 5 epochs ended before the
@@ -177,4 +196,5 @@ func TestCrashConsistency(t *testing.T) {
 		t.Errorf("accuracy %.4f, more than a point under the undisturbed %.4f", s.Eval.Accuracy, base.Eval.Accuracy)
 	}
 	noOrphans(t, killed)
+	return s
 }

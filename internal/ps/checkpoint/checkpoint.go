@@ -11,6 +11,11 @@
 // partial file under a real name; readers skip such versions and take the
 // newest complete one.
 //
+// root may also be s3://bucket/prefix: an object store has no rename, so
+// there a version becomes whole only through a manifest,
+// version-<N>/COMPLETE, which the shard whose part completes the set
+// writes last; readers take only versions with one (remote.go).
+//
 // Shards write their files independently, each when its own version
 // reaches a multiple of the checkpoint interval, so the newest version is
 // often incomplete for a while. Load re-shards: a version written by n
@@ -19,6 +24,7 @@ package checkpoint
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -34,6 +40,7 @@ import (
 
 	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/ps/shard"
+	"elasticdl/internal/storage"
 	"elasticdl/internal/wire"
 	"elasticdl/proto/pserverpb"
 )
@@ -51,7 +58,7 @@ var ErrNoCheckpoint = errors.New("no complete checkpoint")
 
 // VersionDir is the directory of one version under root.
 func VersionDir(root string, version int64) string {
-	return filepath.Join(root, versionPrefix+strconv.FormatInt(version, 10))
+	return Join(root, versionPrefix+strconv.FormatInt(version, 10))
 }
 
 // FileName is the name of shard's file in a version written by numShards
@@ -62,7 +69,7 @@ func FileName(shard, numShards int) string {
 
 // Path is the file of one shard of one version.
 func Path(root string, version int64, shard, numShards int) string {
-	return filepath.Join(VersionDir(root, version), FileName(shard, numShards))
+	return Join(root, versionPrefix+strconv.FormatInt(version, 10), FileName(shard, numShards))
 }
 
 // parseVersionDir returns N of "version-N".
@@ -114,72 +121,35 @@ func Write(root string, c *pserverpb.Checkpoint) (string, error) {
 	if err := check(c, c.GetVersion(), int(c.GetShard()), int(c.GetNumShards())); err != nil {
 		return "", fmt.Errorf("checkpoint: version %d shard %d of %d: %w", c.GetVersion(), c.GetShard(), c.GetNumShards(), err)
 	}
-	b, err := proto.Marshal(c)
+	ctx := context.Background()
+	be, err := open(ctx, root)
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: encode version %d shard %d: %w", c.GetVersion(), c.GetShard(), err)
-	}
-	dir := VersionDir(root, c.GetVersion())
-	if err := mkdirSynced(root, dir); err != nil {
 		return "", err
 	}
-	name := FileName(int(c.GetShard()), int(c.GetNumShards()))
-	path := filepath.Join(dir, name)
-	if err := atomicfile.Write(path, b); err != nil {
-		return "", fmt.Errorf("checkpoint: %w", err)
+	if err := write(ctx, be, c); err != nil {
+		return "", err
 	}
-	removeOtherLayouts(dir, int(c.GetNumShards()))
-	return path, nil
+	return Path(root, c.GetVersion(), int(c.GetShard()), int(c.GetNumShards())), nil
 }
 
-// mkdirSynced creates root and dir, syncing root when dir is new so the
-// version directory's entry survives a crash along with the files in it.
-func mkdirSynced(root, dir string) error {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: create %s: %w", root, err)
-	}
-	err := os.Mkdir(dir, 0o755)
-	if errors.Is(err, fs.ErrExist) {
-		return nil
-	}
+func write(ctx context.Context, be backend, c *pserverpb.Checkpoint) error {
+	b, err := proto.Marshal(c)
 	if err != nil {
-		return fmt.Errorf("checkpoint: create %s: %w", dir, err)
+		return fmt.Errorf("checkpoint: encode version %d shard %d: %w", c.GetVersion(), c.GetShard(), err)
 	}
-	if err := atomicfile.SyncDir(root); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	return nil
+	return be.write(ctx, c.GetVersion(), int(c.GetShard()), int(c.GetNumShards()), b)
 }
 
-// removeOtherLayouts deletes, best effort, checkpoint files in dir written
-// by a number of shards other than numShards: within one job every shard
-// agrees on it, so such files are an earlier job's.
-func removeOtherLayouts(dir string, numShards int) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if _, n, ok := parseFileName(e.Name()); ok && n != numShards {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-// Versions lists the versions under root that have a directory, complete
-// or not, newest first. A missing root is an error wrapping fs.ErrNotExist.
+// Versions lists the versions under root that have a directory (or any
+// object), complete or not, newest first. A missing local root is an
+// error wrapping fs.ErrNotExist.
 func Versions(root string) ([]int64, error) {
-	entries, err := os.ReadDir(root)
+	ctx := context.Background()
+	be, err := open(ctx, root)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: read %s: %w", root, err)
+		return nil, err
 	}
-	var vs []int64
-	for _, e := range entries {
-		if v, ok := parseVersionDir(e.Name()); ok && e.IsDir() {
-			vs = append(vs, v)
-		}
-	}
-	slices.SortFunc(vs, func(a, b int64) int { return cmp.Compare(b, a) })
-	return vs, nil
+	return be.versions(ctx)
 }
 
 // Set is one complete version: every shard's file, decoded and checked.
@@ -196,31 +166,49 @@ type Set struct {
 // discards). A missing root is an error wrapping fs.ErrNotExist; a root
 // without a complete version, one wrapping ErrNoCheckpoint.
 func Load(root string, log *slog.Logger) (*Set, error) {
+	ctx := context.Background()
+	be, err := open(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	return load(ctx, be, log)
+}
+
+func load(ctx context.Context, be backend, log *slog.Logger) (*Set, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	vs, err := Versions(root)
+	vs, err := be.versions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, v := range vs {
-		set, err := ReadVersion(root, v)
+		set, err := readVersion(ctx, be, v)
 		if err != nil {
-			log.Warn("skipping checkpoint version that is not complete", "dir", VersionDir(root, v), "err", err)
+			log.Warn("skipping checkpoint version that is not complete", "dir", be.dir(v), "err", err)
 			continue
 		}
 		return set, nil
 	}
-	return nil, fmt.Errorf("checkpoint: %s: %w", root, ErrNoCheckpoint)
+	return nil, fmt.Errorf("checkpoint: %s: %w", be.root(), ErrNoCheckpoint)
 }
 
 // ReadVersion reads and checks every file of one version, or says why the
 // version is not complete.
 func ReadVersion(root string, version int64) (*Set, error) {
-	dir := VersionDir(root, version)
-	entries, err := os.ReadDir(dir)
+	ctx := context.Background()
+	be, err := open(ctx, root)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: read %s: %w", dir, err)
+		return nil, err
+	}
+	return readVersion(ctx, be, version)
+}
+
+func readVersion(ctx context.Context, be backend, version int64) (*Set, error) {
+	dir := be.dir(version)
+	parts, err := be.parts(ctx, version)
+	if err != nil {
+		return nil, err
 	}
 	// Group the files by shard count; normally there is one group.
 	type group struct {
@@ -230,11 +218,8 @@ func ReadVersion(root string, version int64) (*Set, error) {
 		present int
 	}
 	groups := map[int]*group{}
-	for _, e := range entries {
-		i, n, ok := parseFileName(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
+	for _, p := range parts {
+		i, n := p.shard, p.numShards
 		g := groups[n]
 		if g == nil {
 			g = &group{n: n, have: make([]bool, n)}
@@ -242,9 +227,7 @@ func ReadVersion(root string, version int64) (*Set, error) {
 		}
 		g.have[i] = true
 		g.present++
-		if info, err := e.Info(); err == nil {
-			g.newest = max(g.newest, info.ModTime().UnixNano())
-		}
+		g.newest = max(g.newest, p.modTime)
 	}
 	if len(groups) == 0 {
 		return nil, fmt.Errorf("checkpoint: %s: no checkpoint files", dir)
@@ -272,7 +255,7 @@ func ReadVersion(root string, version int64) (*Set, error) {
 	set := &Set{Version: version, NumShards: g.n, Dir: dir, Shards: make([]*pserverpb.Checkpoint, g.n)}
 	var slotNames []string // every parameter's slots must have the same names
 	for i := range g.n {
-		c, err := readFile(filepath.Join(dir, FileName(i, g.n)), version, i, g.n)
+		c, err := readPart(ctx, be, version, i, g.n)
 		if err != nil {
 			return nil, err
 		}
@@ -301,10 +284,11 @@ func slotNamesOf(ps *pserverpb.ParameterSlots) []string {
 // readFile decodes one shard's file and checks it against its name: its
 // version, shard and shard count, that every parameter belongs to that
 // shard and decodes, and that slots match their parameter's shape.
-func readFile(path string, version int64, index, numShards int) (*pserverpb.Checkpoint, error) {
-	b, err := os.ReadFile(path)
+func readPart(ctx context.Context, be backend, version int64, index, numShards int) (*pserverpb.Checkpoint, error) {
+	path := Join(be.dir(version), FileName(index, numShards))
+	b, err := be.read(ctx, version, FileName(index, numShards))
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: read %s: %w", path, err)
+		return nil, err
 	}
 	c := &pserverpb.Checkpoint{}
 	if err := proto.Unmarshal(b, c); err != nil {
@@ -593,14 +577,23 @@ func Prune(root string, keep int) ([]string, error) {
 	if keep < 1 {
 		return nil, nil
 	}
-	vs, err := Versions(root)
+	ctx := context.Background()
+	be, err := open(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	return prune(ctx, be, keep)
+}
+
+func prune(ctx context.Context, be backend, keep int) ([]string, error) {
+	vs, err := be.versions(ctx)
 	if err != nil {
 		return nil, err
 	}
 	complete := 0
 	cut := -1 // index in vs of the oldest version kept
 	for i, v := range vs {
-		if _, err := ReadVersion(root, v); err == nil {
+		if be.committed(ctx, v) == nil {
 			complete++
 			if complete == keep {
 				cut = i
@@ -614,12 +607,11 @@ func Prune(root string, keep int) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, v := range vs[cut+1:] {
-		dir := VersionDir(root, v)
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("checkpoint: remove %s: %w", dir, err))
+		if err := be.remove(ctx, v); err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, dir)
+		removed = append(removed, be.dir(v))
 	}
 	return removed, errors.Join(errs...)
 }
@@ -628,6 +620,9 @@ func Prune(root string, keep int) ([]string, error) {
 // root's version directories when it died while writing, and returns how
 // many. They are invisible to readers; this only reclaims the space.
 func RemoveTemps(root string, index, numShards int) (int, error) {
+	if storage.IsRemote(root) {
+		return 0, nil // an object store never shows an upload cut short
+	}
 	pattern := filepath.Join(root, versionPrefix+"*", "."+FileName(index, numShards)+tempMarker+"*")
 	matches, err := filepath.Glob(pattern)
 	if err != nil {
