@@ -87,6 +87,9 @@ func Open(ctx context.Context, location string, env func(string) string) (Store,
 	if u.Host == "" {
 		return nil, fmt.Errorf("storage: %q: no bucket (want s3://bucket/prefix)", location)
 	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("storage: %q: want s3://bucket/prefix, nothing after the prefix", location)
+	}
 	cfg, err := S3ConfigFromEnv(env)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %s: %w", location, err)

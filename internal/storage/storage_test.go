@@ -175,6 +175,8 @@ func TestOpenLocation(t *testing.T) {
 		{"s3://b/p", map[string]string{"AWS_ENDPOINT_URL": "ftp://x"}, "AWS_ENDPOINT_URL \"ftp://x\""},
 		{"s3://b/p", map[string]string{"AWS_ACCESS_KEY_ID": "k"}, "set both or neither"},
 		{"", nil, "empty location"},
+		{"s3://b/p?region=x", nil, "nothing after the prefix"},
+		{"s3://u:pw@b/p", nil, "nothing after the prefix"},
 	} {
 		_, err := Open(context.Background(), c.loc, env(c.env))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
