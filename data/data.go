@@ -34,6 +34,7 @@ package data
 import (
 	"errors"
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -139,6 +140,15 @@ func Open(uri string) (Source, error) {
 			return s, nil
 		case parquetScheme:
 			p, err := OpenParquetURI(uri)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		case "s3":
+			if ext := path.Ext(strings.TrimRight(uri, "/")); ext != "" && !strings.EqualFold(ext, ".parquet") {
+				return nil, fmt.Errorf("data: open %s: %w", uri, errRemoteFormat)
+			}
+			p, err := OpenParquet(uri, Schema{})
 			if err != nil {
 				return nil, err
 			}

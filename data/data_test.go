@@ -34,7 +34,10 @@ func TestOpenPicksReader(t *testing.T) {
 	}
 	src.Close()
 
-	for _, uri := range []string{"/d/notes.txt", "/d/train-labels-idx1-ubyte.gz", "s3://bucket/x.csv"} {
+	if _, err := Open("s3://bucket/x.csv"); !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(err.Error(), "s3://bucket/x.csv: unsupported data format: only Parquet") {
+		t.Errorf("Open of a CSV object: %v", err)
+	}
+	for _, uri := range []string{"/d/notes.txt", "/d/train-labels-idx1-ubyte.gz"} {
 		src, err := Open(uri)
 		if !errors.Is(err, ErrUnsupportedFormat) || !strings.Contains(err.Error(), uri) ||
 			!strings.Contains(err.Error(), "idx3-ubyte") || !strings.Contains(err.Error(), "*.csv") {

@@ -49,7 +49,7 @@ func TestExportCSVRoundTrip(t *testing.T) {
 
 func TestIDColumn(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ids.csv")
-	if err := os.WriteFile(path, []byte("1,5,4611686018427387903\n0,-1,3\n0,x,3\n1,0,4611686018427387904\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("1,5,9223372036854775807\n0,-1,3\n0,x,3\n1,0,9223372036854775808\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	src, err := OpenCSVURI("csv://" + path + "?schema=y:label,a:id,b:id")
@@ -64,10 +64,10 @@ func TestIDColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.N != 1 || !slices.Equal(b.Categorical, []int64{5, 1<<62 - 1}) || len(b.Corrupt) != 3 {
-		t.Fatalf("got %d records %v, %d corrupt: want 1 record [5 2^62-1] and 3 corrupt", b.N, b.Categorical, len(b.Corrupt))
+	if b.N != 1 || !slices.Equal(b.Categorical, []int64{5, 1<<63 - 1}) || len(b.Corrupt) != 3 {
+		t.Fatalf("got %d records %v, %d corrupt: want 1 record [5 2^63-1] and 3 corrupt", b.N, b.Categorical, len(b.Corrupt))
 	}
-	if !strings.Contains(b.Corrupt[0].Error(), `id "-1": want an integer from 0 to 2^62-1`) {
+	if !strings.Contains(b.Corrupt[0].Error(), `id "-1": want an integer from 0 to 2^63-1`) {
 		t.Errorf("corrupt record error: %v", b.Corrupt[0])
 	}
 }

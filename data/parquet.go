@@ -1,6 +1,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+
+	"elasticdl/internal/storage"
 )
 
 // Why parquet-go/parquet-go and not apache/arrow-go's parquet: it is pure Go
@@ -44,7 +47,7 @@ const schemaKey = "elasticdl.schema"
 //
 // Columns must be top-level and not repeated. A record goes to
 // Batch.Corrupt where the CSV reader would put its line: a non-finite
-// number, an id outside [0, 2^62), a null or non-int32 label, a null id.
+// number, a negative id, a null or non-int32 label, a null id.
 //
 // Without a schema (a bare path), the file's own is used when ExportParquet
 // wrote it (key-value metadata "elasticdl.schema"); otherwise it is inferred
@@ -153,6 +156,18 @@ func isParquetDir(path string) bool {
 }
 
 func openParquet(name, path string, schema Schema) (*Parquet, error) {
+	if storage.IsRemote(path) {
+		files, err := openParquetObjects(context.Background(), path)
+		if err != nil {
+			return nil, err
+		}
+		p, err := newParquet(name, files, schema)
+		if err != nil {
+			closeParquetFiles(files)
+			return nil, err
+		}
+		return p, nil
+	}
 	paths, err := parquetPaths(path)
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == name {
 		return nil, err // it names the file already

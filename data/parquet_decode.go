@@ -167,17 +167,17 @@ func parquetText(v parquet.Value, kind parquet.Kind) string {
 	return strings.TrimSpace(string(v.ByteArray()))
 }
 
-// parquetID is an id column's value: an integer in [0, 2^62).
+// parquetID is an id column's value: a non-negative integer (parseID).
 func parquetID(v parquet.Value, kind parquet.Kind) (int64, error) {
 	if v.IsNull() {
-		return 0, errors.New("id is null: want an integer from 0 to 2^62-1")
+		return 0, errors.New("id is null: want an integer from 0 to 2^63-1")
 	}
 	id := v.Int64()
 	if kind == parquet.Int32 {
 		id = int64(v.Int32())
 	}
-	if id < 0 || id >= catIDBase {
-		return 0, fmt.Errorf("id %d: want an integer from 0 to 2^62-1", id)
+	if id < 0 {
+		return 0, fmt.Errorf("id %d: want an integer from 0 to 2^63-1", id)
 	}
 	return id, nil
 }

@@ -20,10 +20,10 @@ const (
 	Hashed                            // a string value hashed into Buckets ids
 	Label                             // the int32 label (0/1 for click-through rate)
 	Ignore                            // skipped
-	// ID is a non-negative integer below 2^62 taken as the id itself:
-	// records whose ids were made elsewhere (`elasticdl data export`
-	// writes them). Such ids share the id space with the hash and
-	// vocabulary columns' (which start at 0) and make it unbounded.
+	// ID is a non-negative int64 taken as the id itself: records whose
+	// ids were made elsewhere (`elasticdl data export` writes them, cat
+	// columns' ids included). Such ids share the id space with the other
+	// columns' and make it unbounded.
 	ID
 )
 
@@ -516,11 +516,13 @@ func (s Schema) CategoricalID(col int, value string) (int64, error) {
 	return p.cols[col].id(strings.TrimSpace(value)), nil
 }
 
-// parseID parses an ID field: an integer in [0, 2^62).
+// parseID parses an ID field: a non-negative int64. Not only below 2^62:
+// a cat column's ids (2^62 and up) written out by `data export` must read
+// back as the same ids.
 func parseID(s string) (int64, error) {
 	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 || v >= catIDBase {
-		return 0, fmt.Errorf("id %q: want an integer from 0 to 2^62-1", s)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("id %q: want an integer from 0 to 2^63-1", s)
 	}
 	return v, nil
 }

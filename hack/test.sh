@@ -84,6 +84,7 @@ echo "== object storage: the S3 tests against a real S3 server (hack/s3.sh, Seaw
 s3_env="$(hack/s3.sh up)" # not eval "$(...)": set -e would miss its failure
 eval "$s3_env"
 ELASTICDL_REQUIRE_S3=1 go test -race -count=1 -timeout 10m ./internal/storage/... ./internal/ps/checkpoint/...
+ELASTICDL_REQUIRE_S3=1 go test -race -count=1 -timeout 10m -run 'OnS3' ./data
 ELASTICDL_REQUIRE_S3=1 go test -count=1 -timeout 15m -run '^(TestCrashConsistency|TestS3.*)$' ./test/local
 phase "object storage"
 echo "== the rig's process node (hack/k8s-rig/procnode, a module of its own)"

@@ -416,8 +416,8 @@ class SchemaCSV:
                         c += 1
                     elif kind == "id":
                         v = int(field.strip())
-                        if not 0 <= v < _CAT_BASE:
-                            raise ValueError("id %r: want an integer from 0 to 2^62-1" % field.strip())
+                        if not 0 <= v < 2 * _CAT_BASE:
+                            raise ValueError("id %r: want an integer from 0 to 2^63-1" % field.strip())
                         ids[k, c] = v
                         c += 1
                     elif kind == "label":

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"bytes"
+	"context"
 	"math"
 	"os"
 	"os/exec"
@@ -9,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/data"
 	"elasticdl/internal/master"
 	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/storage"
 	"elasticdl/internal/storage/storagetest"
 )
 
@@ -76,5 +80,47 @@ func TestS3BadCheckpointDir(t *testing.T) {
 				t.Errorf("launched %v before failing", logs)
 			}
 		})
+	}
+}
+
+// TestS3TicdataParquet trains ctr.wide_and_deep on ticdata twice, side by
+// side: from its CSV files, and from Parquet copies of them on S3 (the
+// workers read row groups by ranged GETs). The two reach the same AUC;
+// the throughput ratio is logged (bench/RESULTS.md has the figures).
+func TestS3TicdataParquet(t *testing.T) {
+	c := ticdataCase(t, "ctr.wide_and_deep", 2)
+	store, loc := storagetest.Store(t)
+	uris := map[string]string{}
+	for name, uri := range map[string]string{"train": c.train, "test": c.test} {
+		src, err := data.Open(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		_, corrupt, err := data.ExportParquet(&b, src, 0, src.Len(), 0)
+		src.Close()
+		if err != nil || corrupt != 0 {
+			t.Fatalf("export %s: %v, %d corrupt", uri, err, corrupt)
+		}
+		if err := storage.WriteAll(context.Background(), store, "ticdata/"+name+".parquet", b.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		uris[name] = loc + "/ticdata/" + name + ".parquet"
+	}
+	run := func(train, test string) (float64, master.Summary) {
+		s, _, _ := trainCTR(t, "--model_def=ctr.wide_and_deep", "--model_params="+c.ModelParams, "--optimizer="+c.Optimizer,
+			"--training_data="+train, "--validation_data="+test, "--num_workers=2", "--num_epochs=2")
+		if s.Status != "succeeded" || s.Eval == nil || s.Eval.AUC == nil || s.Eval.Records != c.TestRecords {
+			t.Fatalf("%s: status %q (%s), eval %+v", train, s.Status, s.Error, s.Eval)
+		}
+		assertExactlyOnce(t, s, 2, c.TrainRecords)
+		return *s.Eval.AUC, s
+	}
+	csvAUC, csv := run(c.train, c.test)
+	pqAUC, pq := run(uris["train"], uris["test"])
+	t.Logf("AUC: CSV %.4f, Parquet on S3 %.4f; training %.2f s / %.2f s: Parquet on S3 at %.2f× the records/s of local CSV",
+		csvAUC, pqAUC, csv.TrainingSeconds, pq.TrainingSeconds, csv.TrainingSeconds/pq.TrainingSeconds)
+	if pqAUC < 0.65 || math.Abs(pqAUC-csvAUC) > 0.02 {
+		t.Errorf("AUC from Parquet on S3 %.4f, from CSV %.4f: want both ≥ 0.65 and within 0.02", pqAUC, csvAUC)
 	}
 }
