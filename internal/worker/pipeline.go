@@ -187,6 +187,9 @@ func (w *Worker) askEarly(ctx context.Context) <-chan taskAnswer {
 	ch := make(chan taskAnswer, 1)
 	go func() {
 		resp, err := w.getTask(ctx)
+		if err == nil && resp.GetAction() == masterpb.GetTaskResponse_TASK {
+			w.readAhead(resp.GetTask())
+		}
 		ch <- taskAnswer{resp, err}
 	}()
 	return ch

@@ -48,8 +48,61 @@ func (w *Worker) closeSources() {
 	}
 }
 
+// aheadRead is a task's records being read before the task's turn: on
+// object storage a task's ranged GETs take a while, and the CPU trains the
+// task before meanwhile.
+type aheadRead struct {
+	name       string
+	start, end int64
+	done       chan struct{}
+	b          *data.Batch
+	err        error
+}
+
+// readAhead starts reading t's records in the background, in place of any
+// read ahead not taken.
+func (w *Worker) readAhead(t *masterpb.Task) {
+	s := t.GetShard()
+	if s == nil || s.GetEnd() <= s.GetStart() {
+		return
+	}
+	a := &aheadRead{name: s.GetName(), start: s.GetStart(), end: s.GetEnd(), done: make(chan struct{})}
+	o := w.source(a.name)
+	w.sourcesMu.Lock()
+	w.ahead = a
+	w.sourcesMu.Unlock()
+	go func() {
+		defer close(a.done)
+		<-o.done
+		if o.err != nil {
+			a.err = o.err
+			return
+		}
+		a.b, a.err = o.src.Read(a.start, a.end)
+	}()
+}
+
+// takeAhead is the read ahead of shard s's records, if there is one.
+func (w *Worker) takeAhead(s *masterpb.Shard) *aheadRead {
+	w.sourcesMu.Lock()
+	defer w.sourcesMu.Unlock()
+	a := w.ahead
+	if a == nil || a.name != s.GetName() || a.start != s.GetStart() || a.end != s.GetEnd() {
+		return nil
+	}
+	w.ahead = nil
+	return a
+}
+
 func (w *Worker) read(t *masterpb.Task, report *masterpb.ReportTaskResultRequest) (*data.Batch, error) {
 	s := t.GetShard()
+	if a := w.takeAhead(s); a != nil {
+		<-a.done
+		if a.err == nil {
+			return counted(a.b, report), nil
+		}
+		// A failed read ahead is tried again below, as any read.
+	}
 	o := w.source(s.Name)
 	<-o.done
 	if o.err != nil {
@@ -65,11 +118,16 @@ func (w *Worker) read(t *masterpb.Task, report *masterpb.ReportTaskResultRequest
 	if err != nil {
 		return nil, err
 	}
+	return counted(b, report), nil
+}
+
+// counted puts b's corrupt records in the task's report.
+func counted(b *data.Batch, report *masterpb.ReportTaskResultRequest) *data.Batch {
 	report.CorruptRecords = int64(len(b.Corrupt))
 	if len(b.Corrupt) > 0 {
 		report.FirstCorruptError = b.Corrupt[0].Error()
 	}
-	return b, nil
+	return b
 }
 
 // minibatches calls fn for consecutive slices of at most MinibatchSize

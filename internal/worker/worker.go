@@ -111,6 +111,7 @@ type Worker struct {
 	ps        *client.Client
 	sources   map[string]*openSource // guarded by sourcesMu
 	sourcesMu sync.Mutex
+	ahead     *aheadRead   // the next task's records, read while one trains; guarded by sourcesMu
 	current   atomic.Int64 // task in progress, for heartbeats
 	// held: the tasks got and not yet reported (a PS job's loop), told
 	// to the master with every GetTask.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,48 @@ func TestS3TicdataParquet(t *testing.T) {
 		csvAUC, pqAUC, csv.TrainingSeconds, pq.TrainingSeconds, csv.TrainingSeconds/pq.TrainingSeconds)
 	if pqAUC < 0.65 || math.Abs(pqAUC-csvAUC) > 0.02 {
 		t.Errorf("AUC from Parquet on S3 %.4f, from CSV %.4f: want both ≥ 0.65 and within 0.02", pqAUC, csvAUC)
+	}
+}
+
+// TestS3ParquetThroughput is a measurement, not a test (bench/RESULTS.md,
+// "Parquet on S3"): ELASTICDL_S3_BENCH=N runs N side-by-side pairs of a
+// 2-worker, 1-PS ctr.deepfm job on 200,000 generated records, from a
+// local CSV file and from a Parquet copy on S3, and logs the ratio of
+// their records/s over training.
+func TestS3ParquetThroughput(t *testing.T) {
+	pairs, _ := strconv.Atoi(os.Getenv("ELASTICDL_S3_BENCH"))
+	if pairs < 1 {
+		t.Skip("ELASTICDL_S3_BENCH=N runs N pairs")
+	}
+	store, loc := storagetest.Store(t)
+	src, err := data.Open("synthetic-ctr://?records=200000&seed=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	csvPath := filepath.Join(t.TempDir(), "train.csv")
+	var csv, pq bytes.Buffer
+	schema, _, err := data.ExportCSV(&csv, src, 0, src.Len())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(csvPath, csv.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := data.ExportParquet(&pq, src, 0, src.Len(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := storage.WriteAll(context.Background(), store, "bench/train.parquet", pq.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	uris := []string{"csv://" + csvPath + "?schema=" + schema, loc + "/bench/train.parquet"}
+	for i := range pairs {
+		var secs [2]float64
+		for k, uri := range uris {
+			s, _, _ := trainCTR(t, "--model_def=ctr.deepfm", "--training_data="+uri, "--validation_data=", "--num_workers=2", "--num_epochs=1")
+			assertExactlyOnce(t, s, 1, 200000)
+			secs[k] = s.TrainingSeconds
+		}
+		t.Logf("pair %d: training %.2f s from local CSV, %.2f s from Parquet on S3: %.2f× the records/s", i, secs[0], secs[1], secs[0]/secs[1])
 	}
 }
