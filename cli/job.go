@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/master"
+	"elasticdl/internal/storage"
 )
 
 // jobOptions are the command-line settings of how a job runs, shared by
@@ -23,6 +25,18 @@ type jobOptions struct {
 	// submission, valid for tlsValidity.
 	tls         bool
 	tlsValidity time.Duration
+	// workDir: --work_dir, a local job's own files (logs, the master's
+	// state, targets, the TLS bundle); "" is --output when that is local.
+	workDir string
+}
+
+// localDir is where a local job keeps its own files: --work_dir, else
+// --output (which may be on object storage only with --work_dir).
+func (o jobOptions) localDir(cfg master.Config) string {
+	if o.workDir != "" {
+		return o.workDir
+	}
+	return cfg.Output
 }
 
 // The backends a job can run on.
@@ -56,6 +70,7 @@ func addJobFlags(fs *flag.FlagSet, cfg *master.Config, o *jobOptions, minibatchH
 	fs.StringVar(&o.backend, "backend", backendLocal, "where the job runs: local (child processes) or k8s (a master pod that creates worker and PS pods)")
 	fs.BoolVar(&cfg.KeepSnapshot, "keep_snapshot", false, "database data: keep the snapshot tables of the job's rows when it ends, for inspection (the master logs their names; elasticdl sql drops them once older than its --snapshot_max_age)")
 	fs.BoolVar(&o.verbose, "verbose", false, "debug logging")
+	fs.StringVar(&o.workDir, "work_dir", "", "local jobs: the directory of the job's logs and its master's state (default: --output; with --output on object storage, a new temporary directory, printed at start)")
 	addK8sFlags(fs, &o.k8s)
 }
 
@@ -80,4 +95,34 @@ func (o jobOptions) check() error {
 // notStarted is called when the job failed before anything was launched.
 func runJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions, notStarted func()) error {
 	return superviseLocal(ctx, env, fs, cfg, o, notStarted)
+}
+
+// prepareOutput makes a local job's --output and --work_dir. An --output
+// on object storage is checked (the bucket answers, the credentials are
+// taken) before anything runs, and the job's own files go to --work_dir
+// or a new temporary directory.
+func prepareOutput(ctx context.Context, env Env, cfg master.Config, o *jobOptions) error {
+	if storage.IsRemote(cfg.Output) {
+		s, err := storage.Open(ctx, cfg.Output, os.Getenv)
+		if err != nil {
+			return usageError{fmt.Errorf("--output: %w", err)}
+		}
+		if _, err := s.List(ctx, "job_summary.json"); err != nil {
+			return fmt.Errorf("--output: %w", err)
+		}
+		if o.workDir == "" {
+			dir, err := os.MkdirTemp("", "elasticdl-"+cfg.JobName+"-")
+			if err != nil {
+				return fmt.Errorf("--work_dir: %w", err)
+			}
+			o.workDir = dir
+			fmt.Fprintf(env.Stderr, "the job's logs and state (--work_dir): %s\n", dir)
+		}
+	} else if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+		return fmt.Errorf("--output: %w", err)
+	}
+	if err := os.MkdirAll(o.localDir(cfg), 0o755); err != nil {
+		return fmt.Errorf("--work_dir: %w", err)
+	}
+	return nil
 }

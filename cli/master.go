@@ -12,6 +12,7 @@ import (
 
 	"elasticdl/internal/cluster/k8s"
 	"elasticdl/internal/master"
+	"elasticdl/internal/storage"
 	"elasticdl/internal/tlsid"
 )
 
@@ -173,8 +174,10 @@ func runMasterJob(ctx context.Context, self *k8s.MasterPod, podIP string, cfg ma
 		return nil, err
 	}
 	k8sAddrs(&cfg, o, host)
-	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
-		return nil, fmt.Errorf("--output: %w", err)
+	if !storage.IsRemote(cfg.Output) {
+		if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
+			return nil, fmt.Errorf("--output: %w", err)
+		}
 	}
 	be, err := self.NewBackend(ctx, k8s.Config{
 		JobName:        cfg.JobName,

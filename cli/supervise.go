@@ -49,7 +49,7 @@ func masterStateFile(output string) string { return filepath.Join(output, "maste
 // under --output and adopts the instances, which never noticed more than a
 // master that did not answer for a moment.
 func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.Config, o jobOptions, notStarted func()) error {
-	logDir := filepath.Join(cfg.Output, "logs")
+	logDir := filepath.Join(o.localDir(cfg), "logs")
 	level := slog.LevelInfo
 	if o.verbose {
 		level = slog.LevelDebug
@@ -77,8 +77,8 @@ func superviseLocal(ctx context.Context, env Env, fs *flag.FlagSet, cfg master.C
 	srv := agent.Serve(agentLis, be, logger)
 	defer srv.Shutdown()
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
-	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
-	caDir, err := makeLocalCA(cfg.JobName, cfg.Output, o)
+	args := append(masterArgs(fs, cfg.Mode), "--output="+cfg.Output, "--work_dir="+o.localDir(cfg), "--local_agent="+sock, "--listen_fd=3", "--refusal_fd=4", "--run_id="+runID)
+	caDir, err := makeLocalCA(cfg.JobName, o.localDir(cfg), o)
 	if err != nil {
 		return err
 	}
@@ -362,7 +362,8 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 		return err
 	}
 	defer stopProfile()
-	store, err := statestore.Open(masterStateFile(cfg.Output), 10*time.Second)
+	local := o.localDir(cfg)
+	store, err := statestore.Open(masterStateFile(local), 10*time.Second)
 	if err != nil {
 		return restartable(err)
 	}
@@ -382,14 +383,14 @@ func runLocalMaster(ctx context.Context, env Env, cfg master.Config, o jobOption
 	targets := make(chan master.Target, 16)
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	go watchTargetFile(wctx, targetFile(cfg.Output), targetPollInterval, sendTarget(wctx, targets, "elasticdl scale ("+targetFile(cfg.Output)+")"), func(v string) {
-		logger.Warn("ignoring a target that is not a number of workers", "file", targetFile(cfg.Output), "value", v)
+	go watchTargetFile(wctx, targetFile(local), targetPollInterval, sendTarget(wctx, targets, "elasticdl scale ("+targetFile(local)+")"), func(v string) {
+		logger.Warn("ignoring a target that is not a number of workers", "file", targetFile(local), "value", v)
 	})
-	go watchTargetFile(wctx, psTargetFile(cfg.Output), targetPollInterval, sendPSTarget(wctx, targets, "elasticdl scale ("+psTargetFile(cfg.Output)+")"), func(v string) {
-		logger.Warn("ignoring a target that is not a number of PS", "file", psTargetFile(cfg.Output), "value", v)
+	go watchTargetFile(wctx, psTargetFile(local), targetPollInterval, sendPSTarget(wctx, targets, "elasticdl scale ("+psTargetFile(local)+")"), func(v string) {
+		logger.Warn("ignoring a target that is not a number of PS", "file", psTargetFile(local), "value", v)
 	})
 	m, err := master.New(cfg, master.Deps{Backend: be, Registry: env.Registry, Logger: logger, Store: store, Listener: lis, Targets: targets,
-		History: master.HistoryFile(master.HistoryFileName(cfg.Output)), Dashboard: l.dashboardListener(logger), CA: ca})
+		History: master.HistoryFile(master.HistoryFileName(local)), Dashboard: l.dashboardListener(logger), CA: ca})
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

@@ -7,12 +7,12 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	flag "github.com/spf13/pflag"
 
 	"elasticdl/internal/master"
+	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/roleflags"
 )
 
@@ -45,8 +45,8 @@ func runTrain(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 	}
-	if err := os.MkdirAll(cfg.Output, 0o755); err != nil {
-		return fmt.Errorf("--output: %w", err)
+	if err := prepareOutput(ctx, env, cfg, &opts); err != nil {
+		return err
 	}
 	return runJob(ctx, env, fs, cfg, opts, nil)
 }
@@ -169,7 +169,7 @@ func printSummary(env Env, s *master.Summary, output, logDir string) {
 	if s.ModelPath != "" {
 		fmt.Fprintf(w, "  model: %s (version %d)\n", s.ModelPath, s.ModelVersion)
 	}
-	fmt.Fprintf(w, "  summary: %s\n  logs: %s\n", filepath.Join(output, "job_summary.json"), logDir)
+	fmt.Fprintf(w, "  summary: %s\n  logs: %s\n", checkpoint.Join(output, "job_summary.json"), logDir)
 }
 
 // aucText is ", AUC x" when the model has one.

@@ -13,6 +13,7 @@ import (
 	"elasticdl/internal/master/job"
 	"elasticdl/internal/ps/checkpoint"
 	"elasticdl/internal/ps/client"
+	"elasticdl/internal/storage"
 	"elasticdl/internal/wire"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -79,7 +80,7 @@ func (m *Master) writeModel(ctx context.Context, c *client.Client, st []client.S
 	return writeDenseModel(root, c.Version(), tensors)
 }
 
-func (m *Master) modelDir() string { return filepath.Join(m.cfg.Output, jobModelDir) }
+func (m *Master) modelDir() string { return checkpoint.Join(m.cfg.Output, jobModelDir) }
 
 // writeDenseModel writes dense parameters as a one-shard checkpoint without
 // optimizer slots, the only model in root.
@@ -104,7 +105,7 @@ func removeOtherModels(root string, version int64) error {
 		if v == version {
 			continue
 		}
-		if err := os.RemoveAll(checkpoint.VersionDir(root, v)); err != nil {
+		if err := checkpoint.RemoveVersion(root, v); err != nil {
 			return fmt.Errorf("remove an earlier model: %w", err)
 		}
 	}
@@ -183,8 +184,8 @@ func (m *Master) exportModel() error {
 	if err != nil {
 		return fmt.Errorf("--export_format: %w", err)
 	}
-	path := filepath.Join(m.cfg.Output, exportFile)
-	if err := export.WriteFile(path, om.Marshal()); err != nil {
+	path := checkpoint.Join(m.cfg.Output, exportFile)
+	if err := writeExport(m.cfg.Output, om.Marshal()); err != nil {
 		return fmt.Errorf("--export_format: %w", err)
 	}
 	m.log.Info("exported the model", "path", path, "format", m.cfg.ExportFormat)
@@ -205,4 +206,18 @@ func checkExportable(cfg *Config, spec model.Spec) error {
 		return fmt.Errorf("--export_format=%s: %w", cfg.ExportFormat, err)
 	}
 	return nil
+}
+
+// writeExport writes the exported model as OUTPUT/model.onnx, a file or
+// an object.
+func writeExport(output string, b []byte) error {
+	if !storage.IsRemote(output) {
+		return export.WriteFile(filepath.Join(output, exportFile), b)
+	}
+	ctx := context.Background()
+	s, err := storage.Open(ctx, output, os.Getenv)
+	if err != nil {
+		return err
+	}
+	return storage.WriteAll(ctx, s, exportFile, b)
 }

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"elasticdl/internal/atomicfile"
 	"elasticdl/internal/master/job"
+	"elasticdl/internal/storage"
 )
 
 // The summary a job writes is the core's (package job); its field names are
@@ -30,21 +32,45 @@ type (
 )
 
 // WriteSummary writes s as dir/job_summary.json atomically.
+// dir may be s3://bucket/prefix: the summary is then one object there.
 func WriteSummary(dir string, s *Summary) (string, error) {
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return "", fmt.Errorf("encode job summary: %w", err)
 	}
-	path := filepath.Join(dir, "job_summary.json")
+	if storage.IsRemote(dir) {
+		ctx := context.Background()
+		st, err := storage.Open(ctx, dir, os.Getenv)
+		if err != nil {
+			return "", fmt.Errorf("write job summary: %w", err)
+		}
+		if err := storage.WriteAll(ctx, st, summaryFile, append(b, '\n')); err != nil {
+			return "", fmt.Errorf("write job summary: %w", err)
+		}
+		return st.URL(summaryFile), nil
+	}
+	path := filepath.Join(dir, summaryFile)
 	if err := writeFileAtomic(path, append(b, '\n')); err != nil {
 		return "", err
 	}
 	return path, nil
 }
 
+const summaryFile = "job_summary.json"
+
 // ReadSummary reads dir/job_summary.json (as WriteSummary wrote it).
 func ReadSummary(dir string) (*Summary, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "job_summary.json"))
+	var b []byte
+	var err error
+	if storage.IsRemote(dir) {
+		ctx := context.Background()
+		var st storage.Store
+		if st, err = storage.Open(ctx, dir, os.Getenv); err == nil {
+			b, err = storage.ReadAll(ctx, st, summaryFile)
+		}
+	} else {
+		b, err = os.ReadFile(filepath.Join(dir, summaryFile))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package local
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -166,5 +167,47 @@ func TestS3ParquetThroughput(t *testing.T) {
 			secs[k] = s.TrainingSeconds
 		}
 		t.Logf("pair %d: training %.2f s from local CSV, %.2f s from Parquet on S3: %.2f× the records/s", i, secs[0], secs[1], secs[0]/secs[1])
+	}
+}
+
+// TestS3Output trains with --output on S3: the model, the summary and the
+// ONNX export are objects there, the logs and the master's state are in
+// --work_dir, and evaluate reads the model back from the output prefix.
+// A bucket that does not answer fails the job at start in one line.
+func TestS3Output(t *testing.T) {
+	needData(t)
+	store, loc := storagetest.Store(t)
+	test := filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz")
+	work := t.TempDir()
+	cmd := exec.Command(binary, "train", "--model_def=fashion_mnist.mlp", "--training_data="+test, "--validation_data="+test,
+		"--num_workers=2", "--num_ps_pods=1", "--num_epochs=1", "--output="+loc+"/job", "--work_dir="+work, "--export_format=onnx")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("train: %v\n%s", err, b)
+	}
+	s, err := master.ReadSummary(loc + "/job")
+	if err != nil || s.Status != "succeeded" || s.Eval == nil || !strings.HasPrefix(s.ModelPath, loc+"/job/model/version-") {
+		t.Fatalf("summary on S3: %+v, %v", s, err)
+	}
+	for _, name := range []string{"job/job_summary.json", "job/model.onnx", fmt.Sprintf("job/model/version-%d/variables-0-of-1.ckpt", s.ModelVersion)} {
+		if _, err := store.Stat(context.Background(), name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if logs, _ := filepath.Glob(filepath.Join(work, "logs", "worker-*.log")); len(logs) != 2 {
+		t.Errorf("worker logs in --work_dir: %v", logs)
+	}
+	e := startCmd(t, "evaluate", "--model_def=fashion_mnist.mlp", "--validation_data="+test, "--checkpoint_dir_for_init="+loc+"/job")
+	if code := e.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("evaluate: exit code %d\n%s", code, e.stderr.String())
+	}
+	if es := e.summary(); es.Eval == nil || math.Abs(es.Eval.Accuracy-s.Eval.Accuracy) > 1e-6 || es.ModelVersion != s.ModelVersion {
+		t.Errorf("evaluate from %s/job: %+v; the job's: %+v", loc, es.Eval, s.Eval)
+	}
+	bad := exec.Command(binary, "train", "--model_def=fashion_mnist.mlp", "--training_data="+test, "--num_workers=1",
+		"--num_ps_pods=1", "--output=s3://no-such-bucket-elasticdl/job")
+	b, err := bad.CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if err == nil || len(lines) != 1 || !strings.Contains(lines[0], "--output: ") || !strings.Contains(lines[0], "no-such-bucket-elasticdl") {
+		t.Errorf("a missing bucket: %v\n%s", err, b)
 	}
 }

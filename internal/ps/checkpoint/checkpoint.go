@@ -639,3 +639,14 @@ func RemoveTemps(root string, index, numShards int) (int, error) {
 	}
 	return n, errors.Join(errs...)
 }
+
+// RemoveVersion deletes one version under root, whole or not; on an
+// object store its manifest goes first.
+func RemoveVersion(root string, version int64) error {
+	ctx := context.Background()
+	be, err := open(ctx, root)
+	if err != nil {
+		return err
+	}
+	return be.remove(ctx, version)
+}
