@@ -36,6 +36,7 @@ type k8sOptions struct {
 	psHost, masterHost              string
 	apiTimeout, workerGracePeriod   time.Duration
 	dbPasswordSecret                string
+	s3Secret                        string
 	wait                            bool
 	// networkPolicy and metricsNamespace: the job's NetworkPolicy
 	// (k8stls.go).
@@ -78,6 +79,7 @@ func addK8sFlags(fs *flag.FlagSet, o *k8sOptions) {
 	fs.StringVar(&o.masterHost, "master_host", "", "k8s: host at which workers and PS reach the master instead of its Service (clusters without cluster DNS, e.g. the test rig: 127.0.0.1)")
 	fs.DurationVar(&o.apiTimeout, "api_timeout", 30*time.Second, "k8s: how long to wait for the API server before giving up")
 	fs.BoolVar(&o.gang, "gang", false, "k8s: gang admission, the non-elastic baseline: the master launches no worker or PS until all --num_workers workers and --num_ps_pods PS fit at once in what the cluster's pods leave free, then launches them all (the master needs deploy/rbac-gang.yaml to see the nodes and pods)")
+	fs.StringVar(&o.s3Secret, "s3_secret", "", "k8s: Secret whose keys every pod gets as environment variables: object storage's AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and, for a server other than AWS, AWS_ENDPOINT_URL and AWS_REGION, for s3:// data, checkpoints and --output (docs/kubernetes.md); no volume needed")
 	fs.StringVar(&o.dbPasswordSecret, "db_password_secret", "", "k8s: Secret (key "+k8s.SecretKeyPassword+") whose value every pod gets as $"+sqldb.EnvPassword+", the password of a database URI without one; default: with $"+sqldb.EnvPassword+" set here and database data, a Secret the job owns is made of it (no pod spec holds the password)")
 	fs.BoolVar(&o.wait, "wait", false, "k8s: wait for the job to end, print its summary, and exit non-zero when it failed")
 	fs.DurationVar(&o.workerGracePeriod, "pod_grace_period", 10*time.Second, "k8s: grace period of worker and PS pods the master stops")
@@ -176,6 +178,9 @@ func (o k8sOptions) podSettings(priority, request, limit string) (k8s.PodSetting
 	}
 	if o.dbPasswordSecret != "" {
 		s.Env = append(s.Env, k8s.SecretEnv(sqldb.EnvPassword, o.dbPasswordSecret, k8s.SecretKeyPassword))
+	}
+	if o.s3Secret != "" {
+		s.EnvFrom = append(s.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: o.s3Secret}}})
 	}
 	return s, nil
 }

@@ -101,6 +101,9 @@ type PodSettings struct {
 	// Env is added to the container's environment after the variables
 	// the pod gets from the downward API.
 	Env []corev1.EnvVar
+	// EnvFrom are Secrets or ConfigMaps whose every key becomes a
+	// variable (--s3_secret: the AWS_* credentials of object storage).
+	EnvFrom []corev1.EnvFromSource
 	// TerminationGracePeriod in seconds; 0 keeps Kubernetes' default.
 	TerminationGracePeriod int64
 	// Volumes are mounted into the container (data, --output,
@@ -216,6 +219,7 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 				Command:         []string{Command},
 				Args:            args,
 				Env:             append(downwardEnv(), s.Env...),
+				EnvFrom:         s.EnvFrom,
 				Resources:       s.Resources,
 				SecurityContext: containerSec,
 				// A process that fails says why in its last log line
