@@ -60,12 +60,15 @@ func needData(t *testing.T) {
 
 // job is one `elasticdl train` process under test.
 type job struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	out    string
-	stdout bytes.Buffer
-	stderr *lockedBuffer
-	done   chan error
+	t   *testing.T
+	cmd *exec.Cmd
+	out string
+	// remoteOut, when set, is the job's --output on object storage (out
+	// is then its --work_dir): the summary is read from there.
+	remoteOut string
+	stdout    bytes.Buffer
+	stderr    *lockedBuffer
+	done      chan error
 }
 
 func startJob(t *testing.T, args ...string) *job {
@@ -142,6 +145,13 @@ func (j *job) succeeded(limit time.Duration) master.Summary {
 
 func (j *job) summary() master.Summary {
 	j.t.Helper()
+	if j.remoteOut != "" {
+		s, err := master.ReadSummary(j.remoteOut)
+		if err != nil {
+			j.t.Fatalf("read job summary: %v\nstderr:\n%s", err, j.stderr.String())
+		}
+		return *s
+	}
 	b, err := os.ReadFile(filepath.Join(j.out, "job_summary.json"))
 	if err != nil {
 		j.t.Fatalf("read job summary: %v\nstderr:\n%s", err, j.stderr.String())

@@ -125,7 +125,16 @@ func crashConsistency(t *testing.T, ckpt string) master.Summary {
 	slices.Sort(at)
 	t.Logf("seed %d: kills %v at %v records", seed, kills, at)
 
-	j := startJob(t, args...)
+	var j *job
+	if storage.IsRemote(ckpt) {
+		// The model and the summary go to S3 too; logs and the master's
+		// state to a local --work_dir.
+		out := t.TempDir()
+		j = startCommand(t, out, append([]string{"train", "--output=" + ckpt + "/output", "--work_dir=" + out, "--log_interval=1s"}, args...))
+		j.remoteOut = ckpt + "/output"
+	} else {
+		j = startJob(t, args...)
+	}
 	var killed []int
 	for i, role := range kills {
 		var victim int

@@ -21,13 +21,18 @@ import (
 )
 
 // fromS3 evaluates and predicts with the model the job that returned s
-// left in the checkpoint directory ckpt on S3: the final checkpoint is the
-// job's model, read back whole.
+// left in the checkpoint directory ckpt on S3 (its final checkpoint is the
+// job's model, read back whole), and checks the model the job saved in
+// ckpt/output is that one too.
 func fromS3(t *testing.T, ckpt string, s master.Summary) {
 	t.Helper()
 	set, err := checkpoint.Load(ckpt, nil)
 	if err != nil || set.Version != s.ModelVersion {
-		t.Fatalf("newest whole checkpoint on S3: %+v, %v; the model is version %d", set, err, s.ModelVersion)
+		t.Fatalf("newest whole checkpoint on S3: %v; the model is version %d", err, s.ModelVersion)
+	}
+	saved, err := checkpoint.Load(ckpt+"/output/model", nil)
+	if err != nil || saved.Version != s.ModelVersion || s.ModelPath != checkpoint.Path(ckpt+"/output/model", s.ModelVersion, 0, 1) {
+		t.Fatalf("the saved model on S3: %v; the summary's model %s, version %d", err, s.ModelPath, s.ModelVersion)
 	}
 	test := filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz")
 	e := startCmd(t, "evaluate", "--model_def=fashion_mnist.mlp", "--validation_data="+test, "--checkpoint_dir_for_init="+ckpt)
