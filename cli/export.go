@@ -10,6 +10,7 @@ import (
 
 	"elasticdl/internal/export"
 	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/storage"
 )
 
 // exportOptions are export's flags.
@@ -51,7 +52,12 @@ func runExport(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return fmt.Errorf("export %s to ONNX: %w", spec.Name, err)
 	}
-	if err := export.WriteFile(o.output, m.Marshal()); err != nil {
+	if storage.IsRemote(o.output) {
+		err = storage.WriteObject(ctx, o.output, m.Marshal(), os.Getenv)
+	} else {
+		err = export.WriteFile(o.output, m.Marshal())
+	}
+	if err != nil {
 		return fmt.Errorf("--output: cannot write %s: %w", o.output, unwrapPath(err))
 	}
 	inputs := fmt.Sprintf("input %q", export.InputFeatures)
@@ -80,6 +86,12 @@ func (o exportOptions) check() error {
 		return errors.New("--data: required for --worker_command to ONNX: a data source of the model's input, for its shape")
 	case o.output == "":
 		return errors.New("--output: required: the file to write, e.g. model.onnx")
+	}
+	if storage.IsRemote(o.output) {
+		if o.workerCommand != "" {
+			return errors.New("--output: a --worker_command model is exported to a local file")
+		}
+		return nil
 	}
 	if fi, err := os.Stat(o.output); err == nil && fi.IsDir() {
 		return fmt.Errorf("--output: %s is a directory; give a file name", o.output)

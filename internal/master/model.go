@@ -214,10 +214,5 @@ func writeExport(output string, b []byte) error {
 	if !storage.IsRemote(output) {
 		return export.WriteFile(filepath.Join(output, exportFile), b)
 	}
-	ctx := context.Background()
-	s, err := storage.Open(ctx, output, os.Getenv)
-	if err != nil {
-		return err
-	}
-	return storage.WriteAll(ctx, s, exportFile, b)
+	return storage.WriteObject(context.Background(), checkpoint.Join(output, exportFile), b, os.Getenv)
 }

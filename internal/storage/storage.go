@@ -136,3 +136,17 @@ func WriteAll(ctx context.Context, s Store, name string, b []byte) error {
 	}
 	return w.Close()
 }
+
+// WriteObject writes b as the object a full location names,
+// s3://bucket/prefix/name: the store is its parent.
+func WriteObject(ctx context.Context, location string, b []byte, env func(string) string) error {
+	i := strings.LastIndex(location, "/")
+	if !IsRemote(location) || i < len("s3://") || i == len(location)-1 {
+		return fmt.Errorf("storage: %q: want s3://bucket/prefix/name", location)
+	}
+	s, err := Open(ctx, location[:i], env)
+	if err != nil {
+		return err
+	}
+	return WriteAll(ctx, s, location[i+1:], b)
+}

@@ -183,6 +183,11 @@ func TestOpenLocation(t *testing.T) {
 			t.Errorf("Open(%q, %v) = %v, want %q", c.loc, c.env, err, c.want)
 		}
 	}
+	for _, loc := range []string{"s3://b", "s3://b/", "/tmp/x", "s3:///x"} {
+		if err := WriteObject(context.Background(), loc, nil, env(nil)); err == nil {
+			t.Errorf("WriteObject(%q): no error", loc)
+		}
+	}
 	s, err := Open(context.Background(), "file://"+t.TempDir(), env(nil))
 	if _, ok := s.(*Local); err != nil || !ok {
 		t.Errorf("file URL: %T, %v", s, err)

@@ -208,6 +208,13 @@ func TestS3Output(t *testing.T) {
 	if es := e.summary(); es.Eval == nil || math.Abs(es.Eval.Accuracy-s.Eval.Accuracy) > 1e-6 || es.ModelVersion != s.ModelVersion {
 		t.Errorf("evaluate from %s/job: %+v; the job's: %+v", loc, es.Eval, s.Eval)
 	}
+	if b, err := exec.Command(binary, "export", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init="+loc+"/job",
+		"--output="+loc+"/exported/model.onnx").CombinedOutput(); err != nil {
+		t.Fatalf("export to S3: %v\n%s", err, b)
+	}
+	if _, err := store.Stat(context.Background(), "exported/model.onnx"); err != nil {
+		t.Errorf("export to S3: %v", err)
+	}
 	bad := exec.Command(binary, "train", "--model_def=fashion_mnist.mlp", "--training_data="+test, "--num_workers=1",
 		"--num_ps_pods=1", "--output=s3://no-such-bucket-elasticdl/job")
 	b, err := bad.CombinedOutput()
