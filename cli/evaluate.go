@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -93,7 +94,10 @@ func runModelJob(ctx context.Context, env Env, fs *flag.FlagSet, cfg *master.Con
 			return fmt.Errorf("--checkpoint_dir_for_init: %w", err)
 		}
 	}
-	if cfg.PredictionOutputs != "" {
+	if storage.IsRemote(cfg.Output) {
+		return usageError{errors.New("--output: evaluate and predict keep their summary and logs on local disk (--prediction_outputs may be s3://...)")}
+	}
+	if cfg.PredictionOutputs != "" && !storage.IsRemote(cfg.PredictionOutputs) {
 		dir := filepath.Dir(cfg.PredictionOutputs)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--prediction_outputs: directory %s does not exist: create it first", dir)

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 
 	"elasticdl/data"
 	"elasticdl/internal/ps/checkpoint"
+	"elasticdl/internal/storage"
 	"elasticdl/model"
 	"elasticdl/nn"
 )
@@ -19,6 +21,9 @@ import (
 // checkOutputDir fails when the directory a file is to be written to does
 // not exist.
 func checkOutputDir(path string) error {
+	if storage.IsRemote(path) {
+		return checkRemoteOutput(context.Background(), path)
+	}
 	dir := filepath.Dir(path)
 	fi, err := os.Stat(dir)
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"elasticdl/internal/master/policy"
 	"elasticdl/internal/master/task"
 	"elasticdl/internal/ps/optimizer"
+	"elasticdl/internal/storage"
 	"elasticdl/internal/tlsid"
 	"elasticdl/model"
 	"elasticdl/proto/masterpb"
@@ -534,13 +535,16 @@ func (m *Master) openPredictions() error {
 	resume := int64(-1)
 	if m.failover.resuming {
 		if p := m.job.Phase(); p == job.Succeeded || p == job.Failed {
-			return removeLeftoverPredictions(m.cfg.PredictionOutputs, m.cfg.RunID)
+			return removeLeftoverPredictions(m.predictionsPath(), m.cfg.RunID)
 		}
 		resume = m.job.PredictionRowsReleased()
 	}
-	pf, err := newPredictionFile(m.cfg.PredictionOutputs, m.spec.NumClasses, m.cfg.RunID, resume)
+	pf, err := newPredictionFile(m.predictionsPath(), m.spec.NumClasses, m.cfg.RunID, resume)
 	if err != nil {
 		return err
+	}
+	if storage.IsRemote(m.cfg.PredictionOutputs) {
+		pf.remote = m.cfg.PredictionOutputs
 	}
 	m.mu.Lock()
 	m.output.pred = pf

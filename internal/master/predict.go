@@ -26,6 +26,7 @@ import (
 // Saving, and the next one commits again from the same file.
 type predictionFile struct {
 	path       string
+	remote     string // s3://...: path is a local stand-in, uploaded at commit
 	partial    string // the run's temp file, kept until release; "" without a runID
 	tmp        *os.File
 	w          *bufio.Writer
@@ -203,7 +204,10 @@ func (pf *predictionFile) commit(total int64) error {
 	if err := pf.moveIntoPlace(); err != nil {
 		return err
 	}
-	return atomicfile.SyncDir(filepath.Dir(pf.path))
+	if err := atomicfile.SyncDir(filepath.Dir(pf.path)); err != nil {
+		return err
+	}
+	return pf.upload()
 }
 
 // moveIntoPlace puts the temp file over the output. A run's temp file is

@@ -208,6 +208,14 @@ func TestS3Output(t *testing.T) {
 	if es := e.summary(); es.Eval == nil || math.Abs(es.Eval.Accuracy-s.Eval.Accuracy) > 1e-6 || es.ModelVersion != s.ModelVersion {
 		t.Errorf("evaluate from %s/job: %+v; the job's: %+v", loc, es.Eval, s.Eval)
 	}
+	p := startCmd(t, "predict", "--model_def=fashion_mnist.mlp", "--prediction_data="+test, "--checkpoint_dir_for_init="+loc+"/job",
+		"--prediction_outputs="+loc+"/pred/out.csv")
+	if code := p.wait(2 * time.Minute); code != 0 {
+		t.Fatalf("predict to S3: exit code %d\n%s", code, p.stderr.String())
+	}
+	if b, err := storage.ReadAll(context.Background(), store, "pred/out.csv"); err != nil || bytes.Count(b, []byte("\n")) != 10001 {
+		t.Errorf("predictions on S3: %d lines, %v; want a header and 10000 rows", bytes.Count(b, []byte("\n")), err)
+	}
 	if b, err := exec.Command(binary, "export", "--model_def=fashion_mnist.mlp", "--checkpoint_dir_for_init="+loc+"/job",
 		"--output="+loc+"/exported/model.onnx").CombinedOutput(); err != nil {
 		t.Fatalf("export to S3: %v\n%s", err, b)
