@@ -209,6 +209,7 @@ func (j *Job) markSlow(now time.Time, worker int, slow bool, rate, median float6
 	}
 	if slow {
 		j.noticeOccur(true, "WorkerSlow", fmt.Sprintf("worker-%d is slow: %.1f records/s, the others' median %.1f", worker, rate, median))
+		j.maybePark(now, worker)
 		return
 	}
 	j.noticeOccur(false, "WorkerRecovered", fmt.Sprintf("worker-%d is no longer slow: %.1f records/s, the others' median %.1f", worker, rate, median))
