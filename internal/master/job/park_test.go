@@ -41,14 +41,13 @@ func TestParkBackoff(t *testing.T) {
 	}
 }
 
-// slowRing runs a 3-member AllReduce job in rounds of 10 s, workers 0 and
-// 1 training a task each round and worker 2 one task every 5 rounds, until
-// worker 2 is marked slow; it returns the task worker 2 held then (none:
-// ID 0) and what the others hold.
+// slowRing runs a 3-member AllReduce job whose rank 0 reports the applied
+// steps every 200 ms, workers 0 and 1 training 20 records of each step and
+// worker 2 (its share cut by its rate) 2, until worker 2 is marked slow.
 func slowRing(t *testing.T, mutate func(*Config)) (*harness, map[int]task.Task) {
 	h := allReduceJob(t, 3, func(c *Config) {
-		c.RecordsPerTask, c.Tasks.RecordsPerTask = 10, 10
-		c.Tasks.Training = []task.Shard{{Name: "train", Records: 600}}
+		c.RecordsPerTask, c.Tasks.RecordsPerTask = 10000, 10000
+		c.Tasks.Training = []task.Shard{{Name: "train", Records: 30000}}
 		c.SlowWorkerFraction, c.ParkSlowWorkers = 0.5, true
 		if mutate != nil {
 			mutate(c)
@@ -58,32 +57,23 @@ func slowRing(t *testing.T, mutate func(*Config)) (*harness, map[int]task.Task) 
 		h.join(w)
 	}
 	wantRing(t, h.status(0), "v2 [0@a0 1@a1 2@a2]")
-	held := map[int]task.Task{}
-	slowStart := h.now
-	for round := 0; len(h.j.SlowWorkers()) == 0; round++ {
-		if round > 100 {
+	held := map[int]task.Task{0: h.get(0), 1: h.get(1), 2: h.get(2)}
+	done := map[int]int64{}
+	for step := int64(1); len(h.j.SlowWorkers()) == 0; step++ {
+		if step > 200 {
 			t.Fatal("worker 2 never marked slow")
 		}
-		h.advance(10 * time.Second)
+		h.advance(200 * time.Millisecond)
+		var parts []Part
 		for w := range 3 {
-			tk, ok := held[w]
-			if w == 2 && ok && h.now.Sub(slowStart) < 50*time.Second {
-				continue
+			n := int64(20)
+			if w == 2 {
+				n = 2
 			}
-			if ok {
-				h.train(w, tk, 1)
-				delete(held, w)
-			}
-			if len(h.j.SlowWorkers()) > 0 {
-				break
-			}
-			if a := h.step(GetTask{Worker: w}).Assignment; a.Kind == task.KindTask {
-				held[w] = a.Task
-				if w == 2 {
-					slowStart = h.now
-				}
-			}
+			parts = append(parts, Part{Worker: w, Task: held[w].ID, Start: done[w], End: done[w] + n})
+			done[w] += n
 		}
+		h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: step, RingVersion: 2, Parts: parts}}})
 	}
 	if got := h.j.SlowWorkers(); !slices.Equal(got, []int{2}) {
 		t.Fatalf("slow workers %v, want [2]", got)
@@ -96,7 +86,7 @@ func slowRing(t *testing.T, mutate func(*Config)) (*harness, map[int]task.Task) 
 // worker after the backoff; the others' tasks go on, nothing is counted
 // as scaled down or lost.
 func TestParkSlowWorker(t *testing.T) {
-	h, _ := slowRing(t, nil)
+	h, held := slowRing(t, nil)
 	if r := h.step(RingStatus{Worker: 0}).Ring; r.Members != nil || !r.Planned {
 		t.Fatalf("ring %+v, want a planned change forming", r)
 	}
@@ -111,7 +101,14 @@ func TestParkSlowWorker(t *testing.T) {
 	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{2}) {
 		t.Fatalf("stopped %v, want the parked worker 2", got)
 	}
+	if a := h.step(GetTask{Worker: 1}).Assignment; a.Kind == task.KindTask {
+		t.Fatalf("got task %d before the new ring settled", a.Task.ID)
+	}
 	h.step(SettleRing{Worker: 0, Version: 3})
+	// Its task resumes after the records the ring applied of it.
+	if got := h.get(1); got.ID != held[2].ID || got.Done == 0 || got.Done%2 != 0 {
+		t.Fatalf("got task %d done %d, want the parked worker's task %d after its applied records", got.ID, got.Done, held[2].ID)
+	}
 	h.advance(parkFirst - time.Second)
 	h.step(Tick{})
 	if rd := h.take(); len(rd.Launch) != 0 {
@@ -168,5 +165,18 @@ func TestParkedSlotNotRefilledOnScaleUp(t *testing.T) {
 	h.step(Tick{})
 	if rd := h.take(); len(rd.Launch) != 0 {
 		t.Fatalf("launched %+v into a slot given up", rd.Launch)
+	}
+}
+
+// TestRingPartsEqualMarkNobody: members with equal parts of every step
+// (the shares of an undisturbed ring) are never marked, however long.
+func TestRingPartsEqualMarkNobody(t *testing.T) {
+	h := allReduceJob(t, 3, func(c *Config) { c.SlowWorkerFraction, c.ParkSlowWorkers = 0.5, true })
+	for step := range 600 {
+		h.advance(time.Duration(100+step%7*50) * time.Millisecond)
+		h.j.noteRingParts(h.now, map[int]int64{0: 20, 1: 20, 2: int64(14 + step%13)})
+	}
+	if got := h.j.SlowWorkers(); len(got) != 0 {
+		t.Fatalf("slow workers %v, want none", got)
 	}
 }
