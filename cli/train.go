@@ -86,6 +86,8 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 		"a worker whose records/s over its recent tasks stays below this fraction of the other workers' median is marked slow (needs 3 workers; unmarked above 1.4× the fraction; 0: never; docs/faults.md)")
 	fs.BoolVar(&cfg.BackupTasks, "backup_tasks", cfg.BackupTasks,
 		"PS training: once every task is handed out, an idle worker gets a copy of a task held by a slow worker or running 3× the typical task time; the first report wins, the PS apply each minibatch once (docs/faults.md)")
+	fs.BoolVar(&cfg.ParkSlowWorkers, "park_slow_workers", cfg.ParkSlowWorkers,
+		"AllReduce: a worker marked slow (--slow_worker_fraction) leaves the ring and is stopped, its tasks go back; a new worker takes its slot on probation after 30 s, doubling each time the slot is parked again (up to 8 min); never below --min_workers or more than a minority of the workers (docs/faults.md)")
 	addJobFlags(fs, cfg, opts, "records per gradient step")
 }
 

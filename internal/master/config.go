@@ -74,9 +74,11 @@ type Config struct {
 	// SlowWorkerFraction: a worker whose records/s stays below this
 	// fraction of the other workers' median is marked slow (0: never);
 	// BackupTasks: PS training, an idle worker gets a copy of a straggling
-	// task once nothing is queued (docs/faults.md).
+	// task once nothing is queued; ParkSlowWorkers: AllReduce, a worker
+	// marked slow leaves the ring for a while (docs/faults.md).
 	SlowWorkerFraction float64
 	BackupTasks        bool
+	ParkSlowWorkers    bool
 	HeartbeatTimeout   time.Duration
 	// WorkerMasterTimeout is the workers' --master_timeout: how long one
 	// retries a master it cannot reach before it exits with the cause.
@@ -179,6 +181,7 @@ func DefaultConfig() Config {
 		TaskTimeout:             5 * time.Minute,
 		SlowWorkerFraction:      0.5,
 		BackupTasks:             true,
+		ParkSlowWorkers:         true,
 		HeartbeatTimeout:        time.Minute,
 		WorkerMasterTimeout:     roleflags.DefaultWorkerMasterTimeout,
 		RelaunchOnWorkerFailure: 1,

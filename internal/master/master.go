@@ -350,7 +350,7 @@ func coreConfig(cfg *Config, spec model.Spec, sd *sqlData, logger *slog.Logger) 
 		MinibatchSize: cfg.MinibatchSize,
 		UploadTimeout: time.Minute,
 		// Stragglers (docs/faults.md).
-		SlowWorkerFraction: cfg.SlowWorkerFraction, BackupTasks: cfg.BackupTasks,
+		SlowWorkerFraction: cfg.SlowWorkerFraction, BackupTasks: cfg.BackupTasks, ParkSlowWorkers: cfg.ParkSlowWorkers,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,

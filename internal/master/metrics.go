@@ -17,13 +17,13 @@ import (
 type metricsCollector struct {
 	m *Master
 
-	tasks, launched, lost, relaunched, preempted *prometheus.Desc
-	instances, records, corrupt, epoch, version  *prometheus.Desc
-	finished, ringVersion, worldSize             *prometheus.Desc
-	arOps, arBytes, arSeconds                    *prometheus.Desc
-	target, bounds, requested, goodput           *prometheus.Desc
-	psShards, psLayout, reshards                 *prometheus.Desc
-	workerSlow, workerRate                       *prometheus.Desc
+	tasks, launched, lost, relaunched, preempted, parked *prometheus.Desc
+	instances, records, corrupt, epoch, version          *prometheus.Desc
+	finished, ringVersion, worldSize                     *prometheus.Desc
+	arOps, arBytes, arSeconds                            *prometheus.Desc
+	target, bounds, requested, goodput                   *prometheus.Desc
+	psShards, psLayout, reshards                         *prometheus.Desc
+	workerSlow, workerRate                               *prometheus.Desc
 
 	// goodput is measured over the time between scrapes, at least
 	// goodputWindow: the last sample and value.
@@ -51,6 +51,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		lost:        newDesc("instances_lost_total", "Instances that ended without being asked to (killed, preempted, deleted, failed).", []string{"role"}, job),
 		relaunched:  newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
 		preempted:   newDesc("instances_preempted_total", "Lost instances the cluster took back for higher-priority work.", []string{"role"}, job),
+		parked:      newDesc("workers_parked_total", "AllReduce: slow workers that left the ring for a while (parked), and new workers launched on probation in their slots (unparked).", []string{"event"}, job),
 		instances:   newDesc("instances", "Instances by state: running, or launched and not running yet (pending pods: the elastic headroom).", []string{"role", "state"}, job),
 		records:     newDesc("records_done_total", "Training records of tasks reported done.", nil, job),
 		corrupt:     newDesc("corrupt_records_total", "Records skipped as corrupt.", nil, job),
@@ -117,7 +118,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards, c.workerSlow, c.workerRate} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.parked, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards, c.workerSlow, c.workerRate} {
 		ch <- d
 	}
 }
@@ -162,6 +163,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.relaunched, float64(s.PS.Relaunched), p)
 	counter(c.preempted, float64(s.Workers.Preempted), w)
 	counter(c.preempted, float64(s.PS.Preempted), p)
+	counter(c.parked, float64(s.Workers.Parked), "parked")
+	counter(c.parked, float64(s.Workers.Unparked), "unparked")
 	gauge(c.instances, wRun, w, "running")
 	gauge(c.instances, wPend, w, "pending")
 	gauge(c.instances, pRun, p, "running")

@@ -300,6 +300,7 @@ func (j *Job) tick(now time.Time) {
 	}
 	if j.cfg.AllReduce {
 		j.maybeForm(now)
+		j.unparkDue(now)
 		j.uploadOverdue(now)
 		j.requeueUnsettled(now, func(deadline time.Time) bool { return !now.Before(deadline) })
 	}

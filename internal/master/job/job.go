@@ -154,6 +154,9 @@ type Config struct {
 	// a straggling task (backup.go; PS training with CheckApplied).
 	SlowWorkerFraction float64
 	BackupTasks        bool
+	// ParkSlowWorkers: an AllReduce worker marked slow leaves the ring
+	// for a while (park.go).
+	ParkSlowWorkers bool
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -195,6 +198,8 @@ type Job struct {
 	draining map[int]time.Time
 	// targetSource is who set the target last (a let-go's cause).
 	targetSource string
+	// parked: the worker slots whose slow worker was parked (park.go).
+	parked map[int]*parkedSlot
 	// released are the workers the job let go (not lost): told to stop,
 	// not refused, when they call again before they exit.
 	released map[int]bool
@@ -280,6 +285,7 @@ func New(cfg Config) (*Job, error) {
 		target:      cfg.NumWorkers,
 		draining:    map[int]time.Time{},
 		released:    map[int]bool{},
+		parked:      map[int]*parkedSlot{},
 		numPS:       cfg.NumPS,
 		psTarget:    cfg.NumPS,
 		evalPending: map[int64]evalMetrics{},

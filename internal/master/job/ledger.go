@@ -198,18 +198,23 @@ func (j *Job) reportApplied(now time.Time, ev ReportApplied) (Reply, error) {
 		return Reply{}, err
 	}
 	a := &j.applied
+	parts := map[int]int64{} // each member's records in the new steps
 	for _, st := range ev.Steps {
 		if a.steps.Has(st.Step) {
 			continue
 		}
 		a.steps.Add(st.Step)
 		for _, p := range st.Parts {
+			parts[p.Worker] += p.End - p.Start
 			j.addApplied(p.Task, appliedRange{p.Start, p.End, st.Step})
 			// The state holds the task's records up to End (a prefix):
 			// should the task change hands, they are not trained again.
 			_ = j.disp.Advance(p.Task, p.End)
 			j.noteApplied(now, st.RingVersion, p.Worker)
 		}
+	}
+	if len(parts) > 0 {
+		j.noteRingParts(now, parts)
 	}
 	j.checkpointWritten(ev.Checkpoint)
 	return Reply{}, nil

@@ -33,6 +33,7 @@ const (
 	causeSilent       = "silent"
 	causeLaunchFailed = "launch-failed"
 	causeReshard      = "reshard"
+	causeUnpark       = "unpark"
 )
 
 // maxDetail bounds an Occurrence's Detail: a history keeps many.
@@ -108,6 +109,9 @@ func (j *Job) occurExit(ev cluster.Event, in *instance, cause string, lost bool,
 	}
 	if cause == OccurLetGo {
 		o.Kind, o.Cause, o.ExitCode = OccurLetGo, j.targetSource, 0
+		if j.beingParked(in.id) {
+			o.Cause = causePark
+		}
 	}
 	j.occur(o)
 }

@@ -180,7 +180,11 @@ func (j *Job) joinRingFormed(now time.Time, ev JoinRing) (Reply, error) {
 	if left, leaving := r.leaving[ev.Worker]; leaving && !left {
 		// A member let go reached the step boundary: it stops here.
 		r.leaving[ev.Worker] = true
-		j.letGo(now, ev.Worker, "scaled down: left the ring at a step boundary")
+		why := "scaled down"
+		if j.beingParked(ev.Worker) {
+			why = "parked (slow)"
+		}
+		j.letGo(now, ev.Worker, why+": left the ring at a step boundary")
 		delete(r.leaving, ev.Worker)
 		return Reply{LetGo: true}, nil
 	}
@@ -298,16 +302,16 @@ func (r *rendezvous) stepping(worker int) bool {
 
 // leaveRing lets go of a member of the live ring without failing a step:
 // a planned change, which it leaves at the boundary, then is stopped.
-func (j *Job) leaveRing(now time.Time, worker int) {
+func (j *Job) leaveRing(now time.Time, worker int, why string) {
 	r := &j.ring
 	j.draining[worker] = now
 	if r.leaving == nil {
 		r.leaving = map[int]bool{}
 	}
 	r.leaving[worker] = false
-	j.log.Info("worker leaves the ring at its next step boundary (scale down)", "worker", worker)
+	j.log.Info("worker leaves the ring at its next step boundary", "worker", worker, "why", why)
 	if !r.forming {
-		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" let go", true)
+		j.reform(now, cluster.InstanceName(cluster.Worker, worker)+" let go: "+why, true)
 	}
 }
 

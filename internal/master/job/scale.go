@@ -3,7 +3,6 @@ package job
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -48,7 +47,8 @@ func (j *Job) setTarget(now time.Time, ev SetTarget) {
 
 // active are the workers the job counts toward its target: live and not
 // being let go.
-func (j *Job) active() int { return len(j.workers) - len(j.draining) }
+// A parked slot counts too: it is re-admitted, not replaced.
+func (j *Job) active() int { return len(j.workers) - len(j.draining) + j.parkedNow() }
 
 // rescale launches or lets go of workers until the active ones meet the
 // target. Workers are let go by the least work they would leave unfinished:
@@ -62,8 +62,17 @@ func (j *Job) rescale(now time.Time) {
 		return
 	}
 	// Workers still finishing their last task are kept first: they run.
-	for j.active() < j.target && len(j.draining) > 0 {
-		id := slices.Max(slices.Collect(maps.Keys(j.draining)))
+	for j.active() < j.target {
+		var kept []int
+		for id := range j.draining {
+			if !j.beingParked(id) {
+				kept = append(kept, id)
+			}
+		}
+		if len(kept) == 0 {
+			break
+		}
+		id := slices.Max(kept)
 		delete(j.draining, id)
 		delete(j.ring.leaving, id) // still in its ring: it stays there
 		j.log.Info("worker kept after all (scale up)", "worker", id)
@@ -77,6 +86,9 @@ func (j *Job) rescale(now time.Time) {
 		j.summary.Workers.ScaledUp++
 	}
 	excess := j.active() - j.target
+	for excess > 0 && j.dropParked() {
+		excess-- // a parked slot goes first: it runs nothing
+	}
 	if excess <= 0 {
 		return
 	}
@@ -109,7 +121,7 @@ func (j *Job) rescale(now time.Time) {
 		case j.cfg.AllReduce && j.ring.stepping(c.id):
 			// Stopping it would fail the ring's step in flight: it leaves
 			// at a step boundary, handing back the rest of its task.
-			j.leaveRing(now, c.id)
+			j.leaveRing(now, c.id, "scale down")
 		case c.rank < 2 || j.cfg.AllReduce:
 			// An AllReduce worker not in a live ring is stopped at once:
 			// its task resumes after what the ledger has of it.
@@ -127,6 +139,9 @@ func (j *Job) freeSlot() (int, bool) {
 	for _, w := range j.workers {
 		used[w.index] = true
 	}
+	for slot, s := range j.parked {
+		used[slot] = used[slot] || !s.until.IsZero()
+	}
 	for i := 0; i < j.cfg.NumWorkers; i++ {
 		if !used[i] {
 			return i, true
@@ -142,7 +157,9 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 	if w == nil {
 		return
 	}
-	j.summary.Workers.ScaledDown++
+	if !j.beingParked(id) {
+		j.summary.Workers.ScaledDown++
+	}
 	delete(j.draining, id)
 	j.released[id] = true
 	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})

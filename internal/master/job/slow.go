@@ -99,6 +99,21 @@ func (w *workerRate) rate() (float64, bool) {
 type slowTracker struct {
 	workers   map[int]*workerRate
 	durations []time.Duration // the newest typicalWindow, oldest first
+	// ringAt: the last ReportApplied that brought new steps (AllReduce).
+	ringAt time.Time
+}
+
+// worker is worker's rate, made on first use.
+func (t *slowTracker) worker(id int) *workerRate {
+	if t.workers == nil {
+		t.workers = map[int]*workerRate{}
+	}
+	w := t.workers[id]
+	if w == nil {
+		w = &workerRate{}
+		t.workers[id] = w
+	}
+	return w
 }
 
 // judgeSlow decides a worker's mark from its rate and the other workers'
@@ -156,14 +171,7 @@ type WorkerRate struct {
 // at since (an accepted training report at now) and judges it.
 func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.Time) {
 	t := &j.slow
-	if t.workers == nil {
-		t.workers = map[int]*workerRate{}
-	}
-	w := t.workers[worker]
-	if w == nil {
-		w = &workerRate{}
-		t.workers[worker] = w
-	}
+	w := t.worker(worker)
 	if w.last.After(since) {
 		since = w.last // it trained the one before until then
 	}
@@ -173,14 +181,53 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.
 	if len(t.durations) > typicalWindow {
 		t.durations = t.durations[1:]
 	}
+	if j.cfg.AllReduce {
+		return // rated from the applied steps (noteRingParts)
+	}
 	if !w.warm || d <= 0 { // its first task, or no time passed: no rate
 		w.warm = true
 		return
 	}
 	w.add(rateSample{records: records, secs: d.Seconds()})
+	j.judgeRate(now, worker, w)
+}
+
+// noteRingParts rates AllReduce members from the steps a ReportApplied
+// newly brought: each member's records in them over the time since the
+// previous such report. A task's time says little on AllReduce (every
+// step waits for the slowest member, so every member's task takes the
+// ring's time, and a slow member's tasks take many seconds each); a
+// member's part of each step says how fast it computes once the shares go
+// by rate (the workers' side), and rank 0 reports every 200 ms. A member
+// with no records in them (no task) is not rated.
+func (j *Job) noteRingParts(now time.Time, records map[int]int64) {
+	t := &j.slow
+	last := t.ringAt
+	t.ringAt = now
+	if last.IsZero() || !now.After(last) {
+		return
+	}
+	secs := now.Sub(last).Seconds()
+	for _, worker := range slices.Sorted(maps.Keys(records)) {
+		if _, alive := j.workers[worker]; !alive || records[worker] <= 0 {
+			continue // a member gone since (its records came late), or idle
+		}
+		w := t.worker(worker)
+		if !w.warm { // its first steps: it may have joined meanwhile
+			w.warm = true
+			continue
+		}
+		w.add(rateSample{records: records[worker], secs: secs})
+		j.judgeRate(now, worker, w)
+	}
+}
+
+// judgeRate judges worker's new rate against the others' and marks or
+// unmarks it.
+func (j *Job) judgeRate(now time.Time, worker int, w *workerRate) {
 	rate, _ := w.rate()
 	var others []float64
-	for id, o := range t.workers {
+	for id, o := range j.slow.workers {
 		if r, ok := o.rate(); ok && id != worker && !o.gone {
 			others = append(others, r)
 		}
@@ -209,6 +256,7 @@ func (j *Job) markSlow(now time.Time, worker int, slow bool, rate, median float6
 	}
 	if slow {
 		j.noticeOccur(true, "WorkerSlow", fmt.Sprintf("worker-%d is slow: %.1f records/s, the others' median %.1f", worker, rate, median))
+		j.maybePark(now, worker)
 		return
 	}
 	j.noticeOccur(false, "WorkerRecovered", fmt.Sprintf("worker-%d is no longer slow: %.1f records/s, the others' median %.1f", worker, rate, median))

@@ -155,6 +155,10 @@ type WorkerCounts struct {
 	// the job's target changed (SetTarget).
 	ScaledUp   int `json:"scaled_up,omitempty"`
 	ScaledDown int `json:"scaled_down,omitempty"`
+	// Parked counts the slow AllReduce workers let go for a while;
+	// Unparked the workers launched on probation in their slots.
+	Parked   int `json:"parked,omitempty"`
+	Unparked int `json:"unparked,omitempty"`
 }
 
 // PSCounts counts parameter-server instances over the job's life.
