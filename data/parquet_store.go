@@ -56,8 +56,7 @@ func openParquetObjects(ctx context.Context, location string) ([]*parquetFile, e
 func parquetObjects(ctx context.Context, location string) (storage.Store, []string, error) {
 	trimmed := strings.TrimRight(location, "/")
 	if strings.EqualFold(path.Ext(trimmed), ".parquet") {
-		parent, base := path.Split(trimmed)
-		store, err := storage.Open(ctx, strings.TrimRight(parent, "/"), os.Getenv)
+		store, base, err := storage.OpenParent(ctx, trimmed, os.Getenv)
 		if err != nil {
 			return nil, nil, fmt.Errorf("data: %w", err)
 		}

@@ -39,12 +39,11 @@ func (pf *predictionFile) upload() error {
 	}
 	defer f.Close()
 	ctx := context.Background()
-	i := len(pf.remote) - len(filepath.Base(pf.remote))
-	s, err := storage.Open(ctx, pf.remote[:max(i-1, 0)], os.Getenv)
+	s, name, err := storage.OpenParent(ctx, pf.remote, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("--prediction_outputs: %w", err)
 	}
-	w, err := s.Create(ctx, filepath.Base(pf.remote))
+	w, err := s.Create(ctx, name)
 	if err != nil {
 		return fmt.Errorf("--prediction_outputs: %w", err)
 	}
@@ -61,12 +60,11 @@ func (pf *predictionFile) upload() error {
 // checkRemoteOutput checks, before anything runs, that the bucket of an
 // object-storage output answers and takes the credentials.
 func checkRemoteOutput(ctx context.Context, location string) error {
-	i := len(location) - len(filepath.Base(location))
-	s, err := storage.Open(ctx, location[:max(i-1, 0)], os.Getenv)
+	s, name, err := storage.OpenParent(ctx, location, os.Getenv)
 	if err != nil {
 		return fmt.Errorf("--prediction_outputs: %w", err)
 	}
-	if _, err := s.List(ctx, filepath.Base(location)); err != nil {
+	if _, err := s.List(ctx, name); err != nil {
 		return fmt.Errorf("--prediction_outputs: %w", err)
 	}
 	return nil

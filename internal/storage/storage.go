@@ -137,16 +137,25 @@ func WriteAll(ctx context.Context, s Store, name string, b []byte) error {
 	return w.Close()
 }
 
-// WriteObject writes b as the object a full location names,
-// s3://bucket/prefix/name: the store is its parent.
-func WriteObject(ctx context.Context, location string, b []byte, env func(string) string) error {
+// OpenParent opens the store holding the object a full location names,
+// s3://bucket/prefix/name, and returns it with the object's name.
+func OpenParent(ctx context.Context, location string, env func(string) string) (Store, string, error) {
 	i := strings.LastIndex(location, "/")
 	if !IsRemote(location) || i < len("s3://") || i == len(location)-1 {
-		return fmt.Errorf("storage: %q: want s3://bucket/prefix/name", location)
+		return nil, "", fmt.Errorf("storage: %q: want s3://bucket/prefix/name", location)
 	}
 	s, err := Open(ctx, location[:i], env)
 	if err != nil {
+		return nil, "", err
+	}
+	return s, location[i+1:], nil
+}
+
+// WriteObject writes b as the object a full location names.
+func WriteObject(ctx context.Context, location string, b []byte, env func(string) string) error {
+	s, name, err := OpenParent(ctx, location, env)
+	if err != nil {
 		return err
 	}
-	return WriteAll(ctx, s, location[i+1:], b)
+	return WriteAll(ctx, s, name, b)
 }

@@ -107,18 +107,13 @@ func (r remote) write(ctx context.Context, v int64, shard, numShards int, b []by
 	if err != nil {
 		return fmt.Errorf("checkpoint: commit %s: %w", r.dir(v), err)
 	}
-	m := manifest{Version: v, NumShards: numShards}
-	for _, o := range objs {
-		base := strings.TrimPrefix(o.Name, versionName(v)+"/")
-		if base == manifestName {
-			return nil // committed already: this was a rewrite of one part
-		}
-		if _, n, ok := parseFileName(base); ok && n == numShards {
-			m.Parts = append(m.Parts, base)
-		}
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = strings.TrimPrefix(o.Name, versionName(v)+"/")
 	}
-	if len(m.Parts) < numShards {
-		return nil // another shard's part completes it
+	m, commit := manifestFor(v, numShards, names)
+	if !commit {
+		return nil
 	}
 	body, err := json.Marshal(m)
 	if err != nil {
@@ -128,6 +123,23 @@ func (r remote) write(ctx context.Context, v int64, shard, numShards int, b []by
 		return fmt.Errorf("checkpoint: commit %s: %w", r.dir(v), err)
 	}
 	return nil
+}
+
+// manifestFor decides whether a version whose objects are names (relative
+// to its directory) is to be committed by a shard of numShards: not when
+// it has a manifest already (a part was rewritten) or lacks a part
+// (another shard's completes it).
+func manifestFor(v int64, numShards int, names []string) (manifest, bool) {
+	m := manifest{Version: v, NumShards: numShards}
+	for _, name := range names {
+		if name == manifestName {
+			return manifest{}, false
+		}
+		if _, n, ok := parseFileName(name); ok && n == numShards {
+			m.Parts = append(m.Parts, name)
+		}
+	}
+	return m, len(m.Parts) == numShards
 }
 
 func (r remote) committed(ctx context.Context, v int64) error {

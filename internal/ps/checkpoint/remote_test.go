@@ -193,3 +193,26 @@ func TestS3BadRoot(t *testing.T) {
 		t.Errorf("wrong credentials: %v", err)
 	}
 }
+
+// The commit decision: a manifest only when every part of n is there and
+// none was written yet; other layouts' parts and other objects do not count.
+func TestManifestFor(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		n      int
+		names  []string
+		commit bool
+	}{
+		{"all parts", 2, []string{"variables-0-of-2.ckpt", "variables-1-of-2.ckpt"}, true},
+		{"one missing", 2, []string{"variables-1-of-2.ckpt"}, false},
+		{"committed already", 2, []string{"COMPLETE", "variables-0-of-2.ckpt", "variables-1-of-2.ckpt"}, false},
+		{"another layout's parts", 2, []string{"variables-0-of-2.ckpt", "variables-0-of-1.ckpt", "notes"}, false},
+		{"one shard", 1, []string{"variables-0-of-1.ckpt", "variables-1-of-2.ckpt"}, true},
+		{"nothing", 1, nil, false},
+	} {
+		m, commit := manifestFor(7, c.n, c.names)
+		if commit != c.commit || commit && (m.Version != 7 || m.NumShards != c.n || len(m.Parts) != c.n) {
+			t.Errorf("%s: %+v, %v; want commit %v", c.name, m, commit, c.commit)
+		}
+	}
+}
