@@ -19,12 +19,13 @@ const (
 	rateEMA = 0.3
 	// balanceBelow: shares change when a busy member computes below this
 	// fraction of the fastest for balanceSteps steps in a row, and go back
-	// to equal once every busy member is within balanceWithin (the
-	// master's --slow_worker_fraction default and its unmark factor): the
-	// noise of a shared machine's steps (one member at 0.67 of another
-	// for a step) does not change shares, nor flip them back and forth.
-	balanceBelow  = 0.5
-	balanceWithin = 0.7
+	// to equal once every busy member is within balanceWithin for as many
+	// steps. A member held to 35 % of a CPU beside two at 0.8 computes at
+	// 0.5-0.7 of them step by step (issue 34: at 0.5 shares stayed equal
+	// and the ring ran at its pace, 1.6×); a single noisy step of a shared
+	// machine changes nothing, and nothing flips back and forth.
+	balanceBelow  = 0.7
+	balanceWithin = 0.85
 	balanceSteps  = 3
 	// minShareFraction is the smallest share a slow member takes, as a
 	// fraction of its equal share: it keeps training, and its rate keeps
@@ -66,18 +67,32 @@ func spread(rates []float32) float64 {
 }
 
 // balance is whether shares go by rate (on), and the steps in a row the
-// spread has been below balanceBelow while they did not.
+// spread has been on the other side (below balanceBelow while off, back
+// within balanceWithin while on).
 type balance struct {
 	on    bool
 	below int
 }
 
 // next is b after a step whose members' rates were rates. Every member
-// sees the same rates, so all agree.
+// sees the same rates, so all agree. Shares go back to equal only after
+// balanceSteps steps in a row within balanceWithin, as they turn: a
+// member held by a CPU quota computes a small share within one burst
+// and looks fast for a step (issue 34), and shares that went back at
+// once would give it the equal share again the next.
 func (b balance) next(rates []float32) balance {
+	if busy(rates) < 2 {
+		return balance{} // nothing to balance
+	}
 	s := spread(rates)
 	if b.on {
-		return balance{on: s < balanceWithin}
+		switch {
+		case s < balanceWithin:
+			return balance{on: true}
+		case b.below+1 >= balanceSteps:
+			return balance{}
+		}
+		return balance{on: true, below: b.below + 1}
 	}
 	if s >= balanceBelow {
 		return balance{}
@@ -86,6 +101,17 @@ func (b balance) next(rates []float32) balance {
 		return balance{on: true}
 	}
 	return balance{below: b.below + 1}
+}
+
+// busy counts the members with a rate (those that trained in the step).
+func busy(rates []float32) int {
+	n := 0
+	for _, r := range rates {
+		if r > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // balancedShare is the records rank takes in a step, given the members'

@@ -53,7 +53,7 @@ func TestRateMeter(t *testing.T) {
 }
 
 func TestBalanceNext(t *testing.T) {
-	slow, noisy, even := []float32{100, 100, 35}, []float32{100, 100, 60}, []float32{100, 100, 90}
+	slow, noisy, even := []float32{100, 100, 35}, []float32{100, 100, 75}, []float32{100, 100, 90}
 	for _, c := range []struct {
 		name  string
 		from  balance
@@ -62,14 +62,17 @@ func TestBalanceNext(t *testing.T) {
 	}{
 		{"no rates", balance{}, nil, balance{}},
 		{"even members", balance{}, even, balance{}},
-		{"noise below 0.7 is not slow", balance{}, noisy, balance{}},
+		{"noise above 0.7 is not slow", balance{}, noisy, balance{}},
 		{"a slow step counts", balance{}, slow, balance{below: 1}},
 		{"two in a row", balance{below: 1}, slow, balance{below: 2}},
 		{"the third turns shares on", balance{below: 2}, slow, balance{on: true}},
 		{"a step back in the band resets the count", balance{below: 2}, noisy, balance{}},
 		{"on, still slow", balance{on: true}, slow, balance{on: true}},
-		{"on, within 0.7 stays on", balance{on: true}, []float32{100, 100, 65}, balance{on: true}},
-		{"on, back within 0.7", balance{on: true}, []float32{100, 100, 75}, balance{}},
+		{"on, below 0.85 stays on", balance{on: true}, []float32{100, 100, 80}, balance{on: true}},
+		{"on, back within 0.85 counts", balance{on: true}, []float32{100, 100, 90}, balance{on: true, below: 1}},
+		{"on, back within 0.85 twice", balance{on: true, below: 1}, []float32{100, 100, 90}, balance{on: true, below: 2}},
+		{"on, the third step within 0.85 turns shares off", balance{on: true, below: 2}, []float32{100, 100, 90}, balance{}},
+		{"on, a slow step again resets the count", balance{on: true, below: 2}, slow, balance{on: true}},
 		{"one busy member: nothing to balance", balance{on: true}, []float32{100, 0, 0}, balance{}},
 		{"none busy", balance{below: 2}, []float32{0, 0, 0}, balance{}},
 	} {

@@ -100,7 +100,7 @@ def step_share(global_batch, minibatch, rank, size):
 # Step shares by rate (the Go worker's internal/worker/balance.go, the same
 # numbers): a member that computes slower takes less of each step.
 RATE_EMA = 0.3
-BALANCE_BELOW, BALANCE_WITHIN, BALANCE_STEPS = 0.5, 0.7, 3
+BALANCE_BELOW, BALANCE_WITHIN, BALANCE_STEPS = 0.7, 0.85, 3
 MIN_SHARE_FRACTION = 0.1
 # The fewest records a member trains in a step when more are there: a
 # model with BatchNorm cannot train on one.
@@ -123,18 +123,25 @@ def spread(rates):
 
 
 def next_balance(state, rates):
-    """The balance state (on, below) after a step whose members' rates were
-    rates: on after BALANCE_STEPS steps in a row below BALANCE_BELOW, off
-    again once within BALANCE_WITHIN (the Go worker's balance.next)."""
-    on, below = state
+    """The balance state (on, streak) after a step whose members' rates
+    were rates: on after BALANCE_STEPS steps in a row below BALANCE_BELOW,
+    off again after BALANCE_STEPS steps in a row within BALANCE_WITHIN, at
+    once with fewer than two busy members (the Go worker's balance.next)."""
+    on, streak = state
+    if sum(1 for r in rates if r > 0) < 2:
+        return (False, 0)
     s = spread(rates)
     if on:
-        return (s < BALANCE_WITHIN, 0)
+        if s < BALANCE_WITHIN:
+            return (True, 0)
+        if streak + 1 >= BALANCE_STEPS:
+            return (False, 0)
+        return (True, streak + 1)
     if s >= BALANCE_BELOW:
         return (False, 0)
-    if below + 1 >= BALANCE_STEPS:
+    if streak + 1 >= BALANCE_STEPS:
         return (True, 0)
-    return (False, below + 1)
+    return (False, streak + 1)
 
 
 def balanced_share(global_batch, minibatch, rank, size, rates, balancing):

@@ -69,16 +69,19 @@ class Encodings(unittest.TestCase):
 
     def test_next_balance_is_go_balance_next(self):
         # internal/worker/balance_test.go's TestBalanceNext, case for case.
-        slow, noisy, even = [100, 100, 35], [100, 100, 60], [100, 100, 90]
+        slow, noisy, even = [100, 100, 35], [100, 100, 75], [100, 100, 90]
         off = (False, 0)
         for name, start, rates, want in [
                 ("no rates", off, [], off), ("even members", off, even, off),
-                ("noise below 0.7 is not slow", off, noisy, off), ("a slow step counts", off, slow, (False, 1)),
+                ("noise above 0.7 is not slow", off, noisy, off), ("a slow step counts", off, slow, (False, 1)),
                 ("two in a row", (False, 1), slow, (False, 2)), ("the third turns shares on", (False, 2), slow, (True, 0)),
                 ("a step back in the band resets the count", (False, 2), noisy, off),
                 ("on, still slow", (True, 0), slow, (True, 0)),
-                ("on, within 0.7 stays on", (True, 0), [100, 100, 65], (True, 0)),
-                ("on, back within 0.7", (True, 0), [100, 100, 75], off),
+                ("on, below 0.85 stays on", (True, 0), [100, 100, 80], (True, 0)),
+                ("on, back within 0.85 counts", (True, 0), [100, 100, 90], (True, 1)),
+                ("on, back within 0.85 twice", (True, 1), [100, 100, 90], (True, 2)),
+                ("on, the third step within 0.85 turns shares off", (True, 2), [100, 100, 90], off),
+                ("on, a slow step again resets the count", (True, 2), slow, (True, 0)),
                 ("one busy member: nothing to balance", (True, 0), [100, 0, 0], off),
                 ("none busy", (False, 2), [0, 0, 0], off)]:
             self.assertEqual(rb.next_balance(start, rates), want, name)

@@ -12,12 +12,13 @@ import (
 // recent training tasks, each timed from when it was handed out, or from
 // the worker's previous report if that came later (a worker asks for its
 // next task while one trains), to its report (time enters through the
-// Steps' now). A worker is judged at each of its reports against the
-// median of the other workers' rates: below fraction × median
-// (--slow_worker_fraction) on slowStreak reports in a row spanning
-// slowFor marks it slow; above unmarkFactor × fraction unmarks it (the
-// gap is the hysteresis: a worker near the bar does not flap). The marks
-// drive backup tasks (backup.go) and show in the summary and the
+// Steps' now); on AllReduce, of its parts of the applied steps. A worker
+// is judged at each of its reports against the median of the other
+// workers' rates: below fraction × median (--slow_worker_fraction) on a
+// window's streak of reports in a row spanning its slowFor marks it slow;
+// above unmarkFactor × fraction unmarks it (the gap is the hysteresis: a
+// worker near the bar does not flap). The marks drive backup tasks
+// (backup.go) and parking (park.go) and show in the summary and the
 // metrics; they are not persisted (a master that takes over measures
 // afresh).
 const (
@@ -36,6 +37,16 @@ const (
 	// short.
 	slowStreak = 2
 	slowFor    = 10 * time.Second
+	// ringRateSpan, ringSlowStreak and ringSlowFor: the same on AllReduce,
+	// where ring rank 0 reports the applied steps every 200 ms. A rate over
+	// 2 s of steps already averages ten reports; the member must then stay
+	// below the bar on every report for 3 s (15 reports). The task windows
+	// would mark a throttled member 20 s in, when a job of minutes has
+	// lost a third of a minute at the slowest member's pace (issue 34:
+	// every step waits for it).
+	ringRateSpan   = 2 * time.Second
+	ringSlowStreak = 10
+	ringSlowFor    = 3 * time.Second
 	// unmarkFactor: unmarked above fraction × 1.4 (0.5 → 0.7).
 	unmarkFactor = 1.4
 	// minRated: with two workers, "the median of the others" is the other
@@ -48,6 +59,24 @@ const (
 	// typical task time (backup.go).
 	typicalWindow = 32
 )
+
+// rateWindow is how rates are made and judged: a rate covers the newest
+// samples that took span together; a worker is marked slow once below the
+// bar on streak reports in a row spanning slowFor.
+type rateWindow struct {
+	span    time.Duration
+	streak  int
+	slowFor time.Duration
+}
+
+// windowFor is the window of a job's rates: its tasks' in PS mode, its
+// ring's applied steps on AllReduce.
+func windowFor(allReduce bool) rateWindow {
+	if allReduce {
+		return rateWindow{span: ringRateSpan, streak: ringSlowStreak, slowFor: ringSlowFor}
+	}
+	return rateWindow{span: rateSpan, streak: slowStreak, slowFor: slowFor}
+}
 
 // rateSample is one training task: its records and how long it took.
 type rateSample struct {
@@ -75,13 +104,13 @@ type workerRate struct {
 	gone bool
 }
 
-// add adds a task to the window, dropping the oldest ones the newer
-// cover rateSpan without.
-func (w *workerRate) add(s rateSample) {
+// add adds a sample to the window, dropping the oldest ones the newer
+// cover span without.
+func (w *workerRate) add(s rateSample, span time.Duration) {
 	w.samples = append(w.samples, s)
 	w.records += s.records
 	w.secs += s.secs
-	for len(w.samples) > 1 && (w.secs-w.samples[0].secs >= rateSpan.Seconds() || len(w.samples) > maxSamples) {
+	for len(w.samples) > 1 && (w.secs-w.samples[0].secs >= span.Seconds() || len(w.samples) > maxSamples) {
 		w.records -= w.samples[0].records
 		w.secs -= w.samples[0].secs
 		w.samples = w.samples[1:]
@@ -118,11 +147,11 @@ func (t *slowTracker) worker(id int) *workerRate {
 
 // judgeSlow decides a worker's mark from its rate and the other workers'
 // (each with a rate), given its streak of reports below the bar so far
-// and for how long (belowFor): it returns the mark, the new streak and
-// the others' median; judged is false (mark and streak unchanged) when
-// fewer than minRated workers have a rate or the detection is off
-// (fraction <= 0).
-func judgeSlow(rate float64, others []float64, fraction float64, was bool, below int, belowFor time.Duration) (slow bool, streak int, median float64, judged bool) {
+// and for how long (belowFor), under window win: it returns the mark, the
+// new streak and the others' median; judged is false (mark and streak
+// unchanged) when fewer than minRated workers have a rate or the
+// detection is off (fraction <= 0).
+func judgeSlow(win rateWindow, rate float64, others []float64, fraction float64, was bool, below int, belowFor time.Duration) (slow bool, streak int, median float64, judged bool) {
 	if fraction <= 0 || len(others)+1 < minRated {
 		return was, below, 0, false
 	}
@@ -133,7 +162,7 @@ func judgeSlow(rate float64, others []float64, fraction float64, was bool, below
 	case was && rate <= unmarkFactor*fraction*median:
 		return true, 0, median, true // between the bars: stays slow
 	}
-	return was && streak > 0 || streak >= slowStreak && belowFor >= slowFor, streak, median, true
+	return was && streak > 0 || streak >= win.streak && belowFor >= win.slowFor, streak, median, true
 }
 
 func medianOf(xs []float64) float64 {
@@ -188,7 +217,7 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.
 		w.warm = true
 		return
 	}
-	w.add(rateSample{records: records, secs: d.Seconds()})
+	w.add(rateSample{records: records, secs: d.Seconds()}, rateSpan)
 	j.judgeRate(now, worker, w)
 }
 
@@ -217,7 +246,7 @@ func (j *Job) noteRingParts(now time.Time, records map[int]int64) {
 			w.warm = true
 			continue
 		}
-		w.add(rateSample{records: records[worker], secs: secs})
+		w.add(rateSample{records: records[worker], secs: secs}, ringRateSpan)
 		j.judgeRate(now, worker, w)
 	}
 }
@@ -235,7 +264,7 @@ func (j *Job) judgeRate(now time.Time, worker int, w *workerRate) {
 	if w.below == 0 {
 		w.belowSince = now // from this report, should it be below
 	}
-	slow, streak, median, judged := judgeSlow(rate, others, j.cfg.SlowWorkerFraction, w.slow, w.below, now.Sub(w.belowSince))
+	slow, streak, median, judged := judgeSlow(windowFor(j.cfg.AllReduce), rate, others, j.cfg.SlowWorkerFraction, w.slow, w.below, now.Sub(w.belowSince))
 	if !judged {
 		return
 	}

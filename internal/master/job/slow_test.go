@@ -13,8 +13,10 @@ import (
 
 func TestJudgeSlow(t *testing.T) {
 	const long = slowFor
+	ring := windowFor(true)
 	tests := []struct {
 		name     string
+		win      rateWindow
 		rate     float64
 		others   []float64
 		fraction float64
@@ -41,10 +43,16 @@ func TestJudgeSlow(t *testing.T) {
 		{name: "slow, below again after between: stays", rate: 3, others: []float64{10, 10}, fraction: 0.5, was: true, slow: true, streak: 1, median: 10, judged: true},
 		{name: "slow, too few rated: unchanged", rate: 30, others: []float64{10}, fraction: 0.5, was: true, slow: true},
 		{name: "all equally slow: nobody marked", rate: 1, others: []float64{1, 1, 1}, fraction: 0.5, below: 3, belowFor: long, median: 1, judged: true},
+		{name: "ring: long enough, too few reports", win: ring, rate: 4, others: []float64{10, 10}, fraction: 0.5, below: ringSlowStreak - 2, belowFor: long, streak: ringSlowStreak - 1, median: 10, judged: true},
+		{name: "ring: enough reports, too soon", win: ring, rate: 4, others: []float64{10, 10}, fraction: 0.5, below: 20, belowFor: ringSlowFor - time.Millisecond, streak: 21, median: 10, judged: true},
+		{name: "ring: enough reports, long enough", win: ring, rate: 4, others: []float64{10, 10}, fraction: 0.5, below: ringSlowStreak - 1, belowFor: ringSlowFor, slow: true, streak: ringSlowStreak, median: 10, judged: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			slow, streak, median, judged := judgeSlow(tc.rate, tc.others, tc.fraction, tc.was, tc.below, tc.belowFor)
+			if tc.win == (rateWindow{}) {
+				tc.win = windowFor(false)
+			}
+			slow, streak, median, judged := judgeSlow(tc.win, tc.rate, tc.others, tc.fraction, tc.was, tc.below, tc.belowFor)
 			if slow != tc.slow || judged != tc.judged || (judged && (streak != tc.streak || median != tc.median)) || (!judged && streak != tc.below) {
 				t.Fatalf("judgeSlow = slow %v streak %d median %v judged %v, want %v %d %v %v", slow, streak, median, judged, tc.slow, tc.streak, tc.median, tc.judged)
 			}
@@ -57,12 +65,12 @@ func TestJudgeSlow(t *testing.T) {
 func TestRateWindow(t *testing.T) {
 	var w workerRate
 	for range 1000 { // 10 records in 10 ms: 1000/s
-		w.add(rateSample{records: 10, secs: 0.01})
+		w.add(rateSample{records: 10, secs: 0.01}, rateSpan)
 	}
 	if r, _ := w.rate(); math.Abs(r-1000) > 1e-6 || len(w.samples) != 1000 {
 		t.Fatalf("rate %v over %d tasks, want 1000/s over 1000", r, len(w.samples))
 	}
-	w.add(rateSample{records: 100, secs: 10}) // one long task: 10/s
+	w.add(rateSample{records: 100, secs: 10}, rateSpan) // one long task: 10/s
 	if r, _ := w.rate(); len(w.samples) > 2 || math.Abs(r-10) > 1 {
 		t.Fatalf("rate %v over %d tasks, want 10/s over the long one (and a short one, by rounding)", r, len(w.samples))
 	}
@@ -230,4 +238,65 @@ func TestSlowDetectionRandomized(t *testing.T) {
 			t.Fatalf("seed %d: worker %d still marked after it recovered: %+v", seed, slowOne, j.summary.SlowWorkers)
 		}
 	}
+}
+
+// TestRingSlowDetectionRandomized: seeded rings of 3 to 8 members, rank
+// 0 reporting every 150-300 ms, each member's part of a step jittering by
+// ±30 %, and one member's part dipping to 0.3 for up to 2 s (a pause, a
+// hiccup) now and then, at least 2 s apart. In most rings one member is slow from
+// the first step on, but its part shrinks to 0.2-0.4 of the others' only
+// once the shares turn (the workers' side) 1-4 s in: it is marked within
+// 10 s of that (ringRateSpan + ringSlowFor + 1 s, unless another member's
+// dip lowered the others' median and restarted its streak), and no other
+// member ever is.
+func TestRingSlowDetectionRandomized(t *testing.T) {
+	var marks []float64
+	for seed := int64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		n := 3 + rng.Intn(6)
+		slowOne, ratio := -1, 0.2+0.2*rng.Float64()
+		if rng.Intn(4) > 0 {
+			slowOne = rng.Intn(n)
+		}
+		h := allReduceJob(t, n, func(c *Config) { c.SlowWorkerFraction, c.ParkSlowWorkers = 0.5, false })
+		start := h.now
+		turn := start.Add(time.Second + time.Duration(rng.Int63n(int64(3*time.Second))))
+		dipper, dipUntil := rng.Intn(n), time.Time{}
+		var markedAt time.Duration = -1
+		for h.now.Sub(start) < 30*time.Second {
+			h.advance(time.Duration(150+rng.Intn(151)) * time.Millisecond)
+			if h.now.Sub(dipUntil) > 2*time.Second && rng.Intn(40) == 0 {
+				dipUntil = h.now.Add(time.Duration(rng.Int63n(int64(2 * time.Second))))
+			}
+			parts := map[int]int64{}
+			for w := range n {
+				f := 0.7 + 0.6*rng.Float64()
+				switch {
+				case w == slowOne && h.now.After(turn):
+					f *= ratio
+				case w == dipper && w != slowOne && h.now.Before(dipUntil):
+					f *= 0.3
+				}
+				parts[w] = max(1, int64(math.Round(40*f)))
+			}
+			h.j.noteRingParts(h.now, parts)
+			if markedAt < 0 && slices.Contains(h.j.SlowWorkers(), slowOne) {
+				markedAt = h.now.Sub(turn)
+			}
+		}
+		for _, m := range h.j.summary.SlowWorkers {
+			if m.Worker != slowOne {
+				t.Fatalf("seed %d: member %d of %d marked %+v, slow one %d (×%.2f)", seed, m.Worker, n, m, slowOne, ratio)
+			}
+		}
+		if slowOne >= 0 && (markedAt < 0 || markedAt > 10*time.Second) {
+			t.Fatalf("seed %d: slow member %d (×%.2f) of %d marked %v after the shares turned, want within 10 s", seed, slowOne, ratio, n, markedAt)
+		}
+		if slowOne >= 0 {
+			marks = append(marks, markedAt.Seconds())
+		}
+	}
+	slices.Sort(marks)
+	t.Logf("marked after the shares turned: median %.1f s, 90th percentile %.1f s, max %.1f s of %d",
+		marks[len(marks)/2], marks[len(marks)*9/10], marks[len(marks)-1], len(marks))
 }
