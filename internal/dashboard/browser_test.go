@@ -125,6 +125,12 @@ func TestJobPage(t *testing.T) {
 		document.querySelectorAll('[data-slot="worker/0"] rect.end[fill="#dc2626"]').length === 1 &&
 		document.querySelectorAll('[data-slot="worker/2"] rect.end[fill="#2563eb"]').length === 1 &&
 		document.querySelector('[data-slot="worker/0"] rect.end title').textContent.includes('relaunching')`)
+	await(t, ctx, "the slow marks on their workers' lanes, and the summary's line", `document.querySelectorAll('[data-slot="worker/1"] rect.slow').length === 1 &&
+		document.querySelectorAll('[data-slot="worker/1"] rect.recovered').length === 1 &&
+		document.querySelectorAll('[data-slot="worker/2"] rect.slow').length === 1 &&
+		document.querySelectorAll('[data-slot="worker/0"] rect.slow, [data-slot="ps/0"] rect.slow').length === 0 &&
+		document.querySelector('[data-slot="worker/1"] rect.slow title').textContent.includes('marked slow: 311 records/s') &&
+		Array.from(document.querySelectorAll('#summary dd')).some(function (e) { return e.textContent === '#3 now · 3 marks · 0 parked' })`)
 	await(t, ctx, "the events, newest first, the loss a warning", `document.querySelectorAll('#events li').length === `+n(len(j.events))+` &&
 		document.querySelector('#events li').dataset.kind === 'let-go' &&
 		document.querySelector('#events li[data-kind=exited][data-cause=killed]').className === 'warning'`)

@@ -182,7 +182,11 @@ func (j *fakeJob) timeline() obj {
 func (j *fakeJob) summary(status string) obj {
 	return obj{"job": "mnist-demo", "mode": "train", "status": status, "error": "", "duration_seconds": j.elapsed,
 		"records_per_second": 1489.5, "model_version": 561, "master_restarts": 1,
-		"workers":     obj{"launched": 4, "lost": 2, "relaunched": 1, "preempted": 1, "max_running": 3},
+		"workers": obj{"launched": 4, "lost": 2, "relaunched": 1, "preempted": 1, "max_running": 3, "parked": 0},
+		"slow_workers": []obj{
+			{"worker": 1, "slow": true, "at": at(50), "records_per_second": 310.5, "median_others": 980},
+			{"worker": 1, "slow": false, "at": at(70), "records_per_second": 850, "median_others": 990},
+			{"worker": 3, "slow": true, "at": at(75), "records_per_second": 120, "median_others": 1010}},
 		"ps":          obj{"launched": 2, "lost": 0, "relaunched": 0, "preempted": 0},
 		"tasks":       obj{"completed": 180, "failed": 0, "requeued": 3},
 		"eval":        obj{"accuracy": 0.86, "loss": 0.41, "records": 10000, "model_version": 561},

@@ -36,19 +36,24 @@ const (
 	minStepRecords = 2
 )
 
-// rateMeter is a member's compute rate, records per second, smoothed.
+// rateMeter is a member's compute rate, records per second: the inverse
+// of its smoothed seconds per record. The time is smoothed, not the rate:
+// a member held in bursts (a CPU quota) computes some steps at full speed
+// and some with a stop inside, and the mean of those steps' rates
+// overstates what it computes in a step's time (issue 34: 1.5× here),
+// so its share would not fit in it.
 type rateMeter struct{ rate float64 }
 
 func (m *rateMeter) observe(records int64, d time.Duration) {
 	if records <= 0 || d <= 0 {
 		return
 	}
-	r := float64(records) / d.Seconds()
+	spr := d.Seconds() / float64(records)
 	if m.rate == 0 {
-		m.rate = r
+		m.rate = 1 / spr
 		return
 	}
-	m.rate = (1-rateEMA)*m.rate + rateEMA*r
+	m.rate = 1 / ((1-rateEMA)/m.rate + rateEMA*spr)
 }
 
 // spread is the slowest busy member's rate over the fastest's (1: none

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -47,8 +48,21 @@ func TestRateMeter(t *testing.T) {
 		t.Fatalf("first rate %v, want 100", m.rate)
 	}
 	m.observe(200, time.Second)
-	if want := 0.7*100 + 0.3*200; m.rate != want {
-		t.Fatalf("smoothed rate %v, want %v", m.rate, want)
+	if want := 1 / (0.7/100 + 0.3/200); math.Abs(m.rate-want) > 1e-9 {
+		t.Fatalf("smoothed rate %v, want %v (the time per record smoothed)", m.rate, want)
+	}
+	// Bursts: a step at full speed, one with a stop inside, alternately:
+	// the rate settles near records over time, not the mean of the rates.
+	m = rateMeter{}
+	for i := range 200 {
+		d := 10 * time.Millisecond
+		if i%2 == 1 {
+			d = 90 * time.Millisecond
+		}
+		m.observe(10, d)
+	}
+	if m.rate < 150 || m.rate > 270 {
+		t.Fatalf("rate %v under bursts, want near 20 records / 0.1 s = 200 (the mean of the rates is 556)", m.rate)
 	}
 }
 

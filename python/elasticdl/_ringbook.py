@@ -108,12 +108,14 @@ MIN_STEP_RECORDS = 2
 
 
 def observe_rate(rate, records, seconds):
-    """A member's smoothed compute rate (records/s) after a step of records
-    in seconds (0: none yet)."""
+    """A member's compute rate (records/s) after a step of records in
+    seconds (0: none yet): the inverse of its smoothed seconds per record,
+    as the Go worker's rateMeter (a member held in bursts must not look
+    faster than it computes in a step's time)."""
     if records <= 0 or seconds <= 0:
         return rate
-    r = records / seconds
-    return r if rate == 0 else (1 - RATE_EMA) * rate + RATE_EMA * r
+    spr = seconds / records
+    return 1 / spr if rate == 0 else 1 / ((1 - RATE_EMA) / rate + RATE_EMA * spr)
 
 
 def spread(rates):

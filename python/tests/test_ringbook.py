@@ -90,7 +90,11 @@ class Encodings(unittest.TestCase):
         self.assertEqual(rb.observe_rate(0.0, 0, 1.0), 0.0)
         self.assertEqual(rb.observe_rate(0.0, 100, 0.0), 0.0)
         self.assertEqual(rb.observe_rate(0.0, 100, 1.0), 100.0)
-        self.assertAlmostEqual(rb.observe_rate(100.0, 200, 1.0), 0.7 * 100 + 0.3 * 200)
+        self.assertAlmostEqual(rb.observe_rate(100.0, 200, 1.0), 1 / (0.7 / 100 + 0.3 / 200))
+        rate = 0.0  # bursts, as TestRateMeter: near 200, not 556
+        for i in range(200):
+            rate = rb.observe_rate(rate, 10, 0.09 if i % 2 else 0.01)
+        self.assertTrue(150 < rate < 270, rate)
 
     def test_checksum_is_go_wire_checksum(self):
         # internal/wire.Checksum of EncodeTensor("conv1.weight", [2], {1, 2})

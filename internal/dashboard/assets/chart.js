@@ -249,7 +249,7 @@ var Charts = (function () {
   }
 
   // lanes draws timeline lanes over spec.x: spec.lanes [{key, label,
-  // attrs, segs: [{from, to, state, color, title}], marks: [{x, color,
+  // attrs, segs: [{from, to, state, color, title}], marks: [{x, color, cls (class: end by default),
   // title}]}]. Each lane is a <g data-slot=key> with its attrs.
   function lanes(svg, spec) {
     clear(svg);
@@ -269,7 +269,7 @@ var Charts = (function () {
       });
       (ln.marks || []).forEach(function (m) {
         var x = sx.map(m.x);
-        tip(el('rect', {x: (x - 2).toFixed(1), y: y - 2, width: 4, height: h + 4, fill: m.color, 'class': 'end'}, lg), m.title);
+        tip(el('rect', {x: (x - 2).toFixed(1), y: y - 2, width: 4, height: h + 4, fill: m.color, 'class': m.cls || 'end'}, lg), m.title);
       });
     });
     return rows.length;

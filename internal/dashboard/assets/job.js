@@ -13,7 +13,7 @@
   var LOST = {killed: 1, preempted: 1, 'oom-killed': 1, silent: 1};
   var color = {pending: '#cbd5e1', running: '#22c55e', lost: '#dc2626', letgo: '#2563eb', other: '#6b7280',
     loss: '#2563eb', evalLoss: '#ea580c', accuracy: '#7c3aed', rps: '#2563eb', workers: '#16a34a',
-    ring: '#7c3aed', reshard: '#ea580c'};
+    ring: '#7c3aed', reshard: '#ea580c', slow: '#d97706', recovered: '#0d9488'};
 
   var text = C.text, ms = C.ms, clock = C.clock, cell = C.cell;
 
@@ -127,10 +127,35 @@
       if (s.ended) ln.marks.push({x: stop, color: endColor(s), title: segTitle(name, s, 'ended: ' + text(s.cause)) +
         (s.reason ? ' — ' + s.reason : '') + (s.exit_code ? ' (exit ' + s.exit_code + ')' : '')});
     });
+    ln.marks = ln.marks.concat(slowMarks(name, slot, x));
     var last = slot.segments[slot.segments.length - 1] || {};
     ln.attrs = {'data-state': last.ended ? 'ended' : last.running ? 'running' : 'pending',
       'data-id': last.id, 'data-cause': text(last.cause)};
     return ln;
+  }
+
+  // slowMarks are a worker lane's marks where its worker was marked slow
+  // (amber) or no longer (teal): the summary's slow_workers.
+  function slowMarks(name, slot, x) {
+    var ids = {}, marks = (doc.summary || {}).slow_workers || [];
+    if (slot.role !== 'worker') return [];
+    slot.segments.forEach(function (s) { ids[s.id] = true; });
+    return marks.filter(function (m) { return ids[m.worker] && ms(m.at) !== null; }).map(function (m) {
+      return {x: x(m.at), color: m.slow ? color.slow : color.recovered, cls: m.slow ? 'slow' : 'recovered',
+        title: name + ' #' + m.worker + (m.slow ? ' marked slow: ' : ' no longer slow: ') + C.num(m.records_per_second) +
+          " records/s, the others' median " + C.num(m.median_others)};
+    });
+  }
+
+  // slowRow is the summary's line of slow workers: those marked now, the
+  // marks so far, the parks (AllReduce); null when there were none.
+  function slowRow(s) {
+    var marks = s.slow_workers || [], parked = (s.workers || {}).parked || 0, now = {};
+    if (!marks.length && !parked) return null;
+    marks.forEach(function (m) { now[m.worker] = m.slow; });
+    var slow = Object.keys(now).filter(function (id) { return now[id]; }).map(function (id) { return '#' + id; });
+    return ['slow workers', (slow.length ? slow.join(', ') + ' now' : 'none now') + ' · ' + marks.length + ' mark' +
+      (marks.length === 1 ? '' : 's') + ' · ' + parked + ' parked'];
   }
 
   function timeline(t0, end) {
@@ -176,6 +201,8 @@
       ['workers', w.launched + ' launched, ' + w.lost + ' lost, ' + w.relaunched + ' relaunched, ' + w.preempted + ' preempted'],
       ['PS', ps.launched + ' launched, ' + ps.lost + ' lost'], ['tasks', t.completed + ' done, ' + t.failed + ' failed, ' + t.requeued + ' requeued'],
       ['master restarts', s.master_restarts]];
+    var slow = slowRow(s);
+    if (slow) rows.push(slow);
     if (s.eval) rows.push(['eval', 'accuracy ' + C.num(ev.accuracy) + ', loss ' + C.num(ev.loss)]);
     if (s.error) rows.push(['error', s.error]);
     box.dataset.status = text(s.status);

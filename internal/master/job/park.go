@@ -19,8 +19,9 @@ import (
 // parked again) a new worker is launched in it on probation; if it is
 // slow too, it is marked and parked again. A parked worker is stopped,
 // not kept idle: the workers (and the SDK's) need no new protocol, and a
-// new pod may land on a healthy node. Parks are not persisted: a master
-// that takes over forgets them (the slot stays empty until a SetTarget).
+// new pod may land on a healthy node. Parks are persisted (State.Parked):
+// a master that takes over keeps the slot parked and re-admits it when its
+// backoff ends.
 const (
 	// parkFirst: the first park of a slot; each next one doubles, up to
 	// parkMax.

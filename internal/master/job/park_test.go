@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/task"
 )
 
@@ -178,5 +179,37 @@ func TestRingPartsEqualMarkNobody(t *testing.T) {
 	}
 	if got := h.j.SlowWorkers(); len(got) != 0 {
 		t.Fatalf("slow workers %v, want none", got)
+	}
+}
+
+// TestParkSurvivesFailover: a master that takes over once the parked
+// worker is stopped keeps its slot parked (nothing refills it) and
+// re-admits it when the backoff the first master set is over.
+func TestParkSurvivesFailover(t *testing.T) {
+	h, _ := slowRing(t, nil)
+	h.step(RingStatus{Worker: 0})
+	h.join(0)
+	h.join(1)
+	h.step(JoinRing{Worker: 2, Addr: "a2"})
+	if got := stoppedIDs(h.take()); !slices.Equal(got, []int{2}) {
+		t.Fatalf("stopped %v, want the parked worker 2", got)
+	}
+	h.advance(parkFirst / 2)
+	h.failover(running(cluster.Worker, 0), running(cluster.Worker, 1))
+	if h.j.parkedNow() != 1 {
+		t.Fatalf("parked slots after the failover: %d, want 1", h.j.parkedNow())
+	}
+	h.step(Tick{})
+	if rd := h.take(); len(rd.Launch) != 0 {
+		t.Fatalf("launched %+v into the parked slot before its backoff was over", rd.Launch)
+	}
+	h.advance(parkFirst / 2)
+	h.step(Tick{})
+	rd := h.take()
+	if len(rd.Launch) != 1 || rd.Launch[0].Index != 2 {
+		t.Fatalf("launched %+v, want a worker on probation in slot 2", rd.Launch)
+	}
+	if w := h.summary().Workers; w.Parked != 1 || w.Unparked != 1 {
+		t.Fatalf("workers %+v: want 1 parked, 1 unparked", w)
 	}
 }

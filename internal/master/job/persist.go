@@ -35,6 +35,9 @@ type State struct {
 	TargetSource string            `json:"target_source,omitempty"`
 	Draining     map[int]time.Time `json:"draining,omitempty"`
 	Released     []int             `json:"released,omitempty"`
+	// Parked: the worker slots whose slow worker was parked (park.go),
+	// by slot.
+	Parked map[int]ParkState `json:"parked,omitempty"`
 	// Reach: whether a worker has reached the master yet (reach.go).
 	Reach    reachState `json:"reach,omitzero"`
 	NextPSID int        `json:"next_ps_id"`
@@ -74,6 +77,14 @@ type State struct {
 	TrainingStart   time.Time  `json:"training_start,omitzero"`
 	TrainingEnd     time.Time  `json:"training_end,omitzero"`
 	EpochsAnnounced int        `json:"epochs_announced"`
+}
+
+// ParkState is a parked slot: the worker parked last, the slot's parks
+// so far, and when it is re-admitted (zero once it was).
+type ParkState struct {
+	Worker int       `json:"worker"`
+	Times  int       `json:"times"`
+	Until  time.Time `json:"until,omitzero"`
 }
 
 // InstanceState is one live instance.
@@ -196,6 +207,12 @@ func (j *Job) State() State {
 	s.Reach = j.reach
 	if len(j.draining) > 0 {
 		s.Draining = maps.Clone(j.draining)
+	}
+	if len(j.parked) > 0 {
+		s.Parked = map[int]ParkState{}
+		for slot, p := range j.parked {
+			s.Parked[slot] = ParkState{Worker: p.worker, Times: p.times, Until: p.until}
+		}
 	}
 	if len(j.evalPending) > 0 {
 		s.EvalPending = map[int64]MetricsState{}
@@ -334,6 +351,9 @@ func (j *Job) resumeInstances(s State) {
 		if _, ok := j.workers[id]; ok {
 			j.draining[id] = at
 		}
+	}
+	for slot, p := range s.Parked {
+		j.parked[slot] = &parkedSlot{worker: p.Worker, times: p.Times, until: p.Until}
 	}
 }
 
