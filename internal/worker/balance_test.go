@@ -2,6 +2,7 @@ package worker
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,10 +27,15 @@ func TestBalancedShare(t *testing.T) {
 		{"global, equal rates", 96, 64, 0, 3, []float32{100, 100, 100}, 32},
 		{"global, the slow member's part", 96, 64, 2, 3, []float32{100, 100, 35}, 14},
 		{"global, a fast member's part", 96, 64, 0, 3, []float32{100, 100, 35}, 41},
-		{"global, an idle member counts as normal", 96, 64, 0, 3, []float32{100, 0, 35}, 41},
+		{"global, an idle member's part goes to the busy ones", 96, 64, 0, 3, []float32{100, 0, 35}, 71},
+		{"not balancing, global, every member busy", 96, 64, 1, 3, []float32{100, 100, 100}, 32},
+		{"not balancing, global, an idle member's part goes to the busy ones", 96, 64, 2, 3, []float32{100, 0, 100}, 48},
+		{"not balancing, global, alone with records", 96, 64, 1, 3, []float32{0, 100, 0}, 96},
+		{"not balancing, global, the idle member takes its equal share", 96, 64, 1, 3, []float32{100, 0, 100}, 32},
+		{"not balancing, global, the remainder to the lowest busy rank", 101, 64, 1, 3, []float32{0, 100, 100}, 51},
 		{"rates of another ring's size", 0, 64, 2, 3, []float32{100, 35}, 64},
 	} {
-		balancing := c.name != "not balancing"
+		balancing := !strings.HasPrefix(c.name, "not balancing")
 		if got := balancedShare(c.global, c.minibatch, c.rank, c.sz, c.rates, balancing); got != c.want {
 			t.Errorf("%s: balancedShare(%d, %d, %d, %d, %v) = %d, want %d", c.name, c.global, c.minibatch, c.rank, c.sz, c.rates, got, c.want)
 		}

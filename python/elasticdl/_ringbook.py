@@ -149,16 +149,23 @@ def next_balance(state, rates):
 def balanced_share(global_batch, minibatch, rank, size, rates, balancing):
     """step_share, or while balancing a share in proportion to rank's rate:
     a minibatch scaled by its rate over the fastest's, or the global batch
-    split by rate (an idle member counted at the fastest's)."""
+    split by rate. With a global batch the members idle in the last step
+    (rate 0) leave their part to the busy ones: a member alone with a job's
+    last records must not train them in steps of its share (the Go
+    worker's balancedShare)."""
     equal = step_share(global_batch, minibatch, rank, size)
-    if not balancing or len(rates) != size or rank >= size or rates[rank] <= 0:
+    if len(rates) != size or rank >= size or rates[rank] <= 0:
         return equal
+    if not balancing:
+        if global_batch <= 0:
+            return equal
+        busy = [r for r, v in enumerate(rates) if v > 0]
+        return step_share(global_batch, minibatch, busy.index(rank), len(busy))
     fastest, mine = max(rates), float(rates[rank])
     floor = max(min(MIN_STEP_RECORDS, equal), int(MIN_SHARE_FRACTION * equal))
     if global_batch <= 0:
         return max(floor, _round(minibatch * mine / fastest))
-    total = sum(r if r > 0 else fastest for r in rates)
-    return max(floor, _round(global_batch * mine / total))
+    return max(floor, _round(global_batch * mine / sum(r for r in rates if r > 0)))
 
 
 def _round(x):

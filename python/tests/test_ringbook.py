@@ -61,9 +61,14 @@ class Encodings(unittest.TestCase):
                 ("global, equal rates", 96, 64, 0, 3, [100, 100, 100], 32),
                 ("global, the slow member's part", 96, 64, 2, 3, [100, 100, 35], 14),
                 ("global, a fast member's part", 96, 64, 0, 3, [100, 100, 35], 41),
-                ("global, an idle member counts as normal", 96, 64, 0, 3, [100, 0, 35], 41),
+                ("global, an idle member's part goes to the busy ones", 96, 64, 0, 3, [100, 0, 35], 71),
+                ("not balancing, global, every member busy", 96, 64, 1, 3, [100, 100, 100], 32),
+                ("not balancing, global, an idle member's part goes to the busy ones", 96, 64, 2, 3, [100, 0, 100], 48),
+                ("not balancing, global, alone with records", 96, 64, 1, 3, [0, 100, 0], 96),
+                ("not balancing, global, the idle member takes its equal share", 96, 64, 1, 3, [100, 0, 100], 32),
+                ("not balancing, global, the remainder to the lowest busy rank", 101, 64, 1, 3, [0, 100, 100], 51),
                 ("rates of another ring's size", 0, 64, 2, 3, [100, 35], 64)]:
-            balancing = rates is not None
+            balancing = rates is not None and not name.startswith("not balancing")
             got = rb.balanced_share(g, mb, rank, size, [100, 100, 35] if rates is None else rates, balancing)
             self.assertEqual(got, want, name)
 
