@@ -107,7 +107,7 @@ func (p Progress) Work(current int, prior Prior) Work {
 		samples[i] = Sample{Workers: s.Workers, RecordsPerSecond: s.RecordsPerSecond, Count: s.Count}
 	}
 	m, known := FitSpeedup(samples, prior)
-	return Work{Remaining: float64(p.Remaining), Speedup: m, Known: known, Current: current}
+	return Work{Remaining: float64(p.Remaining), Speedup: m, Known: known, Current: current, Samples: samples}
 }
 
 // UnknownWork is a job that published nothing (or nothing readable):

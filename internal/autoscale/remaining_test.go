@@ -130,3 +130,44 @@ func TestDecideRemainingSpeedupReason(t *testing.T) {
 		t.Errorf("got %+v, want target 4 for %q", got[0], ReasonSpeedup)
 	}
 }
+
+// A job held at a peak measured briefly (4 workers slow twice, 3 workers
+// well thirty times) runs one worker past it on room no job wants, until
+// that size is measured as often; never at another job's cost.
+func TestDecideRemainingProbesPeak(t *testing.T) {
+	peaked := func(cur, at4 int) Work {
+		samples := []Sample{{Workers: 2, RecordsPerSecond: 180, Count: 20}, {Workers: 3, RecordsPerSecond: 250, Count: 30},
+			{Workers: 4, RecordsPerSecond: 150, Count: at4}}
+		m, _ := FitSpeedup(samples, DefaultPrior())
+		return Work{Remaining: 1e6, Speedup: m, Known: true, Current: cur, Samples: samples}
+	}
+	if m := peaked(3, 2).Speedup; m.Peak != 3 {
+		t.Fatalf("fit %+v, want peak 3", m)
+	}
+	other := known(1e6, 100, 0.8, 5)
+	other.Speedup.Measured = 8 // measured up to its bound: it wants all the room left
+	for _, c := range []struct {
+		name   string
+		nodes  int
+		jobs   []Job
+		work   []Work
+		want   int
+		reason string
+	}{
+		{"room free: one past the peak", 4, []Job{job("a", 1, 8, 1000)}, []Work{peaked(3, 2)}, 4, ReasonProbe},
+		{"probing goes on while measured less", 4, []Job{job("a", 1, 8, 1000)}, []Work{peaked(4, 20)}, 4, ReasonProbe},
+		{"measured as often: the peak holds", 4, []Job{job("a", 1, 8, 1000)}, []Work{peaked(4, 30)}, 3, ReasonSpeedup},
+		{"not at its peak yet: no probe", 4, []Job{job("a", 1, 8, 1000)}, []Work{peaked(2, 2)}, 3, ReasonSpeedup},
+		{"its bound is the peak", 4, []Job{job("a", 1, 3, 1000)}, []Work{peaked(3, 2)}, 3, ReasonMax},
+		{"the room is another job's", 2, []Job{job("a", 1, 8, 1000), job("b", 1, 8, 1000)}, []Work{peaked(3, 2), other}, 3, ReasonSpeedup},
+	} {
+		s := Snapshot{Nodes: nodes(c.nodes, 4000), Jobs: c.jobs}
+		got := DecideRemaining(s, c.work, RemainingOptions{Fairness: 0.5, Explore: 2})
+		if got[0].Target != c.want || got[0].Reason != c.reason {
+			t.Errorf("%s: job a %+v, want %d workers for %q", c.name, got[0], c.want, c.reason)
+		}
+		if len(got) > 1 && got[1].Placed < 5 {
+			t.Errorf("%s: job b placed %d, want its 5 workers kept", c.name, got[1].Placed)
+		}
+	}
+}

@@ -99,6 +99,7 @@ func (r *run) work(active []*state, oracle bool) []autoscale.Work {
 			samples = append(samples, *sm)
 		}
 		out[i].Speedup, out[i].Known = autoscale.FitSpeedup(samples, autoscale.DefaultPrior())
+		out[i].Samples = samples
 	}
 	return out
 }

@@ -217,7 +217,7 @@ func (j *Job) noteTaskTime(now time.Time, worker int, records int64, since time.
 		w.warm = true
 		return
 	}
-	w.add(rateSample{records: records, secs: d.Seconds()}, rateSpan)
+	w.add(rateSample{records: records, secs: d.Seconds()}, windowFor(false).span)
 	j.judgeRate(now, worker, w)
 }
 
@@ -246,7 +246,7 @@ func (j *Job) noteRingParts(now time.Time, records map[int]int64) {
 			w.warm = true
 			continue
 		}
-		w.add(rateSample{records: records[worker], secs: secs}, ringRateSpan)
+		w.add(rateSample{records: records[worker], secs: secs}, windowFor(true).span)
 		j.judgeRate(now, worker, w)
 	}
 }
