@@ -27,12 +27,12 @@ func Table(policies []Policy, sums []Summary) string {
 	var b strings.Builder
 	base, oracle := sums[0], sums[len(sums)-1]
 	b.WriteString("| policy | mean JCT, s (h) | ÷ " + policies[0].String() + " | ÷ " + policies[len(policies)-1].String() +
-		" | makespan, s (h) | longest excess pending, s | resizes per workload |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
+		" | makespan, s (h) | longest excess pending, s | resizes per workload | max ÷ min share among jobs training, median |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for i, p := range policies {
 		s := sums[i]
-		fmt.Fprintf(&b, "| %v | %.0f (%.2f) | %.2f | %.2f | %.0f (%.1f) | %.1f | %.0f |\n", p, s.MeanJCT, s.MeanJCT/3600,
-			s.MeanJCT/base.MeanJCT, s.MeanJCT/oracle.MeanJCT, s.Makespan, s.Makespan/3600, s.LongestExcessPending, s.Resizes)
+		fmt.Fprintf(&b, "| %v | %.0f (%.2f) | %.2f | %.2f | %.0f (%.1f) | %.1f | %.0f | %.2f |\n", p, s.MeanJCT, s.MeanJCT/3600,
+			s.MeanJCT/base.MeanJCT, s.MeanJCT/oracle.MeanJCT, s.Makespan, s.Makespan/3600, s.LongestExcessPending, s.Resizes, s.ShareRatio)
 	}
 	return b.String()
 }

@@ -6,9 +6,11 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"elasticdl/internal/autoscale"
 )
@@ -91,6 +93,11 @@ type Result struct {
 	// worker beyond the trace's own queueing (see excessPending).
 	LongestExcessPending float64
 	Resizes              int
+	// ShareRatio is the median over time of the largest ÷ the smallest
+	// CPU share (workers and the job's own CPUs) among the jobs training,
+	// while at least two are: the control-plane experiment's fairness
+	// metric (experiment.TrainingFairness); 0 when never two trained.
+	ShareRatio float64
 }
 
 // state is a job in flight.
@@ -121,7 +128,11 @@ type run struct {
 	rng    *rand.Rand
 	now    float64
 	res    Result
+	shares []spanRatio // while ≥ 2 jobs train
 }
+
+// spanRatio is a span of time and the share ratio over it.
+type spanRatio struct{ dt, ratio float64 }
 
 // Run replays w under policy p.
 func Run(w Workload, p Policy, cfg Config) (Result, error) {
@@ -199,6 +210,7 @@ func (r *run) nextEvent(next int, tick float64) float64 {
 func (r *run) advance(t float64) {
 	dt := t - r.now
 	r.countPending(dt)
+	r.countShares(dt)
 	for _, s := range r.jobs {
 		if !s.arrived || s.done || s.workers == 0 {
 			continue
@@ -265,8 +277,44 @@ func (r *run) countPending(dt float64) {
 	}
 }
 
+// countShares records the share ratio among the jobs training over dt.
+func (r *run) countShares(dt float64) {
+	lo, hi, n := math.Inf(1), 0.0, 0
+	for _, s := range r.jobs {
+		if !s.arrived || s.done || s.workers == 0 {
+			continue
+		}
+		v := float64(int64(s.workers)*r.workerRequest().MilliCPU + r.cfg.JobMilliCPU)
+		lo, hi, n = min(lo, v), max(hi, v), n+1
+	}
+	if n >= 2 && dt > 0 {
+		r.shares = append(r.shares, spanRatio{dt, hi / lo})
+	}
+}
+
+// medianShare is the time-weighted median of the recorded ratios.
+func medianShare(spans []spanRatio) float64 {
+	if len(spans) == 0 {
+		return 0
+	}
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b spanRatio) int { return cmp.Compare(a.ratio, b.ratio) })
+	total := 0.0
+	for _, x := range spans {
+		total += x.dt
+	}
+	acc := 0.0
+	for _, x := range spans {
+		if acc += x.dt; acc >= total/2 {
+			return x.ratio
+		}
+	}
+	return spans[len(spans)-1].ratio
+}
+
 func (r *run) result(w Workload) Result {
 	res := r.res
+	res.ShareRatio = medianShare(r.shares)
 	first, last := math.Inf(1), 0.0
 	for _, s := range r.jobs {
 		jct := s.finish - s.job.Arrival
@@ -282,6 +330,7 @@ func (r *run) result(w Workload) Result {
 // Summary is results averaged over workloads.
 type Summary struct {
 	MeanJCT, Makespan, LongestExcessPending, Resizes float64
+	ShareRatio                                       float64 // mean of the workloads' medians
 }
 
 // add adds res's share of a mean over n workloads; the longest pending
@@ -290,5 +339,6 @@ func (s *Summary) add(res Result, n int) {
 	s.MeanJCT += res.MeanJCT / float64(n)
 	s.Makespan += res.Makespan / float64(n)
 	s.Resizes += float64(res.Resizes) / float64(n)
+	s.ShareRatio += res.ShareRatio / float64(n)
 	s.LongestExcessPending = max(s.LongestExcessPending, res.LongestExcessPending)
 }

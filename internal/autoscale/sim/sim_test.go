@@ -149,3 +149,37 @@ func TestGangRace(t *testing.T) {
 		}
 	}
 }
+
+// TestShareRatio: the time-weighted median of the share ratio among the
+// jobs training, counted only while two train.
+func TestShareRatio(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spans []spanRatio
+		want  float64
+	}{
+		{"none", nil, 0},
+		{"one span", []spanRatio{{1, 2}}, 2},
+		{"weighted by time", []spanRatio{{1, 4}, {3, 1}}, 1},
+		{"long span wins", []spanRatio{{1, 1}, {1, 1.5}, {5, 3}}, 3},
+	} {
+		if got := medianShare(tc.spans); got != tc.want {
+			t.Errorf("%s: medianShare = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Two jobs of one worker at first, then 3 against 1: CPU shares
+	// with each job's own 100 mCPU beside its workers.
+	r := &run{cfg: Config{WorkerMilliCPU: 500, JobMilliCPU: 100}}
+	a := &state{arrived: true, workers: 1}
+	b := &state{arrived: true, workers: 1}
+	alone := &state{arrived: true}
+	r.jobs = []*state{a, b, alone}
+	r.countShares(1)
+	a.workers = 3
+	r.countShares(3)
+	b.done = true
+	r.countShares(10) // one job training: not counted
+	if got, want := medianShare(r.shares), 1600.0/600; len(r.shares) != 2 || math.Abs(got-want) > 1e-12 {
+		t.Errorf("spans %v, median %v; want 2 spans, median %v", r.shares, got, want)
+	}
+}
