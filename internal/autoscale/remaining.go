@@ -59,8 +59,9 @@ const (
 	// peak, add less than RemainingOptions.MarginalGain, or go beyond
 	// what RemainingOptions.Explore lets it reach before it is measured.
 	ReasonSpeedup = "speed-up"
-	// ReasonProbe: the job runs one worker past its measured peak, on
-	// room no other job wants, to measure that size again (probePeak).
+	// ReasonProbe: the job runs one worker past the cap its speed-up
+	// sets, on room no other job wants, to measure that size again
+	// (probeCap).
 	ReasonProbe = "probe"
 )
 
@@ -80,17 +81,14 @@ func DecideRemaining(s Snapshot, work []Work, opt RemainingOptions) []Decision {
 	s.Jobs = slices.Clone(s.Jobs)
 	for i := range s.Jobs {
 		s.Jobs[i].Weight = weights[i]
-		if work[i].Known && opt.MarginalGain > 0 {
-			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, usefulWorkers(work[i].Speedup, opt.MarginalGain)))
-		}
-		if pk := work[i].Speedup.Peak; work[i].Known && pk > 0 {
-			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, pk))
+		if c := speedupCap(work[i], opt); c > 0 {
+			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, c))
 		}
 		if opt.Explore > 0 {
 			s.Jobs[i].Max = min(s.Jobs[i].Max, max(s.Jobs[i].Min, explored(work[i], opt.Explore)))
 		}
 	}
-	out := probePeak(s, bounds, work, opt, decideHeld(s, work, opt))
+	out := probeCap(s, bounds, work, opt, decideHeld(s, work, opt))
 	for i := range out {
 		if out[i].Reason == ReasonMax && out[i].Target < bounds[i].Max {
 			out[i].Reason = ReasonSpeedup
@@ -99,35 +97,57 @@ func DecideRemaining(s Snapshot, work []Work, opt RemainingOptions) []Decision {
 	return out
 }
 
-// probePeak lets one job held at its measured peak run a worker past it
+// probeCap lets one job held at the cap its speed-up sets (its measured
+// peak, or the last worker that adds MarginalGain) run a worker past it
 // when that costs no other job a worker, until the size past it has been
-// measured as often as the peak. A size measured while the cluster was
-// crowded looks slow, and its peak would otherwise hold the job there
-// when the cluster empties (experiment 4: a 101-epoch job at 3 of 8
-// workers for 186 s alone). s has the policy's caps; bounds the jobs' own.
-func probePeak(s Snapshot, bounds []Job, work []Work, opt RemainingOptions, out []Decision) []Decision {
+// measured as often as the cap. A size measured while the cluster was
+// crowded looks slow, and the cap it sets would otherwise hold the job
+// there when the cluster empties (experiment 4: a 101-epoch job at 3 of 8
+// workers for 186 s alone); a gain fitted from few sizes is extrapolated
+// the same way. s has the policy's caps; bounds the jobs' own.
+func probeCap(s Snapshot, bounds []Job, work []Work, opt RemainingOptions, out []Decision) []Decision {
 	if !roomLeft(out) {
 		return out
 	}
 	for i, d := range out {
-		pk := work[i].Speedup.Peak
-		if !work[i].Known || pk < 1 || d.Placed != pk || work[i].Current < pk || pk+1 > bounds[i].Max ||
-			measurements(work[i].Samples, pk+1) >= measurements(work[i].Samples, pk) {
+		c := speedupCap(work[i], opt)
+		if c < 1 || d.Placed != c || work[i].Current < c || c+1 > bounds[i].Max ||
+			measurements(work[i].Samples, c+1) >= measurements(work[i].Samples, c) {
 			continue
 		}
 		trial := s
 		trial.Jobs = slices.Clone(s.Jobs)
-		trial.Jobs[i].Max = pk + 1
+		trial.Jobs[i].Max = c + 1
 		// One trial a decision (the first job that may probe): each costs
 		// a Decide or two, and the policy's bound is 10 ms.
 		res := decideHeld(trial, work, opt)
-		if res[i].Placed != pk+1 || !noneLoses(out, res, i) {
+		if res[i].Placed != c+1 || !noneLoses(out, res, i) {
 			return out
 		}
 		res[i].Reason = ReasonProbe
 		return res
 	}
 	return out
+}
+
+// speedupCap is the most workers job w's fitted speed-up lets it have:
+// its measured peak, or the last worker that adds opt.MarginalGain,
+// whichever is fewer (0: no such cap).
+func speedupCap(w Work, opt RemainingOptions) int {
+	if !w.Known {
+		return 0
+	}
+	c := math.MaxInt32
+	if opt.MarginalGain > 0 {
+		c = usefulWorkers(w.Speedup, opt.MarginalGain)
+	}
+	if pk := w.Speedup.Peak; pk > 0 {
+		c = min(c, pk)
+	}
+	if c == math.MaxInt32 {
+		return 0
+	}
+	return c
 }
 
 // roomLeft reports whether every job stopped at its maximum (its own or

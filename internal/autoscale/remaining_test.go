@@ -1,6 +1,7 @@
 package autoscale
 
 import (
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -168,6 +169,47 @@ func TestDecideRemainingProbesPeak(t *testing.T) {
 		}
 		if len(got) > 1 && got[1].Placed < 5 {
 			t.Errorf("%s: job b placed %d, want its 5 workers kept", c.name, got[1].Placed)
+		}
+	}
+}
+
+// A job held at the last worker that adds MarginalGain, fitted from few
+// sizes, probes one past it as it does past a peak, until that size is
+// measured as often as the cap.
+func TestDecideRemainingProbesMarginalGain(t *testing.T) {
+	opt := RemainingOptions{Fairness: 0.5, MarginalGain: 0.02, Explore: 2}
+	flat := func(cur, atNext int) Work {
+		// Throughput 100·w^0.03 at 1, 2 and 4 workers: the fit (the prior
+		// pulls its exponent up) gains 2 % up to 4.
+		var samples []Sample
+		for _, w := range []int{1, 2, 4} {
+			samples = append(samples, Sample{Workers: w, RecordsPerSecond: 100 * math.Pow(float64(w), 0.03), Count: 20})
+		}
+		if atNext > 0 {
+			samples = append(samples, Sample{Workers: 5, RecordsPerSecond: 100 * math.Pow(5, 0.03), Count: atNext})
+		}
+		m, _ := FitSpeedup(samples, DefaultPrior())
+		return Work{Remaining: 1e6, Speedup: m, Known: true, Current: cur, Samples: samples}
+	}
+	if c := speedupCap(flat(4, 0), opt); c != 4 {
+		t.Fatalf("fit %+v: cap %d, want 4", flat(4, 0).Speedup, c)
+	}
+	for _, c := range []struct {
+		name   string
+		work   Work
+		want   int
+		reason string
+	}{
+		{"room free: one past the cap", flat(4, 0), 5, ReasonProbe},
+		{"probing goes on while measured less", flat(5, 5), 5, ReasonProbe},
+		// Past the cap measured as often: the refit (its cap now 3) holds.
+		{"measured as often: the cap holds", flat(5, 20), 3, ReasonSpeedup},
+		{"not at its cap yet: no probe", flat(2, 0), 4, ReasonSpeedup},
+	} {
+		s := Snapshot{Nodes: nodes(4, 4000), Jobs: []Job{job("a", 1, 8, 1000)}}
+		got := DecideRemaining(s, []Work{c.work}, opt)
+		if got[0].Target != c.want || got[0].Reason != c.reason {
+			t.Errorf("%s: %+v, want %d workers for %q", c.name, got[0], c.want, c.reason)
 		}
 	}
 }

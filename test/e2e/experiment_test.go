@@ -227,7 +227,7 @@ func runGangVsElastic(t *testing.T, cs kubernetes.Interface, g experiment.GangVs
 	names := []string{"first", "second"}
 	r := runJobs(t, cs, ns, label, names, func(int) []string { return args }, func(int) int { return g.Epochs }, g.RecordsPerEpoch, func(i int) time.Duration {
 		return time.Duration(float64(i) * g.SecondAfter * float64(time.Second))
-	}, time.Duration(4*g.Alone()+180)*time.Second)
+	}, g.Workers, time.Duration(4*g.Alone()+180)*time.Second)
 	r.Mode, r.Index, r.Series = mode, index, []string{"first job", "second job"}
 	first, second := r.Jobs[0], r.Jobs[1]
 	_, firstMost := r.WorkerRange(0)
@@ -472,12 +472,13 @@ func runBesideServices(t *testing.T, cs kubernetes.Interface, e experiment.Besid
 }
 
 // runJobs submits the jobs names in ns, job i with args(i) at submitAt(i)
-// after the first, waits for all to end (at most timeout), and returns the
-// run: the timeline of what each held, and each job's times, workers and
+// after the first (ordered > 0: also not before job i-1 has created
+// ordered workers), waits for all to end (at most timeout), and returns the run:
+// the timeline of what each held, and each job's times, workers and
 // ledger (each epoch must hold recordsPerEpoch records, trained exactly
 // once, for epochs(i) epochs).
 func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names []string, args func(int) []string, epochs func(int) int, recordsPerEpoch int64,
-	submitAt func(int) time.Duration, timeout time.Duration) experiment.Run {
+	submitAt func(int) time.Duration, ordered int, timeout time.Duration) experiment.Run {
 	t.Helper()
 	var jobs []*job
 	for _, name := range names {
@@ -489,6 +490,9 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names []st
 	tl := watchJobs(ctx, t, cs, ns, t0, names)
 	for i, j := range jobs {
 		time.Sleep(time.Until(t0.Add(submitAt(i))))
+		if ordered > 0 && i > 0 {
+			waitWorkersCreated(t, cs, ns, names[i-1], ordered)
+		}
 		submitJob(t, j, args(i)...)
 	}
 	waitFor(t, timeout, "every job to end", func() (bool, string) {
@@ -523,6 +527,23 @@ func runJobs(t *testing.T, cs kubernetes.Interface, ns, label string, names []st
 		r.Jobs = append(r.Jobs, ej)
 	}
 	return r
+}
+
+// waitWorkersCreated waits for job name's master to have created want
+// worker pods. The gang experiments submit the second job after that: two
+// masters starting close together on a loaded machine may otherwise admit
+// the second job's gang first, or both at once (a master's start varies by
+// more than the second job's delay, and each admits on what it lists).
+func waitWorkersCreated(t *testing.T, cs kubernetes.Interface, ns, name string, want int) {
+	t.Helper()
+	sel := "elasticdl.io/replica-type=worker,elasticdl.io/job-name=" + name
+	waitFor(t, 2*time.Minute, "job "+name+" to create its workers", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pods.Items) >= want, fmt.Sprintf("%d of %d worker pods", len(pods.Items), want)
+	})
 }
 
 // modelledMinibatch is the minibatch of the experiments' modelled jobs.
