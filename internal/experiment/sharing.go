@@ -52,6 +52,9 @@ type SharedCluster struct {
 	EndCost       float64 `json:"end_cost,omitempty"`
 	ResizeCost    float64 `json:"resize_cost,omitempty"`
 	ChangePenalty float64 `json:"change_penalty,omitempty"`
+	// Fairness is the remaining policy's --fairness (0: the default's,
+	// which data recorded before the field was run with).
+	Fairness float64 `json:"fairness,omitempty"`
 }
 
 // predicted is Predict's, nil without jobs of their own or on an error.

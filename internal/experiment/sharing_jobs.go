@@ -159,6 +159,9 @@ func (e SharedCluster) simConfig() sim.Config {
 	cfg := sim.DefaultConfig()
 	cfg.Nodes, cfg.Period, cfg.ChangePenalty = e.Nodes, 1, e.ChangePenalty
 	cfg.StartCost, cfg.ResizeCost = e.StartCost, e.ResizeCost
+	if e.Fairness > 0 {
+		cfg.Fairness = e.Fairness
+	}
 	// A worker added to a running job starts as a job's first does
 	// (its pod, its process, its first task), beside those training.
 	cfg.GrowDelay = e.StartCost

@@ -18,6 +18,15 @@ var sharingModes = []string{"fifo", "fair", "remaining"}
 // about what a new worker pod takes to train on process nodes.
 const changePenalty = 2.0
 
+// sharingFairness is the remaining policy's --fairness here. On this
+// saturated burst of jobs that speed up concavely, spreading the room
+// buys more than ordering by size wins back: the simulator's replay of
+// the recorded run gives, at fairness 0.5 (the default, tuned on
+// Pollux's workloads) / 0.7 / 0.8 / 0.9, mean JCT 35.2 / 33.4 / 32.9 /
+// 32.7 s and share ratio 1.93 / 1.85 / 1.76 / 1.78 (noise seeds 1-6);
+// docs/experiments.md.
+const sharingFairness = 0.8
+
 // shortSecondsPerRecord caps the short version's modelled compute.
 const shortSecondsPerRecord = 200e-6
 
@@ -41,7 +50,8 @@ func TestExperimentSharedCluster(t *testing.T) {
 	e := experiment.SharedCluster{Date: time.Now().UTC().Format("2006-01-02"), Machine: experiment.Machine(),
 		Command: "make experiments EXPERIMENTS=sharing", Nodes: 2, CPUsPerNode: 6,
 		Jobs: 6, Arrival: 2, MaxWorkers: 8, WorkerCPU: 0.5, PSCPU: 0.25, MasterCPU: 0.1, RecordsPerEpoch: 10000,
-		Modes: sharingModes, MinibatchSize: modelledMinibatch, ChangePenalty: changePenalty, ResizeCost: 1}
+		Modes: sharingModes, MinibatchSize: modelledMinibatch, ChangePenalty: changePenalty, ResizeCost: 1,
+		Fairness: sharingFairness}
 	runs, alone := 1, 5.0 // a job alone at its maximum, our seconds, on average
 	if full {
 		// 3 runs a mode: two differed by more than the 10 % the
@@ -120,7 +130,7 @@ func runSharing(t *testing.T, e experiment.SharedCluster, names []string, label,
 	} else {
 		flags := []string{"--policy=" + mode}
 		if mode == "remaining" {
-			flags = append(flags, fmt.Sprintf("--resize_cost=%gs", e.ChangePenalty))
+			flags = append(flags, fmt.Sprintf("--resize_cost=%gs", e.ChangePenalty), fmt.Sprintf("--fairness=%g", e.Fairness))
 		}
 		as := startAutoscaler(t, label, flags...)
 		defer as.checkKept()
@@ -135,7 +145,7 @@ func runSharing(t *testing.T, e experiment.SharedCluster, names []string, label,
 		work += float64(j.Epochs) * float64(e.RecordsPerEpoch) / e.Curve(j).Throughput(1)
 	}
 	r := runJobs(t, scaleClient(t), ns, label, names, args, func(k int) int { return e.Specs[k].Epochs }, e.RecordsPerEpoch,
-		func(k int) time.Duration { return time.Duration(float64(k) * e.Arrival * float64(time.Second)) },
+		func(k int) time.Duration { return time.Duration(float64(k) * e.Arrival * float64(time.Second)) }, 0,
 		time.Duration((work*e.WorkerCPU/e.Capacity()*4+300)*float64(time.Second)))
 	r.Mode, r.Index, r.Series = mode, i, names
 	median, within, _ := experiment.Fairness(r)
