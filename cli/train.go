@@ -88,6 +88,8 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 		"PS training: once every task is handed out, an idle worker gets a copy of a task held by a slow worker or running 3× the typical task time; the first report wins, the PS apply each minibatch once (docs/faults.md)")
 	fs.BoolVar(&cfg.ParkSlowWorkers, "park_slow_workers", cfg.ParkSlowWorkers,
 		"AllReduce: a worker marked slow (--slow_worker_fraction) leaves the ring and is stopped, its tasks go back; a new worker takes its slot on probation after 30 s, doubling each time the slot is parked again (up to 8 min); never below --min_workers or more than a minority of the workers (docs/faults.md)")
+	fs.BoolVar(&cfg.ParkTrials, "park_trials", cfg.ParkTrials,
+		"AllReduce, with --park_slow_workers: a worker whose part of the steps stays below 0.7 of the others' (not slow enough to be marked) is parked on trial; it stays parked only if the ring then trains at least as fast without it, else its slot gets a worker again at once and is tried again after 30 s, doubling (docs/faults.md)")
 	addJobFlags(fs, cfg, opts, "records per gradient step")
 }
 

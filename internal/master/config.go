@@ -75,10 +75,12 @@ type Config struct {
 	// fraction of the other workers' median is marked slow (0: never);
 	// BackupTasks: PS training, an idle worker gets a copy of a straggling
 	// task once nothing is queued; ParkSlowWorkers: AllReduce, a worker
-	// marked slow leaves the ring for a while (docs/faults.md).
+	// marked slow leaves the ring for a while (docs/faults.md);
+	// ParkTrials: one that lags is parked on trial.
 	SlowWorkerFraction float64
 	BackupTasks        bool
 	ParkSlowWorkers    bool
+	ParkTrials         bool
 	HeartbeatTimeout   time.Duration
 	// WorkerMasterTimeout is the workers' --master_timeout: how long one
 	// retries a master it cannot reach before it exits with the cause.

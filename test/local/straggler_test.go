@@ -18,6 +18,8 @@ import (
 func stragglerJob(file string, allreduce bool) []string {
 	args := []string{"--model_def=fashion_mnist.cnn", "--training_data=" + filepath.Join(dataDir, file),
 		"--validation_data=", "--num_workers=3", "--num_epochs=1", "--log_interval=0"}
+	// ELASTICDL_STRAGGLER_FLAGS: more flags, for measurements.
+	args = append(args, strings.Fields(os.Getenv("ELASTICDL_STRAGGLER_FLAGS"))...)
 	if allreduce {
 		return append(args, "--distribution_strategy=AllreduceStrategy")
 	}

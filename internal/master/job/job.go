@@ -155,8 +155,10 @@ type Config struct {
 	SlowWorkerFraction float64
 	BackupTasks        bool
 	// ParkSlowWorkers: an AllReduce worker marked slow leaves the ring
-	// for a while (park.go).
+	// for a while (park.go); ParkTrials: one that lags is parked on
+	// trial, kept parked only if the ring is faster without it (trial.go).
 	ParkSlowWorkers bool
+	ParkTrials      bool
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -200,6 +202,9 @@ type Job struct {
 	targetSource string
 	// parked: the worker slots whose slow worker was parked (park.go).
 	parked map[int]*parkedSlot
+	// trial: the member parked on trial, while its ring is measured
+	// without it (trial.go).
+	trial *parkTrial
 	// released are the workers the job let go (not lost): told to stop,
 	// not refused, when they call again before they exit.
 	released map[int]bool

@@ -35,6 +35,10 @@ type parkedSlot struct {
 	worker int       // the worker parked last
 	times  int       // the slot's parks so far
 	until  time.Time // when it is re-admitted; zero once it was
+	// trials: the slot's trial parks undone (trial.go); noTrialUntil:
+	// none before then.
+	trials       int
+	noTrialUntil time.Time
 }
 
 // mayPark decides whether a worker marked slow is parked: active counts
@@ -80,18 +84,24 @@ func (j *Job) beingParked(worker int) bool {
 
 // maybePark parks worker, just marked slow, when the job allows it.
 func (j *Job) maybePark(now time.Time, worker int) {
+	j.park(now, worker, "parked (slow)")
+}
+
+// park lets worker go from the ring for its slot's backoff when the job
+// allows a park (why says what for), and reports whether it did.
+func (j *Job) park(now time.Time, worker int, why string) bool {
 	w := j.workers[worker]
 	if !j.cfg.AllReduce || !j.cfg.ParkSlowWorkers || j.phase != Training || w == nil {
-		return
+		return false
 	}
 	if _, leaving := j.draining[worker]; leaving {
-		return
+		return false
 	}
 	active, parked := len(j.workers)-len(j.draining), j.parkedNow()
 	if !mayPark(active, parked, j.minWorkers()) {
 		j.log.Info("slow worker not parked: the ring would be too small", "worker", worker,
 			"active", active, "parked", parked, "min_workers", j.minWorkers())
-		return
+		return false
 	}
 	s := j.parked[w.index]
 	if s == nil {
@@ -102,13 +112,14 @@ func (j *Job) maybePark(now time.Time, worker int) {
 	s.worker, s.until = worker, now.Add(backoff)
 	s.times++
 	j.summary.Workers.Parked++
-	j.log.Info("parked slow worker", "worker", worker, "slot", w.index, "for", backoff, "times", s.times)
+	j.log.Info("parked slow worker", "worker", worker, "slot", w.index, "for", backoff, "times", s.times, "why", why)
 	j.noticeOccur(true, "WorkerParked", fmt.Sprintf("worker-%d is slow: it leaves the ring; a new worker takes its slot in %s", worker, backoff))
 	if j.ring.stepping(worker) {
-		j.leaveRing(now, worker, "parked (slow)")
-		return
+		j.leaveRing(now, worker, why)
+		return true
 	}
-	j.letGo(now, worker, "parked (slow)")
+	j.letGo(now, worker, why)
+	return true
 }
 
 // unparkDue launches a worker on probation in each parked slot whose

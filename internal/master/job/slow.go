@@ -98,6 +98,11 @@ type workerRate struct {
 	below      int
 	belowSince time.Time
 	slow       bool
+	// lagging: below the trial bar (trial.go), on lagBelow reports since
+	// lagSince.
+	lagging  bool
+	lagBelow int
+	lagSince time.Time
 	// last: its previous timed report; gone: it exited (kept for the
 	// summary, out of the judging and the metrics).
 	last time.Time
@@ -128,8 +133,10 @@ func (w *workerRate) rate() (float64, bool) {
 type slowTracker struct {
 	workers   map[int]*workerRate
 	durations []time.Duration // the newest typicalWindow, oldest first
-	// ringAt: the last ReportApplied that brought new steps (AllReduce).
+	// ringAt: the last ReportApplied that brought new steps (AllReduce);
+	// ring: the whole ring's records/s over them.
 	ringAt time.Time
+	ring   workerRate
 }
 
 // worker is worker's rate, made on first use.
@@ -237,6 +244,12 @@ func (j *Job) noteRingParts(now time.Time, records map[int]int64) {
 		return
 	}
 	secs := now.Sub(last).Seconds()
+	var total int64
+	for _, n := range records {
+		total += max(n, 0)
+	}
+	t.ring.add(rateSample{records: total, secs: secs}, ringRateSpan)
+	j.noteTrialParts(now, total, secs)
 	for _, worker := range slices.Sorted(maps.Keys(records)) {
 		if _, alive := j.workers[worker]; !alive || records[worker] <= 0 {
 			continue // a member gone since (its records came late), or idle
@@ -272,6 +285,9 @@ func (j *Job) judgeRate(now time.Time, worker int, w *workerRate) {
 	if slow != w.slow {
 		w.slow = slow
 		j.markSlow(now, worker, slow, rate, median)
+	}
+	if j.cfg.AllReduce && j.cfg.ParkTrials && !w.slow {
+		j.judgeLag(now, worker, w, rate, others)
 	}
 }
 

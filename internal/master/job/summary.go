@@ -159,6 +159,11 @@ type WorkerCounts struct {
 	// Unparked the workers launched on probation in their slots.
 	Parked   int `json:"parked,omitempty"`
 	Unparked int `json:"unparked,omitempty"`
+	// ParkTrials counts the parks of lagging members on trial (among
+	// Parked); ParkTrialsUndone those let back at once, the ring being
+	// slower without them.
+	ParkTrials       int `json:"park_trials,omitempty"`
+	ParkTrialsUndone int `json:"park_trials_undone,omitempty"`
 }
 
 // PSCounts counts parameter-server instances over the job's life.
