@@ -76,7 +76,8 @@ type Config struct {
 	// BackupTasks: PS training, an idle worker gets a copy of a straggling
 	// task once nothing is queued; ParkSlowWorkers: AllReduce, a worker
 	// marked slow leaves the ring for a while (docs/faults.md);
-	// ParkTrials: one that lags is parked on trial.
+	// ParkTrials: one that lags is parked on trial (on by default: the
+	// ring decides by its own rate without it, and a lost trial is undone).
 	SlowWorkerFraction float64
 	BackupTasks        bool
 	ParkSlowWorkers    bool
@@ -184,6 +185,7 @@ func DefaultConfig() Config {
 		SlowWorkerFraction:      0.5,
 		BackupTasks:             true,
 		ParkSlowWorkers:         true,
+		ParkTrials:              true,
 		HeartbeatTimeout:        time.Minute,
 		WorkerMasterTimeout:     roleflags.DefaultWorkerMasterTimeout,
 		RelaunchOnWorkerFailure: 1,

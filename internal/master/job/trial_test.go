@@ -1,6 +1,7 @@
 package job
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -40,13 +41,7 @@ func lagRing(t *testing.T) (*harness, func(parts map[int]int64)) {
 		h.advance(200 * time.Millisecond)
 		step++
 		var ps []Part
-		for _, w := range slices.Sorted(func(yield func(int) bool) {
-			for w := range parts {
-				if !yield(w) {
-					return
-				}
-			}
-		}) {
+		for _, w := range slices.Sorted(maps.Keys(parts)) {
 			ps = append(ps, Part{Worker: w, Task: held[w].ID, Start: done[w], End: done[w] + parts[w]})
 			done[w] += parts[w]
 		}
