@@ -93,7 +93,7 @@ func (j *Job) noteTrialParts(now time.Time, records int64, secs float64) {
 		return
 	}
 	r := &j.ring
-	if r.forming || r.members == nil || memberOf(r.members, tr.worker) {
+	if r.forming || r.members == nil || r.stepping(tr.worker) {
 		return // not re-formed without it yet
 	}
 	if tr.version != r.version {
@@ -135,14 +135,4 @@ func (j *Job) undoTrial(now time.Time, tr *parkTrial, after float64) {
 		"before", tr.before, "after", after, "next_trial_after", s.noTrialUntil.Sub(now))
 	j.noticeOccur(false, "WorkerUnparked", fmt.Sprintf("worker-%d's slot gets a worker again: the ring trained %.0f records/s without it, %.0f with", tr.worker, after, tr.before))
 	j.unparkDue(now)
-}
-
-// memberOf reports whether worker is one of members.
-func memberOf(members []RingMember, worker int) bool {
-	for _, m := range members {
-		if m.Worker == worker {
-			return true
-		}
-	}
-	return false
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"elasticdl/internal/cluster"
 	"elasticdl/internal/master/task"
 )
 
@@ -45,11 +46,7 @@ func lagRing(t *testing.T) (*harness, func(parts map[int]int64)) {
 			ps = append(ps, Part{Worker: w, Task: held[w].ID, Start: done[w], End: done[w] + parts[w]})
 			done[w] += parts[w]
 		}
-		version := int64(2)
-		if _, in := parts[2]; !in {
-			version = 3
-		}
-		h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: step, RingVersion: version, Parts: ps}}})
+		h.step(ReportApplied{Worker: 0, Lineage: 1, Steps: []AppliedStep{{Step: step, RingVersion: h.j.ring.version, Parts: ps}}})
 	}
 	for h.summary().Workers.ParkTrials == 0 {
 		if step > 200 {
@@ -122,5 +119,30 @@ func TestNoTrialWhenOff(t *testing.T) {
 	}
 	if w := h.summary().Workers; w.Parked != 0 || w.ParkTrials != 0 || len(h.j.SlowWorkers()) != 0 {
 		t.Fatalf("workers %+v, slow %v: want nothing marked or parked", w, h.j.SlowWorkers())
+	}
+}
+
+// TestTrialEndsOnRingChange: a membership change while the ring is
+// measured without the member ends the trial as a plain park: however
+// slow the ring is after, the slot is not given back early.
+func TestTrialEndsOnRingChange(t *testing.T) {
+	h, report := lagRing(t)
+	for range 3 {
+		report(map[int]int64{0: 20, 1: 20})
+	}
+	h.exit(cluster.Worker, 1, cluster.Killed)
+	h.step(RingStatus{Worker: 0})
+	h.join(0)
+	if v := h.j.ring.version; v <= 3 || h.j.ring.forming {
+		t.Fatalf("ring version %d (forming %v): want a new ring after the loss", v, h.j.ring.forming)
+	}
+	for range 20 {
+		report(map[int]int64{0: 10})
+	}
+	if w := h.summary().Workers; w.ParkTrialsUndone != 0 || h.j.trial != nil {
+		t.Fatalf("workers %+v, trial %+v: want the trial ended as a plain park", w, h.j.trial)
+	}
+	if s := h.j.parked[2]; s == nil || s.until.IsZero() {
+		t.Fatalf("slot 2 %+v: want it parked for its backoff", s)
 	}
 }
