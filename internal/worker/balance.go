@@ -128,38 +128,109 @@ func busy(rates []float32) int {
 // their part to the busy ones: at a job's end one member holding the last
 // records would otherwise train them in steps of its share alone, and a
 // model's last steps on a few records of one task cost it accuracy
-// (TestPyTorchAllReduce: 0.86 against 0.89).
+// (TestPyTorchAllReduce: 0.86 against 0.89). An idle member that has
+// records again takes its floor, which the busy ones leave it, so that a
+// step never exceeds the global batch.
 func balancedShare(global, minibatch, rank, size int, rates []float32, balancing bool) int64 {
 	equal := stepShare(global, minibatch, rank, size)
-	if rank >= len(rates) || rates[rank] <= 0 || len(rates) != size {
-		return equal // no rates yet, or idle in the last step
+	if rank >= len(rates) || len(rates) != size {
+		return equal // no rates yet
 	}
-	if !balancing {
-		if global <= 0 {
+	if global <= 0 {
+		if !balancing || rates[rank] <= 0 {
 			return equal
 		}
-		n, below := 0, 0
+		fastest := 0.0
+		for _, r := range rates {
+			fastest = max(fastest, float64(r))
+		}
+		return max(shareFloor(equal), int64(math.Round(float64(minibatch)*float64(rates[rank])/fastest)))
+	}
+	if busy(rates) == 0 {
+		return equal // a ring's first step, or every member was idle
+	}
+	if rates[rank] <= 0 {
+		return shareFloor(equal)
+	}
+	// The busy members split what the idle ones' floors leave.
+	left, n, below := int64(global), 0, 0
+	floors := make([]int64, size)
+	for r, v := range rates {
+		floors[r] = shareFloor(stepShare(global, minibatch, r, size))
+		if v <= 0 {
+			left -= floors[r]
+			continue
+		}
+		n++
+		if r < rank {
+			below++
+		}
+	}
+	left = max(left, int64(n)) // a global batch below the ring's size: a record each
+	if !balancing {
+		return stepShare(int(left), minibatch, below, n)
+	}
+	return splitByRate(left, rates, floors)[rank]
+}
+
+// splitByRate splits total records among the members with a rate in
+// proportion to it, each taking at least its floor, and the parts add up
+// to total (when the floors fit in it): members whose part would fall
+// below their floor take it, the others split the rest, and the records
+// rounding leaves go to the largest fractions (the lower rank on a tie).
+// Every member computes the same split from the same rates.
+func splitByRate(total int64, rates []float32, floors []int64) []int64 {
+	parts := make([]int64, len(rates))
+	fixed := make([]bool, len(rates))
+	free, sum := total, 0.0
+	for changed := true; changed; {
+		changed, free, sum = false, total, 0
 		for r, v := range rates {
-			if v > 0 {
-				n++
-				if r < rank {
-					below++
-				}
+			if fixed[r] {
+				free -= floors[r]
+			} else if v > 0 {
+				sum += float64(v)
 			}
 		}
-		return stepShare(global, minibatch, below, n)
+		for r, v := range rates {
+			if !fixed[r] && v > 0 && float64(free)*float64(v)/sum < float64(floors[r]) {
+				fixed[r], changed = true, true
+			}
+		}
 	}
-	fastest, sum := 0.0, 0.0
-	for _, r := range rates {
-		fastest = max(fastest, float64(r))
-		sum += max(float64(r), 0)
+	frac := make([]float64, len(rates))
+	left := free
+	for r, v := range rates {
+		switch {
+		case fixed[r]:
+			parts[r] = floors[r]
+		case v > 0:
+			raw := float64(free) * float64(v) / sum
+			parts[r] = int64(math.Floor(raw))
+			frac[r] = raw - float64(parts[r])
+			left -= parts[r]
+		}
 	}
-	mine := float64(rates[rank])
-	floor := max(min(minStepRecords, equal), int64(minShareFraction*float64(equal)))
-	if global <= 0 {
-		return max(floor, int64(math.Round(float64(minibatch)*mine/fastest)))
+	for ; left > 0; left-- {
+		best := -1
+		for r, v := range rates {
+			if !fixed[r] && v > 0 && (best < 0 || frac[r] > frac[best]) {
+				best = r
+			}
+		}
+		if best < 0 {
+			break
+		}
+		parts[best]++
+		frac[best] = -1
 	}
-	return max(floor, int64(math.Round(float64(global)*mine/sum)))
+	return parts
+}
+
+// shareFloor is the fewest records a member whose equal share is equal
+// takes in a step.
+func shareFloor(equal int64) int64 {
+	return max(min(minStepRecords, equal), int64(minShareFraction*float64(equal)))
 }
 
 // ratesAt is where the members' rates start in the step's buffer: after

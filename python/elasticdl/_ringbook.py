@@ -9,6 +9,7 @@ in a float32 is below 2**24 (ids and counts in two 24-bit halves), so the
 ring's sum carries it exactly.
 """
 
+import math
 import struct
 
 import numpy as np
@@ -151,21 +152,71 @@ def balanced_share(global_batch, minibatch, rank, size, rates, balancing):
     a minibatch scaled by its rate over the fastest's, or the global batch
     split by rate. With a global batch the members idle in the last step
     (rate 0) leave their part to the busy ones: a member alone with a job's
-    last records must not train them in steps of its share (the Go
-    worker's balancedShare)."""
+    last records must not train them in steps of its share; one back from
+    idle takes its floor, which the busy ones leave it, so that a step never
+    exceeds the global batch (the Go worker's balancedShare)."""
     equal = step_share(global_batch, minibatch, rank, size)
-    if len(rates) != size or rank >= size or rates[rank] <= 0:
+    if len(rates) != size or rank >= size:
         return equal
-    if not balancing:
-        if global_batch <= 0:
-            return equal
-        busy = [r for r, v in enumerate(rates) if v > 0]
-        return step_share(global_batch, minibatch, busy.index(rank), len(busy))
-    fastest, mine = max(rates), float(rates[rank])
-    floor = max(min(MIN_STEP_RECORDS, equal), int(MIN_SHARE_FRACTION * equal))
     if global_batch <= 0:
-        return max(floor, _round(minibatch * mine / fastest))
-    return max(floor, _round(global_batch * mine / sum(r for r in rates if r > 0)))
+        if not balancing or rates[rank] <= 0:
+            return equal
+        return max(share_floor(equal), _round(minibatch * float(rates[rank]) / max(rates)))
+    if not any(r > 0 for r in rates):
+        return equal
+    if rates[rank] <= 0:
+        return share_floor(equal)
+    floors = [share_floor(step_share(global_batch, minibatch, r, size)) for r in range(size)]
+    busy = [r for r, v in enumerate(rates) if v > 0]
+    left = max(global_batch - sum(f for r, f in enumerate(floors) if rates[r] <= 0), len(busy))
+    if not balancing:
+        return step_share(left, minibatch, busy.index(rank), len(busy))
+    return split_by_rate(left, rates, floors)[rank]
+
+
+def share_floor(equal):
+    """The fewest records a member whose equal share is equal takes."""
+    return max(min(MIN_STEP_RECORDS, equal), int(MIN_SHARE_FRACTION * equal))
+
+
+def split_by_rate(total, rates, floors):
+    """total records split among the members with a rate in proportion to
+    it, each at least its floor, adding up to total: the Go worker's
+    splitByRate, the same arithmetic in the same order."""
+    n = len(rates)
+    fixed = [False] * n
+    while True:
+        free = total - sum(floors[r] for r in range(n) if fixed[r])
+        wsum = 0.0
+        for r in range(n):
+            if not fixed[r] and rates[r] > 0:
+                wsum += float(rates[r])
+        changed = False
+        for r in range(n):
+            if not fixed[r] and rates[r] > 0 and float(free) * float(rates[r]) / wsum < floors[r]:
+                fixed[r] = changed = True
+        if not changed:
+            break
+    parts, frac, left = [0] * n, [0.0] * n, free
+    for r in range(n):
+        if fixed[r]:
+            parts[r] = floors[r]
+        elif rates[r] > 0:
+            raw = float(free) * float(rates[r]) / wsum
+            parts[r] = math.floor(raw)
+            frac[r] = raw - parts[r]
+            left -= parts[r]
+    while left > 0:
+        best = -1
+        for r in range(n):
+            if not fixed[r] and rates[r] > 0 and (best < 0 or frac[r] > frac[best]):
+                best = r
+        if best < 0:
+            break
+        parts[best] += 1
+        frac[best] = -1.0
+        left -= 1
+    return parts
 
 
 def _round(x):

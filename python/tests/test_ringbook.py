@@ -3,6 +3,7 @@ the Go worker's encodings and book, case for case (internal/worker's
 stepbook_test.go and ringstate_test.go)."""
 
 import os
+import random
 import sys
 import unittest
 
@@ -12,6 +13,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from elasticdl import _ringbook as rb  # noqa: E402
 from elasticdl._proto import master_pb2 as mpb  # noqa: E402
+
+
+# internal/worker/balance_test.go's splitCases: (total, rates, floors, parts).
+SPLIT_CASES = [
+    (96, [100, 100, 35], [3, 3, 3], [41, 41, 14]),
+    (93, [100, 0, 35], [3, 3, 3], [69, 0, 24]),
+    (269, [28, 931], [13, 13], [13, 256]),
+    (100, [1, 1, 1], [3, 3, 3], [34, 33, 33]),
+    (10, [1000, 1, 1], [3, 3, 3], [4, 3, 3]),
+    (7, [5, 5, 5, 5], [2, 2, 2, 2], [2, 2, 2, 2]),
+    (96, [0, 0, 50], [3, 3, 3], [0, 0, 96]),
+    (300, [333.5, 333.25, 100.125], [10, 10, 10], [131, 130, 39]),
+]
 
 
 def task(tid, n, done=0):
@@ -61,16 +75,38 @@ class Encodings(unittest.TestCase):
                 ("global, equal rates", 96, 64, 0, 3, [100, 100, 100], 32),
                 ("global, the slow member's part", 96, 64, 2, 3, [100, 100, 35], 14),
                 ("global, a fast member's part", 96, 64, 0, 3, [100, 100, 35], 41),
-                ("global, an idle member's part goes to the busy ones", 96, 64, 0, 3, [100, 0, 35], 71),
+                ("global, an idle member's part goes to the busy ones", 96, 64, 0, 3, [100, 0, 35], 69),
+                ("global, the idle member comes back with its floor", 96, 64, 1, 3, [100, 0, 35], 3),
                 ("not balancing, global, every member busy", 96, 64, 1, 3, [100, 100, 100], 32),
-                ("not balancing, global, an idle member's part goes to the busy ones", 96, 64, 2, 3, [100, 0, 100], 48),
-                ("not balancing, global, alone with records", 96, 64, 1, 3, [0, 100, 0], 96),
-                ("not balancing, global, the idle member takes its equal share", 96, 64, 1, 3, [100, 0, 100], 32),
-                ("not balancing, global, the remainder to the lowest busy rank", 101, 64, 1, 3, [0, 100, 100], 51),
+                ("not balancing, global, an idle member's part goes to the busy ones", 96, 64, 2, 3, [100, 0, 100], 46),
+                ("not balancing, global, the lower busy rank takes the remainder", 96, 64, 0, 3, [100, 0, 100], 47),
+                ("not balancing, global, alone with records", 96, 64, 1, 3, [0, 100, 0], 90),
+                ("not balancing, global, the idle member comes back with its floor", 96, 64, 1, 3, [100, 0, 100], 3),
+                ("not balancing, global, every member idle", 96, 64, 1, 3, [0, 0, 0], 32),
+                ("not balancing, global, the remainder to the lowest busy rank", 101, 64, 1, 3, [0, 100, 100], 49),
                 ("rates of another ring's size", 0, 64, 2, 3, [100, 35], 64)]:
             balancing = rates is not None and not name.startswith("not balancing")
             got = rb.balanced_share(g, mb, rank, size, [100, 100, 35] if rates is None else rates, balancing)
             self.assertEqual(got, want, name)
+
+    def test_split_by_rate_is_go_split_by_rate(self):
+        # internal/worker/balance_test.go's TestSplitByRate, case for case.
+        for total, rates, floors, want in SPLIT_CASES:
+            self.assertEqual(rb.split_by_rate(total, rates, floors), want, (total, rates, floors))
+
+    def test_balanced_shares_keep_the_global_batch(self):
+        # balance_test.go's TestBalancedSharesKeepTheGlobalBatch.
+        rng = random.Random(34)
+        for _ in range(5000):
+            size, global_batch = rng.randint(1, 6), rng.randint(1, 300)
+            rates = [float(rng.randint(1, 1000)) if rng.randint(0, 2) else 0.0 for _ in range(size)]
+            for balancing in (False, True):
+                total = sum(rb.balanced_share(global_batch, 64, r, size, rates, balancing) for r in range(size))
+                want = max(global_batch, size)
+                if global_batch >= size:
+                    self.assertEqual(total, want, (global_batch, rates, balancing))
+                else:
+                    self.assertLessEqual(total, want, (global_batch, rates, balancing))
 
     def test_next_balance_is_go_balance_next(self):
         # internal/worker/balance_test.go's TestBalanceNext, case for case.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -198,4 +199,52 @@ func TestGPUCheck(t *testing.T) {
 		t.Fatalf("gpu-check: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// pythonSharesByRate is a Python member's line when its ring's step
+// shares start to go by the members' rates (elasticdl/_allreduce.py).
+var pythonSharesByRate = regexp.MustCompile(`worker \d+: step shares by the members' rates: on`)
+
+// A Python ring member held to a tenth of a CPU from early in the job to
+// its end (issue 34): the members' step shares go by their rates, the
+// master marks it slow and parks it (it leaves the ring at a step
+// boundary and is stopped), and the others train on. Every record is
+// trained once, the members end with the same model, and the accuracy is
+// an undisturbed ring's.
+func TestPyTorchAllReduceStraggler(t *testing.T) {
+	needData(t)
+	py := pythonWithTorch(t)
+	j := startJob(t, pytorchAllReduceJob(py, "3", "1", "--minibatch_size=32")...)
+	var first []int
+	// Throttled once the ring trains: held from its start, a member would
+	// spend tens of seconds importing torch, and the ring would form
+	// without it.
+	waitFor(t, 3*time.Minute, "training with three Python workers", func() bool {
+		first = j.pythonWorkers(pytorchExample)
+		return j.recordsDone() >= 2000 && len(first) == 3
+	})
+	slices.Sort(first)
+	slow := first[0]
+	t.Logf("worker process %d throttled: %s", slow, throttle(t, slow, 0.1))
+	s := j.succeeded(10 * time.Minute)
+	assertExactlyOnce(t, s, 1, 60000)
+	t.Logf("slow marks %+v, rates %+v, workers %+v", s.SlowWorkers, s.WorkerRates, s.Workers)
+	if s.Workers.Parked == 0 || !strings.Contains(j.stderr.String(), "parked slow worker") {
+		t.Errorf("workers %+v: want the throttled member parked", s.Workers)
+	}
+	if slices.Contains(j.pythonWorkers(pytorchExample), slow) {
+		t.Errorf("the throttled worker %d still runs", slow)
+	}
+	if !pythonSharesByRate.MatchString(j.workerLogs(t)) {
+		t.Error("no member's step shares went by the members' rates")
+	}
+	// Who is left at the end is timing (the parked slot's new worker joins
+	// after 30 s): at least the two that were not throttled.
+	assertSameModel(t, s, 2)
+	// Undisturbed, one epoch of 32 × 3 steps: 0.87-0.88.
+	if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.85 {
+		t.Errorf("eval %+v, want 10000 records and accuracy >= 0.85", s.Eval)
+	} else {
+		t.Logf("test accuracy %.4f with a member parked; ring %d versions", s.Eval.Accuracy, s.Ring.Versions)
+	}
 }

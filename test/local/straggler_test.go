@@ -14,10 +14,16 @@ import (
 )
 
 // stragglerJob is 3 workers training the cnn for one epoch of file (of
-// Fashion-MNIST), in PS mode or on AllReduce.
-func stragglerJob(file string, allreduce bool) []string {
+// Fashion-MNIST), in PS mode or on AllReduce, evaluated on the test images
+// when validate is set (not when a job's time is measured: the evaluation
+// would dilute the ratio).
+func stragglerJob(file string, allreduce, validate bool) []string {
+	validation := ""
+	if validate {
+		validation = filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz")
+	}
 	args := []string{"--model_def=fashion_mnist.cnn", "--training_data=" + filepath.Join(dataDir, file),
-		"--validation_data=", "--num_workers=3", "--num_epochs=1", "--log_interval=0"}
+		"--validation_data=" + validation, "--num_workers=3", "--num_epochs=1", "--log_interval=0"}
 	// ELASTICDL_STRAGGLER_FLAGS: more flags, for measurements.
 	args = append(args, strings.Fields(os.Getenv("ELASTICDL_STRAGGLER_FLAGS"))...)
 	if allreduce {
@@ -29,10 +35,10 @@ func stragglerJob(file string, allreduce bool) []string {
 // runStraggler runs the job, with one worker held to fraction of a CPU
 // from its start when fraction > 0, and returns the job, its summary and
 // its time.
-func runStraggler(t *testing.T, allreduce bool, fraction float64, file string, records int64) (*job, master.Summary, time.Duration) {
+func runStraggler(t *testing.T, allreduce bool, fraction float64, file string, records int64, validate bool) (*job, master.Summary, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	j := startJob(t, stragglerJob(file, allreduce)...)
+	j := startJob(t, stragglerJob(file, allreduce, validate)...)
 	if fraction > 0 {
 		var workers []proctest.Instance
 		waitFor(t, time.Minute, "three workers", func() bool {
@@ -69,11 +75,12 @@ func (j *job) workerLogs(t *testing.T) string {
 var sharesByRate = regexp.MustCompile(`msg="step shares by the members' rates" worker=\d+ on=true`)
 
 // TestStraggler holds one worker of three to a tenth of a CPU for the
-// whole job (one epoch of the 10,000 test images): every record is still
-// trained once; in PS mode its last task gets a backup copy that wins; on
-// AllReduce (one epoch of the 60,000 training images: the shares turn,
-// then marking a member slow takes 3 s of 2 s rates) the members' step shares go by their rates (it takes
-// less), and once marked slow it is parked: it leaves the ring.
+// whole job (one epoch of the 60,000 training images, evaluated on the
+// test images): every record is still trained once and the model reaches
+// an undisturbed job's accuracy; in PS mode the throttled worker's last
+// task gets a backup copy that wins; on AllReduce the members' step
+// shares go by their rates (that takes a few steps), and once marked slow
+// (3 s of 2 s rates) it is parked: it leaves the ring.
 // How much of the job's time that wins back is a measurement, not a test:
 // ELASTICDL_STRAGGLER_PAIRS=N runs N side-by-side pairs (undisturbed, and
 // at ELASTICDL_STRAGGLER_CPU of a CPU, 0.35 by default) of each mode and
@@ -92,8 +99,8 @@ func TestStraggler(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if pairs > 0 {
 				for i := range pairs {
-					_, calm, calmTook := runStraggler(t, c.allreduce, 0, "train-images-idx3-ubyte.gz", 60000)
-					sj, slow, slowTook := runStraggler(t, c.allreduce, fraction, "train-images-idx3-ubyte.gz", 60000)
+					_, calm, calmTook := runStraggler(t, c.allreduce, 0, "train-images-idx3-ubyte.gz", 60000, false)
+					sj, slow, slowTook := runStraggler(t, c.allreduce, fraction, "train-images-idx3-ubyte.gz", 60000, false)
 					t.Logf("%s pair %d: job %.1f s undisturbed, %.1f s with a worker at %.0f%% of a CPU: %.2f×; training %.1f s / %.1f s; parked %d / %d",
 						c.name, i, calmTook.Seconds(), slowTook.Seconds(), 100*fraction, slowTook.Seconds()/calmTook.Seconds(),
 						calm.TrainingSeconds, slow.TrainingSeconds, calm.Workers.Parked, slow.Workers.Parked)
@@ -113,14 +120,17 @@ func TestStraggler(t *testing.T) {
 				}
 				return
 			}
-			file, records := "t10k-images-idx3-ubyte.gz", int64(10000)
-			if c.allreduce {
-				// The shares turn, then the mark takes 5 s of rates: the 10,000
-				// images could end first on a quiet machine.
-				file, records = "train-images-idx3-ubyte.gz", 60000
-			}
-			j, s, _ := runStraggler(t, c.allreduce, 0.1, file, records)
+			j, s, _ := runStraggler(t, c.allreduce, 0.1, "train-images-idx3-ubyte.gz", 60000, true)
 			t.Logf("%s: slow marks %+v, rates %+v, tasks %+v, workers %+v", c.name, s.SlowWorkers, s.WorkerRates, s.Tasks, s.Workers)
+			// Backups, parks and uneven step shares change which worker
+			// trains what and when, not what the model learns: undisturbed,
+			// one epoch of the cnn reached 0.880-0.883 in PS mode and
+			// 0.869-0.875 on AllReduce (2026-12-02), throttled 0.880 and 0.872.
+			if s.Eval == nil || s.Eval.Records != 10000 || s.Eval.Accuracy < 0.85 {
+				t.Errorf("eval %+v, want 10000 records and accuracy >= 0.85", s.Eval)
+			} else {
+				t.Logf("%s: test accuracy %.4f with a worker at a tenth of a CPU", c.name, s.Eval.Accuracy)
+			}
 			if c.allreduce && !sharesByRate.MatchString(j.workerLogs(t)) {
 				t.Error("no worker's step shares went by the members' rates")
 			}
@@ -149,7 +159,7 @@ func TestNoFalseStragglers(t *testing.T) {
 		t.Skip("ELASTICDL_STRAGGLER_CALM=N runs N undisturbed jobs")
 	}
 	for i := range runs {
-		_, s, took := runStraggler(t, i%2 == 1, 0, "train-images-idx3-ubyte.gz", 60000)
+		_, s, took := runStraggler(t, i%2 == 1, 0, "train-images-idx3-ubyte.gz", 60000, false)
 		t.Logf("run %d: %.1f s, slow marks %d, rates %+v", i, took.Seconds(), len(s.SlowWorkers), s.WorkerRates)
 		if len(s.SlowWorkers) > 0 || s.Workers.Parked > 0 {
 			t.Errorf("run %d (allreduce %v): an undisturbed job marked workers slow: %+v, parked %d", i, i%2 == 1, s.SlowWorkers, s.Workers.Parked)
