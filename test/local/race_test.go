@@ -50,7 +50,7 @@ func TestJobUnderRaceDetector(t *testing.T) {
 	s := j.summary()
 	assertExactlyOnce(t, s, 1, 10000)
 	if s.Workers.Lost != 1 {
-		t.Errorf("workers %+v", s.Workers)
+		t.Errorf("workers %+v\nstderr:\n%s", s.Workers, j.stderr.String())
 	}
 	logs, _ := filepath.Glob(filepath.Join(j.out, "logs", "*.log"))
 	for _, l := range logs {
