@@ -33,22 +33,31 @@ func TestJobUnderRaceDetector(t *testing.T) {
 	j := startJob(t, "--model_def=fashion_mnist.mlp",
 		"--training_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
 		"--validation_data="+filepath.Join(dataDir, "t10k-images-idx3-ubyte.gz"),
-		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=1",
+		// Four epochs: the 10,000 records train in under a second even
+		// with -race, and progress is logged each second, so a kill on a
+		// line of an epoch before the last lands while tasks remain and
+		// must count as a loss (one after the last task is not).
+		"--num_workers=2", "--num_ps_pods=2", "--num_epochs=4",
 		// The worker's concurrent path: pushes on their way while the
 		// next minibatch computes.
 		"--overlap_push")
 	var victim []int
 	waitFor(t, 3*time.Minute, "training progress", func() bool {
-		_, done := j.epochRecordsDone()
+		epoch, done := j.epochRecordsDone()
+		if epoch == "4/4" {
+			t.Fatalf("no progress line before the last epoch")
+		}
 		victim = j.children("worker")
-		return done >= 1000 && len(victim) == 2
+		return (done >= 1000 || epoch > "1/4") && len(victim) == 2
 	})
 	syscall.Kill(victim[0], syscall.SIGKILL)
+	epoch, done := j.epochRecordsDone()
+	t.Logf("killed worker pid %d in epoch %s at %d records", victim[0], epoch, done)
 	if code := j.wait(8 * time.Minute); code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, j.stderr.String())
 	}
 	s := j.summary()
-	assertExactlyOnce(t, s, 1, 10000)
+	assertExactlyOnce(t, s, 4, 10000)
 	if s.Workers.Lost != 1 {
 		t.Errorf("workers %+v\nstderr:\n%s", s.Workers, j.stderr.String())
 	}
