@@ -22,7 +22,7 @@ var flagGroups = []struct {
 	{"Strategy and SGD", []string{"distribution_strategy", "use_async", "grads_to_wait", "sync_version_tolerance", "lr_staleness_modulation", "overlap_push", "transport_dtype", "ps_transport",
 		"collective_port", "global_batch_size", "collective_addr"}},
 	{"Checkpoints and output", []string{"output", "checkpoint_dir", "checkpoint_steps", "keep_checkpoint_max", "checkpoint_dir_for_init", "format", "export_format"}},
-	{"Faults", []string{"max_task_attempts", "task_timeout", "slow_worker_fraction", "backup_tasks", "park_slow_workers", "park_trials", "worker_heartbeat_timeout", "worker_master_timeout", "relaunch_on_worker_failure", "master_timeout"}},
+	{"Faults", []string{"max_task_attempts", "task_timeout", "slow_worker_fraction", "backup_tasks", "park_slow_workers", "park_trials", "replace_slow_workers", "replace_slow_after", "worker_heartbeat_timeout", "worker_master_timeout", "relaunch_on_worker_failure", "master_timeout"}},
 	{"Where it runs", []string{"backend", "job_name"}},
 	{"Kubernetes", []string{"image", "namespace", "kubeconfig", "yaml", "master_pod_priority", "worker_pod_priority", "ps_pod_priority",
 		"high_priority_class", "low_priority_class", "master_resource_request", "master_resource_limit", "worker_resource_request",

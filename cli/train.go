@@ -90,6 +90,10 @@ func addTrainFlags(fs *flag.FlagSet, cfg *master.Config, opts *jobOptions) {
 		"AllReduce: a worker marked slow (--slow_worker_fraction) leaves the ring and is stopped, its tasks go back; a new worker takes its slot on probation after 30 s, doubling each time the slot is parked again (up to 8 min); never below --min_workers or more than a minority of the workers (docs/faults.md)")
 	fs.BoolVar(&cfg.ParkTrials, "park_trials", cfg.ParkTrials,
 		"AllReduce, with --park_slow_workers: a worker whose part of the steps stays below 0.7 of the others' (not slow enough to be marked) is parked on trial; it stays parked only if the ring then trains at least as fast without it, else its slot gets a worker again at once and is tried again after 30 s, doubling (docs/faults.md)")
+	fs.BoolVar(&cfg.ReplaceSlowWorkers, "replace_slow_workers", cfg.ReplaceSlowWorkers,
+		"a worker marked slow (--slow_worker_fraction) for --replace_slow_after is stopped, its task goes back, and a new worker takes its slot on another node (Kubernetes: a required node anti-affinity to the nodes the slot was slow on; relaunched anywhere if it stays pending as long); one at a time, only while the slow workers are a minority, each slot after a backoff of 30 s doubling; AllReduce: the worker on probation in a parked slot avoids its node (docs/faults.md)")
+	fs.DurationVar(&cfg.ReplaceSlowAfter, "replace_slow_after", cfg.ReplaceSlowAfter,
+		"with --replace_slow_workers: how long a worker stays marked slow before it is replaced, and how long its replacement may stay pending on the other nodes")
 	addJobFlags(fs, cfg, opts, "records per gradient step")
 }
 

@@ -35,6 +35,9 @@ type InstanceSpec struct {
 	Command []string
 	// Env is added to the instance's environment as KEY=VALUE.
 	Env []string
+	// AvoidNodes are nodes the instance must not be placed on (a
+	// Kubernetes required node anti-affinity; one host ignores it).
+	AvoidNodes []string
 	// TLS, when set, is the instance's certificate, key and the job's CA:
 	// the backend puts them where only the instance reads them and names
 	// that directory in EnvTLSDir.
@@ -117,6 +120,8 @@ type Event struct {
 	Message  string
 	// Requested is true when the instance ended because Stop was called.
 	Requested bool
+	// Node is the node it was placed on ("" when unknown or one host).
+	Node string
 }
 
 // Endpoint is where a PS shard serves: Listen is the address the PS binds,

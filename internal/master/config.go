@@ -82,6 +82,10 @@ type Config struct {
 	BackupTasks        bool
 	ParkSlowWorkers    bool
 	ParkTrials         bool
+	// ReplaceSlowWorkers: a worker marked slow for ReplaceSlowAfter is
+	// stopped and its slot relaunched on another node (docs/faults.md).
+	ReplaceSlowWorkers bool
+	ReplaceSlowAfter   time.Duration
 	HeartbeatTimeout   time.Duration
 	// WorkerMasterTimeout is the workers' --master_timeout: how long one
 	// retries a master it cannot reach before it exits with the cause.
@@ -186,6 +190,7 @@ func DefaultConfig() Config {
 		BackupTasks:             true,
 		ParkSlowWorkers:         true,
 		ParkTrials:              true,
+		ReplaceSlowAfter:        time.Minute,
 		HeartbeatTimeout:        time.Minute,
 		WorkerMasterTimeout:     roleflags.DefaultWorkerMasterTimeout,
 		RelaunchOnWorkerFailure: 1,
@@ -322,6 +327,12 @@ func (c *Config) validateSizes(bad func(flag, format string, args ...any)) {
 	}
 	if !(c.SlowWorkerFraction >= 0 && c.SlowWorkerFraction < 1) {
 		bad("slow_worker_fraction", "must be in [0, 1), got %v", c.SlowWorkerFraction)
+	}
+	if c.ReplaceSlowAfter <= 0 {
+		bad("replace_slow_after", "must be positive, got %s", c.ReplaceSlowAfter)
+	}
+	if c.ReplaceSlowWorkers && c.SlowWorkerFraction == 0 {
+		bad("replace_slow_workers", "needs slow workers marked: --slow_worker_fraction is 0")
 	}
 	if c.HeartbeatTimeout <= 0 {
 		bad("worker_heartbeat_timeout", "must be positive, got %s", c.HeartbeatTimeout)

@@ -351,7 +351,7 @@ func coreConfig(cfg *Config, spec model.Spec, sd *sqlData, logger *slog.Logger) 
 		UploadTimeout: time.Minute,
 		// Stragglers (docs/faults.md).
 		SlowWorkerFraction: cfg.SlowWorkerFraction, BackupTasks: cfg.BackupTasks, ParkSlowWorkers: cfg.ParkSlowWorkers,
-		ParkTrials: cfg.ParkTrials,
+		ParkTrials: cfg.ParkTrials, ReplaceSlowWorkers: cfg.ReplaceSlowWorkers, ReplaceSlowAfter: cfg.ReplaceSlowAfter,
 		Policy: policy.Config{
 			MaxWorkerFailureRelaunches: cfg.RelaunchOnWorkerFailure,
 			MaxPSRelaunches:            cfg.MaxPSRelaunches,

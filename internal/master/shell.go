@@ -271,10 +271,11 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 	if m.cfg.external() {
 		argv, _ := roleflags.SplitCommand(m.cfg.WorkerCommand) // checked by Validate
 		return cluster.InstanceSpec{
-			Role:    cluster.Worker,
-			ID:      l.ID,
-			Index:   l.Index,
-			Command: argv,
+			Role:       cluster.Worker,
+			ID:         l.ID,
+			Index:      l.Index,
+			AvoidNodes: l.AvoidNodes,
+			Command:    argv,
 			// One thread each (torch, OpenMP, BLAS): the job's parallelism
 			// is its workers.
 			Env: append(append(w.CommandEnv(m.cfg.JobName, m.commandOptimizer(), m.cfg.UseAsync),
@@ -282,10 +283,11 @@ func (m *Master) instanceSpec(l job.Launch) cluster.InstanceSpec {
 		}
 	}
 	return cluster.InstanceSpec{
-		Role:  cluster.Worker,
-		ID:    l.ID,
-		Index: l.Index,
-		Args:  append(w.Args(), m.cfg.WorkerArgs...),
+		Role:       cluster.Worker,
+		ID:         l.ID,
+		Index:      l.Index,
+		AvoidNodes: l.AvoidNodes,
+		Args:       append(w.Args(), m.cfg.WorkerArgs...),
 		// One BLAS thread per worker, and one Go processor: the job's
 		// parallelism is its workers, whose compute is one thread. With
 		// more, idle processors spin for work at every wake-up (a push's

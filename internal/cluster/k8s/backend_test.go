@@ -117,9 +117,18 @@ func TestEventsFollowThePod(t *testing.T) {
 	if ev := nextEvent(t, b); ev.Phase != cluster.Pending || ev.Role != cluster.PS {
 		t.Fatalf("first event %+v, want PS pending", ev)
 	}
+	// Scheduled, then running: the event names the node.
+	p, err := client.CoreV1().Pods("ns").Get(ctx, "elasticdl-j-ps-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.NodeName = "node-a"
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	setStatus(t, client, "elasticdl-j-ps-0", corev1.PodStatus{Phase: corev1.PodRunning})
-	if ev := nextEvent(t, b); ev.Phase != cluster.Running {
-		t.Fatalf("event %+v, want running", ev)
+	if ev := nextEvent(t, b); ev.Phase != cluster.Running || ev.Node != "node-a" {
+		t.Fatalf("event %+v, want running on node-a", ev)
 	}
 	setStatus(t, client, "elasticdl-j-ps-0", corev1.PodStatus{Phase: corev1.PodFailed, ContainerStatuses: []corev1.ContainerStatus{{
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}})

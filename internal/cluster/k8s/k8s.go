@@ -219,7 +219,7 @@ func (b *Backend) Existing(context.Context) ([]cluster.Event, error) {
 		st := observe(pod, false)
 		b.instances[key] = &instance{index: index, reported: st.Phase}
 		out = append(out, cluster.Event{Role: role, ID: id, Index: index, Phase: st.Phase,
-			ExitCode: st.ExitCode, Reason: st.Reason, Message: st.Message})
+			ExitCode: st.ExitCode, Reason: st.Reason, Message: st.Message, Node: pod.Spec.NodeName})
 	}
 	return out, nil
 }
@@ -397,6 +397,7 @@ func (b *Backend) podFor(spec cluster.InstanceSpec) *corev1.Pod {
 	if spec.TLS != nil {
 		mountBundle(pod)
 	}
+	AvoidNodes(pod, spec.AvoidNodes)
 	if len(spec.Command) > 0 {
 		// A user's worker program (--worker_command), in the job's --image.
 		pod.Spec.Containers[0].Command, pod.Spec.Containers[0].Args = spec.Command, nil
@@ -524,7 +525,7 @@ func (b *Backend) onPod(obj any, gone bool) {
 	ev := cluster.Event{
 		Role: role, ID: id, Index: in.index, Phase: st.Phase,
 		ExitCode: st.ExitCode, Reason: st.Reason, Message: st.Message,
-		Requested: in.requested,
+		Requested: in.requested, Node: pod.Spec.NodeName,
 	}
 	b.mu.Unlock()
 	if st.Phase == cluster.Pending && st.Message != "" {

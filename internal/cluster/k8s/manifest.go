@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -250,6 +251,34 @@ func NewPod(name, namespace string, labels map[string]string, s PodSettings, arg
 		p.OwnerReferences = []metav1.OwnerReference{*owner}
 	}
 	return p
+}
+
+// AvoidNodes requires pod to be placed on none of nodes: a required node
+// affinity on the node's name (matchFields metadata.name, which is the
+// node itself, where the hostname label need not be), added to every term
+// the pod already has, since terms are ORed.
+func AvoidNodes(pod *corev1.Pod, nodes []string) {
+	if len(nodes) == 0 {
+		return
+	}
+	req := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: slices.Clone(nodes)}
+	if pod.Spec.Affinity == nil {
+		pod.Spec.Affinity = &corev1.Affinity{}
+	}
+	if pod.Spec.Affinity.NodeAffinity == nil {
+		pod.Spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := pod.Spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	sel := na.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(sel.NodeSelectorTerms) == 0 {
+		sel.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range sel.NodeSelectorTerms {
+		sel.NodeSelectorTerms[i].MatchFields = append(sel.NodeSelectorTerms[i].MatchFields, req)
+	}
 }
 
 // newPSService builds the Service that keeps PS shard index reachable at

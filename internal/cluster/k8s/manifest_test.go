@@ -161,6 +161,33 @@ func TestInstancePod(t *testing.T) {
 	}
 }
 
+// A worker whose slot was slow on some nodes must be placed on none of
+// them: a required node affinity on the node's name, in every term.
+func TestAvoidNodes(t *testing.T) {
+	b := &Backend{cfg: Config{Namespace: "ns", JobName: "j", Worker: PodSettings{Image: "img"}}}
+	if p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 1}); p.Spec.Affinity != nil {
+		t.Fatalf("no nodes to avoid, affinity %+v", p.Spec.Affinity)
+	}
+	p := b.podFor(cluster.InstanceSpec{Role: cluster.Worker, ID: 2, AvoidNodes: []string{"n1", "n2"}})
+	want := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
+		{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"n1", "n2"}}}}}}
+	if p.Spec.Affinity == nil || p.Spec.Affinity.NodeAffinity == nil || !reflect.DeepEqual(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, want) {
+		t.Fatalf("affinity %+v, want required %+v", p.Spec.Affinity, want)
+	}
+	// Terms are ORed: each gets the requirement.
+	two := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}},
+		}}}}}}
+	AvoidNodes(two, []string{"n1"})
+	for i, term := range two.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if len(term.MatchExpressions) != 1 || len(term.MatchFields) != 1 || term.MatchFields[0].Values[0] != "n1" {
+			t.Fatalf("term %d: %+v, want its zone and the avoidance", i, term)
+		}
+	}
+}
+
 // A worker told to listen on PodIPRef gets the pod's IP: every $(VAR) in
 // the args names a variable of the container, which the kubelet expands.
 func TestWorkerArgsExpandPodIP(t *testing.T) {

@@ -29,10 +29,11 @@ func (j *Job) launchPS(now time.Time, index int, cause, relaunch string) {
 func (j *Job) launchWorker(now time.Time, index int, cause, relaunch string) {
 	id := j.nextWorkerID
 	j.nextWorkerID++
-	j.workers[id] = &instance{id: id, index: index, lastSeen: now}
+	avoid := j.avoidFor(index)
+	j.workers[id] = &instance{id: id, index: index, lastSeen: now, launchedAt: now, avoid: avoid, replacement: cause == causeReplace}
 	j.summary.Workers.Launched++
 	j.occurInstance(OccurLaunched, cluster.Worker, j.workers[id], cause)
-	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.Worker, ID: id, Index: index, Relaunch: relaunch})
+	j.ready.Launch = append(j.ready.Launch, Launch{Role: cluster.Worker, ID: id, Index: index, Relaunch: relaunch, AvoidNodes: avoid})
 	// No live-worker count: a launched worker does not run yet.
 }
 
@@ -126,6 +127,9 @@ func (j *Job) lookup(r cluster.Role, id int) *instance {
 
 func (j *Job) instanceEvent(now time.Time, ev cluster.Event) {
 	name := cluster.InstanceName(ev.Role, ev.ID)
+	if in := j.lookup(ev.Role, ev.ID); in != nil && ev.Node != "" {
+		in.node = ev.Node
+	}
 	switch ev.Phase {
 	case cluster.Pending:
 		j.log.Info("instance pending", "instance", name)
@@ -298,6 +302,7 @@ func (j *Job) tick(now time.Time) {
 			}, causeSilent)
 		}
 	}
+	j.replaceDue(now)
 	if j.cfg.AllReduce {
 		j.maybeForm(now)
 		j.unparkDue(now)

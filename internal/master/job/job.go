@@ -159,6 +159,10 @@ type Config struct {
 	// trial, kept parked only if the ring is faster without it (trial.go).
 	ParkSlowWorkers bool
 	ParkTrials      bool
+	// ReplaceSlowWorkers: a worker slow for ReplaceSlowAfter is stopped
+	// and its slot relaunched away from its node (replace.go).
+	ReplaceSlowWorkers bool
+	ReplaceSlowAfter   time.Duration
 	// Logger receives the core's decisions; slog.Default when nil.
 	Logger *slog.Logger
 }
@@ -200,8 +204,10 @@ type Job struct {
 	draining map[int]time.Time
 	// targetSource is who set the target last (a let-go's cause).
 	targetSource string
-	// parked: the worker slots whose slow worker was parked (park.go).
-	parked map[int]*parkedSlot
+	// parked: the worker slots whose slow worker was parked (park.go);
+	// replaced those whose slow worker was replaced (replace.go).
+	parked   map[int]*parkedSlot
+	replaced map[int]*replacedSlot
 	// trial: the member parked on trial, while its ring is measured
 	// without it (trial.go).
 	trial *parkTrial
@@ -264,6 +270,13 @@ type instance struct {
 	running   bool
 	startedAt time.Time // when it was seen running
 	talked    bool      // it made a request of this master (workers)
+	// node is where it runs ("" when the backend does not say);
+	// launchedAt when it was launched; avoid the nodes its launch
+	// avoided; replacement: it replaces a slow worker (replace.go).
+	node        string
+	launchedAt  time.Time
+	avoid       []string
+	replacement bool
 }
 
 // New builds the core of a job: the dispatcher with its tasks, and the
@@ -291,6 +304,7 @@ func New(cfg Config) (*Job, error) {
 		draining:    map[int]time.Time{},
 		released:    map[int]bool{},
 		parked:      map[int]*parkedSlot{},
+		replaced:    map[int]*replacedSlot{},
 		numPS:       cfg.NumPS,
 		psTarget:    cfg.NumPS,
 		evalPending: map[int64]evalMetrics{},

@@ -110,6 +110,7 @@ func (j *Job) park(now time.Time, worker int, why string) bool {
 	}
 	backoff := parkBackoff(s.times)
 	s.worker, s.until = worker, now.Add(backoff)
+	j.avoidParked(w.index, w.node)
 	s.times++
 	j.summary.Workers.Parked++
 	j.log.Info("parked slow worker", "worker", worker, "slot", w.index, "for", backoff, "times", s.times, "why", why)

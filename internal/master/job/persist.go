@@ -94,6 +94,7 @@ type InstanceState struct {
 	LastSeen  time.Time `json:"last_seen,omitzero"`
 	Running   bool      `json:"running"`
 	StartedAt time.Time `json:"started_at,omitzero"`
+	Node      string    `json:"node,omitempty"`
 }
 
 // MetricsState is evaluation metrics being summed.
@@ -257,7 +258,7 @@ func instanceStates(m map[int]*instance) []InstanceState {
 	var out []InstanceState
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		in := m[k]
-		out = append(out, InstanceState{ID: in.id, Index: in.index, LastSeen: in.lastSeen, Running: in.running, StartedAt: in.startedAt})
+		out = append(out, InstanceState{ID: in.id, Index: in.index, LastSeen: in.lastSeen, Running: in.running, StartedAt: in.startedAt, Node: in.node})
 	}
 	return out
 }
@@ -430,7 +431,7 @@ func instances(states []InstanceState, byIndex bool) map[int]*instance {
 		if byIndex {
 			key = s.Index
 		}
-		m[key] = &instance{id: s.ID, index: s.Index, lastSeen: s.LastSeen, running: s.Running, startedAt: s.StartedAt}
+		m[key] = &instance{id: s.ID, index: s.Index, lastSeen: s.LastSeen, running: s.Running, startedAt: s.StartedAt, node: s.Node}
 	}
 	return m
 }

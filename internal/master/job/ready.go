@@ -60,6 +60,9 @@ type Launch struct {
 	Relaunch string
 	// Shards is a PS's number of shards (its layout's).
 	Shards int
+	// AvoidNodes: nodes a worker must not run on (its slot was slow
+	// there: replace.go).
+	AvoidNodes []string
 }
 
 // StopInstance asks the shell to stop an instance (its exit is then

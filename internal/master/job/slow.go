@@ -98,6 +98,7 @@ type workerRate struct {
 	below      int
 	belowSince time.Time
 	slow       bool
+	slowSince  time.Time // when it was marked, while it is
 	// lagging: below the trial bar (trial.go), on lagBelow reports since
 	// lagSince.
 	lagging  bool
@@ -283,7 +284,10 @@ func (j *Job) judgeRate(now time.Time, worker int, w *workerRate) {
 	}
 	w.below = streak
 	if slow != w.slow {
-		w.slow = slow
+		w.slow, w.slowSince = slow, time.Time{}
+		if slow {
+			w.slowSince = now
+		}
 		j.markSlow(now, worker, slow, rate, median)
 	}
 	if j.cfg.AllReduce && j.cfg.ParkTrials && !w.slow {

@@ -164,6 +164,11 @@ type WorkerCounts struct {
 	// slower without them.
 	ParkTrials       int `json:"park_trials,omitempty"`
 	ParkTrialsUndone int `json:"park_trials_undone,omitempty"`
+	// Replaced counts the slow workers stopped and relaunched away from
+	// their nodes (--replace_slow_workers); AvoidanceDropped the
+	// replacements relaunched anywhere after pending too long.
+	Replaced         int `json:"replaced,omitempty"`
+	AvoidanceDropped int `json:"avoidance_dropped,omitempty"`
 }
 
 // PSCounts counts parameter-server instances over the job's life.
