@@ -18,6 +18,7 @@ type metricsCollector struct {
 	m *Master
 
 	tasks, launched, lost, relaunched, preempted, parked *prometheus.Desc
+	replaced                                             *prometheus.Desc
 	instances, records, corrupt, epoch, version          *prometheus.Desc
 	finished, ringVersion, worldSize                     *prometheus.Desc
 	arOps, arBytes, arSeconds                            *prometheus.Desc
@@ -52,6 +53,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 		relaunched:  newDesc("instances_relaunched_total", "Instances launched to replace a lost one.", []string{"role"}, job),
 		preempted:   newDesc("instances_preempted_total", "Lost instances the cluster took back for higher-priority work.", []string{"role"}, job),
 		parked:      newDesc("workers_parked_total", "AllReduce: slow workers that left the ring for a while (parked), and new workers launched on probation in their slots (unparked).", []string{"event"}, job),
+		replaced:    newDesc("workers_replaced_total", "Slow workers stopped and relaunched away from their nodes (replaced), and replacements relaunched anywhere after pending too long (avoidance_dropped); --replace_slow_workers.", []string{"event"}, job),
 		instances:   newDesc("instances", "Instances by state: running, or launched and not running yet (pending pods: the elastic headroom).", []string{"role", "state"}, job),
 		records:     newDesc("records_done_total", "Training records of tasks reported done.", nil, job),
 		corrupt:     newDesc("corrupt_records_total", "Records skipped as corrupt.", nil, job),
@@ -118,7 +120,7 @@ func (m *Master) RegisterMetrics(reg prometheus.Registerer) error {
 }
 
 func (c *metricsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.parked, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards, c.workerSlow, c.workerRate} {
+	for _, d := range []*prometheus.Desc{c.tasks, c.launched, c.lost, c.relaunched, c.preempted, c.parked, c.replaced, c.instances, c.records, c.corrupt, c.epoch, c.version, c.finished, c.ringVersion, c.worldSize, c.arOps, c.arBytes, c.arSeconds, c.target, c.bounds, c.requested, c.goodput, c.psShards, c.psLayout, c.reshards, c.workerSlow, c.workerRate} {
 		ch <- d
 	}
 }
@@ -165,6 +167,8 @@ func (c *metricsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.preempted, float64(s.PS.Preempted), p)
 	counter(c.parked, float64(s.Workers.Parked), "parked")
 	counter(c.parked, float64(s.Workers.Unparked), "unparked")
+	counter(c.replaced, float64(s.Workers.Replaced), "replaced")
+	counter(c.replaced, float64(s.Workers.AvoidanceDropped), "avoidance_dropped")
 	gauge(c.instances, wRun, w, "running")
 	gauge(c.instances, wPend, w, "pending")
 	gauge(c.instances, pRun, p, "running")

@@ -225,7 +225,7 @@ func TestPyTorchAllReduceStraggler(t *testing.T) {
 	})
 	slices.Sort(first)
 	slow := first[0]
-	t.Logf("worker process %d throttled: %s", slow, throttle(t, slow, 0.1))
+	t.Logf("worker process %d throttled: %s", slow, proctest.Throttle(t, slow, 0.1))
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 1, 60000)
 	t.Logf("slow marks %+v, rates %+v, workers %+v", s.SlowWorkers, s.WorkerRates, s.Workers)

@@ -45,7 +45,7 @@ func runStraggler(t *testing.T, allreduce bool, fraction float64, file string, r
 			workers = proctest.Children(j.cmd.Process.Pid, "worker")
 			return len(workers) == 3
 		})
-		t.Logf("worker %d throttled: %s", workers[0].Pid, throttle(t, workers[0].Pid, fraction))
+		t.Logf("worker %d throttled: %s", workers[0].Pid, proctest.Throttle(t, workers[0].Pid, fraction))
 	}
 	s := j.succeeded(10 * time.Minute)
 	assertExactlyOnce(t, s, 1, records)

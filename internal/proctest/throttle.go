@@ -1,4 +1,4 @@
-package local
+package proctest
 
 import (
 	"errors"
@@ -12,12 +12,12 @@ import (
 	"time"
 )
 
-// throttle holds process pid (and the children it starts after) to
+// Throttle holds process pid (and the children it starts after) to
 // fraction of one CPU for the rest of the test: a CFS quota in a cgroup
 // of its own where the machine lets us make one (cgroup v2's cpu.max, or
 // v1's cpu controller), else a SIGSTOP/SIGCONT duty cycle from the test.
 // It returns how.
-func throttle(t *testing.T, pid int, fraction float64) string {
+func Throttle(t testing.TB, pid int, fraction float64) string {
 	t.Helper()
 	const period = 100_000 // µs: CFS's default period
 	quota := int(fraction * period)
@@ -56,7 +56,7 @@ func throttle(t *testing.T, pid int, fraction float64) string {
 
 // cgroupQuota makes cgroup name with quota µs of CPU per period and moves
 // pid into it; the cgroup is removed at the test's end.
-func cgroupQuota(t *testing.T, pid int, name string, quota, period int) (string, error) {
+func cgroupQuota(t testing.TB, pid int, name string, quota, period int) (string, error) {
 	v2 := "/sys/fs/cgroup"
 	if _, err := os.Stat(filepath.Join(v2, "cgroup.controllers")); err == nil {
 		dir := filepath.Join(v2, name)
@@ -67,7 +67,7 @@ func cgroupQuota(t *testing.T, pid int, name string, quota, period int) (string,
 		"cpu.cfs_period_us": strconv.Itoa(period), "cpu.cfs_quota_us": strconv.Itoa(quota)})
 }
 
-func makeCgroup(t *testing.T, dir string, pid int, settings map[string]string) error {
+func makeCgroup(t testing.TB, dir string, pid int, settings map[string]string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
