@@ -95,6 +95,11 @@ type InstanceState struct {
 	Running   bool      `json:"running"`
 	StartedAt time.Time `json:"started_at,omitzero"`
 	Node      string    `json:"node,omitempty"`
+	// Avoid, LaunchedAt: a replacement's avoided nodes and launch, so a
+	// master that takes over still relaunches it anywhere if it stays
+	// pending (replace.go).
+	Avoid      []string  `json:"avoid,omitempty"`
+	LaunchedAt time.Time `json:"launched_at,omitzero"`
 }
 
 // MetricsState is evaluation metrics being summed.
@@ -258,7 +263,8 @@ func instanceStates(m map[int]*instance) []InstanceState {
 	var out []InstanceState
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		in := m[k]
-		out = append(out, InstanceState{ID: in.id, Index: in.index, LastSeen: in.lastSeen, Running: in.running, StartedAt: in.startedAt, Node: in.node})
+		out = append(out, InstanceState{ID: in.id, Index: in.index, LastSeen: in.lastSeen, Running: in.running, StartedAt: in.startedAt, Node: in.node,
+			Avoid: in.avoid, LaunchedAt: in.launchedAt})
 	}
 	return out
 }
@@ -431,7 +437,8 @@ func instances(states []InstanceState, byIndex bool) map[int]*instance {
 		if byIndex {
 			key = s.Index
 		}
-		m[key] = &instance{id: s.ID, index: s.Index, lastSeen: s.LastSeen, running: s.Running, startedAt: s.StartedAt, node: s.Node}
+		m[key] = &instance{id: s.ID, index: s.Index, lastSeen: s.LastSeen, running: s.Running, startedAt: s.StartedAt, node: s.Node,
+			avoid: s.Avoid, launchedAt: s.LaunchedAt}
 	}
 	return m
 }

@@ -116,6 +116,14 @@ func replaceHarness(t *testing.T, on bool) *harness {
 // pending, and after ReplaceSlowAfter is relaunched anywhere. Every record
 // is trained once.
 func TestSlowWorkerReplaced(t *testing.T) {
+	for _, fo := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one master", true: "a master takes over while it is pending"}[fo], func(t *testing.T) {
+			slowWorkerReplaced(t, fo)
+		})
+	}
+}
+
+func slowWorkerReplaced(t *testing.T, failover bool) {
 	h := replaceHarness(t, true)
 	for w := range 3 {
 		placed(h, w, fmt.Sprintf("n%d", w))
@@ -146,6 +154,11 @@ func TestSlowWorkerReplaced(t *testing.T) {
 	// The replacement stays pending: after ReplaceSlowAfter it is
 	// relaunched without the avoidance.
 	h.take()
+	if failover {
+		h.failover(running(cluster.Worker, 0), running(cluster.Worker, 1),
+			cluster.Event{Role: cluster.Worker, ID: 3, Index: 2, Phase: cluster.Pending})
+		h.take()
+	}
 	for range 3 {
 		h.advance(10 * time.Second)
 		h.step(Tick{})
