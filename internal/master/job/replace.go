@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 	"time"
-
-	"elasticdl/internal/cluster"
 )
 
 // Replacing persistently slow workers (--replace_slow_workers). Backup
@@ -60,8 +58,8 @@ func withAvoided(avoid []string, node string) []string {
 	return avoid
 }
 
-// replacing counts the replacements on their way: launched with an
-// avoid list and not yet running, or not yet rated.
+// replacing counts the replacements of slow workers on their way: not
+// yet running, or not yet rated (their first task not done).
 func (j *Job) replacing() int {
 	n := 0
 	for id, w := range j.workers {
@@ -128,12 +126,7 @@ func (j *Job) replaceDue(now time.Time) {
 // and launches a new worker in its slot, avoiding the slot's nodes.
 func (j *Job) stopAndRelaunch(now time.Time, id int, why string) {
 	w := j.workers[id]
-	j.released[id] = true
-	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
-	j.exitedBecause(now, cluster.Event{
-		Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,
-		Message: "replaced (" + why + "): stopped by the master", Requested: true,
-	}, causeReplace)
+	j.stopWorker(now, w, "replaced ("+why+")", causeReplace)
 	j.launchWorker(now, w.index, causeReplace, "")
 }
 

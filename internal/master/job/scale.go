@@ -161,12 +161,19 @@ func (j *Job) letGo(now time.Time, id int, why string) {
 		j.summary.Workers.ScaledDown++
 	}
 	delete(j.draining, id)
-	j.released[id] = true
-	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: id})
+	j.stopWorker(now, w, why, OccurLetGo)
+}
+
+// stopWorker stops worker w on the job's own account (not a loss): it is
+// told to stop, and its exit is taken now with cause, its tasks back to
+// todo.
+func (j *Job) stopWorker(now time.Time, w *instance, why, cause string) {
+	j.released[w.id] = true
+	j.ready.Stop = append(j.ready.Stop, StopInstance{Role: cluster.Worker, ID: w.id})
 	j.exitedBecause(now, cluster.Event{
-		Role: cluster.Worker, ID: id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,
+		Role: cluster.Worker, ID: w.id, Index: w.index, Phase: cluster.Exited, ExitCode: -1, Reason: cluster.Deleted,
 		Message: why + ": stopped by the master", Requested: true,
-	}, OccurLetGo)
+	}, cause)
 }
 
 // leavesNow lets go of a leaving worker that asks for work and holds
