@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -65,6 +66,24 @@ func deleteCollections(client *fake.Clientset) {
 func newFakeBackend(t *testing.T, client *fake.Clientset, clock *fakeClock) *Backend {
 	t.Helper()
 	deleteCollections(client)
+	// The fake clientset does not replay what was created between an
+	// informer's List and its Watch (kubernetes/kubernetes#95372): a pod
+	// launched then gave no event. So the backend is returned only once
+	// its informer's watch is open (the fake's own reactor, then a signal).
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(watching) })
+		return true, w, nil
+	})
 	b, err := New(context.Background(), Config{
 		Client: client, Namespace: "ns", JobName: "j", PSPort: 2222,
 		Worker: PodSettings{Image: "img"}, PS: PodSettings{Image: "img"},
@@ -78,6 +97,11 @@ func newFakeBackend(t *testing.T, client *fake.Clientset, clock *fakeClock) *Bac
 		defer cancel()
 		b.Close(ctx)
 	})
+	select {
+	case <-watching:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the backend's pod informer did not watch within 5 s")
+	}
 	return b
 }
 
@@ -397,6 +421,24 @@ func TestLaunchBatch(t *testing.T) {
 		return false, nil, nil
 	})
 	deleteCollections(client)
+	// The fake clientset does not replay what was created between an
+	// informer's List and its Watch (kubernetes/kubernetes#95372): a pod
+	// launched then gave no event. So the backend is returned only once
+	// its informer's watch is open (the fake's own reactor, then a signal).
+	watching := make(chan struct{})
+	var once sync.Once
+	client.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := client.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(watching) })
+		return true, w, nil
+	})
 	b, err := New(context.Background(), Config{
 		Client: client, Namespace: "ns", JobName: "j", PSPort: 2222,
 		Worker: PodSettings{Image: "img"}, PS: PodSettings{Image: "img"},
